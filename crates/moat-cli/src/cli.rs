@@ -1,0 +1,135 @@
+//! The command-line grammar (clap derive). Kept apart from what the commands do.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// moat: a fast, strict Model Context Protocol (MCP) stack.
+///
+/// Talk to any MCP server from the shell, or run moat's built-in servers.
+#[derive(Debug, Parser)]
+#[command(name = "moat", version, propagate_version = true, after_help = EXAMPLES)]
+pub struct Cli {
+    /// More logging on stderr (-v info, -vv debug, -vvv trace). MOAT_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+const EXAMPLES: &str = "\
+Examples:
+  moat tools -- npx -y @modelcontextprotocol/server-everything
+  moat call echo --args '{\"message\":\"hi\"}' -- npx -y @modelcontextprotocol/server-everything
+  moat read test://static-text -- moat serve everything
+  moat tools --json --protocol 2025-06-18 -- python -m mcp_server_time
+
+Exit codes: 0 ok, 1 usage error, 2 connection or protocol failure, 3 the tool returned isError.";
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a built-in MCP server on stdin/stdout.
+    Serve(ServeArgs),
+    /// List a server's tools.
+    Tools(ListArgs),
+    /// Call a tool and print its result.
+    Call(CallArgs),
+    /// List a server's resources and resource templates.
+    Resources(ListArgs),
+    /// Read a resource by URI.
+    Read(ReadArgs),
+    /// List a server's prompts.
+    Prompts(ListArgs),
+    /// Get a prompt, filled in with arguments.
+    Prompt(PromptArgs),
+}
+
+/// Which built-in server to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BuiltinServer {
+    /// The conformance fixture: every kind of tool, resource and prompt.
+    Everything,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The server to run.
+    pub server: BuiltinServer,
+    /// Serve Streamable HTTP on this address instead of stdio (not available yet).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+}
+
+/// How to reach the server: a URL, or a command after `--`.
+#[derive(Debug, Args)]
+pub struct Target {
+    /// Protocol revision to speak: 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25,
+    /// 2026-07-28, or auto (try 2026-07-28, fall back to the newest handshake revision).
+    #[arg(long, value_name = "REV", default_value = "auto")]
+    pub protocol: String,
+    /// Seconds to wait for each answer from the server.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub timeout: u64,
+    /// The server's command line, after `--` (e.g. `-- npx -y @modelcontextprotocol/server-everything`).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Print JSON (for scripts) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// A server URL (http://…/mcp), instead of a command after `--`.
+    #[arg(value_name = "URL")]
+    pub url: Option<String>,
+    #[command(flatten)]
+    pub target: Target,
+}
+
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments, as a JSON object.
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    pub args: String,
+    /// Print the raw result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// A server URL (http://…/mcp), instead of a command after `--`.
+    #[arg(value_name = "URL")]
+    pub url: Option<String>,
+    #[command(flatten)]
+    pub target: Target,
+}
+
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// The resource's URI.
+    pub uri: String,
+    /// Print the raw result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// A server URL (http://…/mcp), instead of a command after `--`.
+    #[arg(value_name = "URL")]
+    pub url: Option<String>,
+    #[command(flatten)]
+    pub target: Target,
+}
+
+#[derive(Debug, Args)]
+pub struct PromptArgs {
+    /// The prompt's name.
+    pub name: String,
+    /// The arguments, as a JSON object of strings.
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    pub args: String,
+    /// Print the raw result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// A server URL (http://…/mcp), instead of a command after `--`.
+    #[arg(value_name = "URL")]
+    pub url: Option<String>,
+    #[command(flatten)]
+    pub target: Target,
+}

@@ -1,0 +1,200 @@
+//! The client commands: `tools`, `call`, `resources`, `read`, `prompts`, `prompt`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use moat::{Client, VersionPreference};
+use serde_json::{Value, json};
+
+use crate::Failure;
+use crate::cli::{CallArgs, ListArgs, PromptArgs, ReadArgs, Target};
+use crate::output;
+
+/// Connect to the target: a command after `--`, or (later) a URL.
+async fn connect(url: Option<&str>, target: &Target) -> Result<Client, Failure> {
+    let preference: VersionPreference = target
+        .protocol
+        .parse()
+        .map_err(|e| Failure::Usage(anyhow!("--protocol: {e}")))?;
+    if let Some(url) = url {
+        if !target.command.is_empty() {
+            return Err(Failure::Usage(anyhow!(
+                "give either a URL or a command after `--`, not both"
+            )));
+        }
+        return Err(Failure::Usage(anyhow!(
+            "{url}: HTTP targets need the Streamable HTTP transport, which is not in this build yet; \
+             give the server's command after `--` instead"
+        )));
+    }
+    if target.command.is_empty() {
+        return Err(Failure::Usage(anyhow!(
+            "no server given: put its command after `--`, e.g. `moat tools -- npx -y @modelcontextprotocol/server-everything`"
+        )));
+    }
+    let timeout = Duration::from_secs(target.timeout.max(1));
+    let shown = target.command.join(" ");
+    let client = Client::builder()
+        .protocol(preference)
+        .request_timeout(Some(timeout))
+        .discover_timeout(timeout.min(Duration::from_secs(5)))
+        .connect_command(target.command.iter().cloned())
+        .await
+        .map_err(|e| {
+            Failure::Connection(anyhow!(e).context(format!("could not connect to `{shown}`")))
+        })?;
+    tracing::info!(
+        server = %client.server_info().name,
+        version = ?client.protocol_version(),
+        "connected"
+    );
+    Ok(client)
+}
+
+fn parse_object(flag: &str, text: &str) -> Result<Value, Failure> {
+    let value: Value = serde_json::from_str(text)
+        .with_context(|| format!("{flag} is not valid JSON: {text}"))
+        .map_err(Failure::Usage)?;
+    if !value.is_object() {
+        return Err(Failure::Usage(anyhow!(
+            "{flag} must be a JSON object, like '{{\"key\": \"value\"}}'"
+        )));
+    }
+    Ok(value)
+}
+
+fn header(client: &Client) -> serde_json::Map<String, Value> {
+    let mut map = serde_json::Map::new();
+    map.insert(
+        "protocolVersion".into(),
+        json!(client.protocol_version().map(|v| v.as_str())),
+    );
+    map.insert("serverInfo".into(), json!(client.server_info()));
+    map
+}
+
+pub async fn tools(args: ListArgs) -> Result<(), Failure> {
+    let client = connect(args.url.as_deref(), &args.target).await?;
+    let result = client.list_all_tools().await;
+    let meta = header(&client);
+    client.close().await;
+    let tools = result?;
+    if args.json {
+        let mut out = meta;
+        out.insert("tools".into(), json!(tools));
+        output::print_json(&Value::Object(out));
+    } else {
+        output::print_tools(&tools);
+    }
+    Ok(())
+}
+
+pub async fn call(args: CallArgs) -> Result<(), Failure> {
+    let arguments = parse_object("--args", &args.args)?;
+    let client = connect(args.url.as_deref(), &args.target).await?;
+    let result = client.call_tool(&args.tool, arguments).await;
+    client.close().await;
+    let result = result?;
+    if args.json {
+        output::print_json(&json!(result));
+    } else {
+        output::print_call_result(&result);
+    }
+    if result.is_error() {
+        if !args.json {
+            eprintln!("error: tool {} reported an error", args.tool);
+        }
+        return Err(Failure::ToolError);
+    }
+    Ok(())
+}
+
+pub async fn resources(args: ListArgs) -> Result<(), Failure> {
+    let client = connect(args.url.as_deref(), &args.target).await?;
+    let has_resources = client.server_capabilities().resources.is_some();
+    let listed = if has_resources {
+        match client.list_all_resources().await {
+            Ok(r) => Ok((
+                r,
+                client
+                    .list_all_resource_templates()
+                    .await
+                    .unwrap_or_default(),
+            )),
+            Err(e) => Err(e),
+        }
+    } else {
+        Ok((Vec::new(), Vec::new()))
+    };
+    let meta = header(&client);
+    client.close().await;
+    let (resources, templates) = listed?;
+    if args.json {
+        let mut out = meta;
+        out.insert("resources".into(), json!(resources));
+        out.insert("resourceTemplates".into(), json!(templates));
+        output::print_json(&Value::Object(out));
+    } else {
+        output::print_resources(&resources, &templates);
+    }
+    Ok(())
+}
+
+pub async fn read(args: ReadArgs) -> Result<(), Failure> {
+    let client = connect(args.url.as_deref(), &args.target).await?;
+    let result = client.read_resource(&args.uri).await;
+    client.close().await;
+    let result = result?;
+    if args.json {
+        output::print_json(&json!(result));
+    } else {
+        output::print_contents(&result.contents);
+    }
+    Ok(())
+}
+
+pub async fn prompts(args: ListArgs) -> Result<(), Failure> {
+    let client = connect(args.url.as_deref(), &args.target).await?;
+    let listed = if client.server_capabilities().prompts.is_some() {
+        client.list_all_prompts().await
+    } else {
+        Ok(Vec::new())
+    };
+    let meta = header(&client);
+    client.close().await;
+    let prompts = listed?;
+    if args.json {
+        let mut out = meta;
+        out.insert("prompts".into(), json!(prompts));
+        output::print_json(&Value::Object(out));
+    } else {
+        output::print_prompts(&prompts);
+    }
+    Ok(())
+}
+
+pub async fn prompt(args: PromptArgs) -> Result<(), Failure> {
+    let value = parse_object("--args", &args.args)?;
+    let mut arguments = BTreeMap::new();
+    if let Value::Object(map) = value {
+        for (k, v) in map {
+            // Prompt arguments are strings on the wire; accept other scalars for convenience.
+            let s = match v {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            arguments.insert(k, s);
+        }
+    }
+    let client = connect(args.url.as_deref(), &args.target).await?;
+    let result = client.get_prompt(&args.name, arguments).await;
+    client.close().await;
+    let result = result?;
+    if args.json {
+        output::print_json(&json!(result));
+    } else {
+        output::print_prompt_result(&result);
+    }
+    Ok(())
+}

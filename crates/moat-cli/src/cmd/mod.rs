@@ -1,0 +1,4 @@
+//! One module per group of subcommands.
+
+pub mod client;
+pub mod serve;

@@ -1,0 +1,97 @@
+//! The `moat` binary: a thin command-line layer over the moat crates.
+//!
+//! Exit codes: 0 success, 1 usage error, 2 connection or protocol failure,
+//! 3 the tool ran and reported an error (`isError`).
+
+mod cli;
+mod cmd;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use cli::{Cli, Command};
+
+/// What went wrong, mapped to an exit code.
+#[derive(Debug)]
+pub enum Failure {
+    /// Bad arguments: exit 1.
+    Usage(anyhow::Error),
+    /// Could not connect, or the peer broke the protocol: exit 2.
+    Connection(anyhow::Error),
+    /// The tool reported an error: exit 3 (already printed).
+    ToolError,
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure::Connection(e.into())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 1 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    init_tracing(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: could not start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = runtime.block_on(run(cli.command));
+    // Do not wait for tasks still blocked on stdin reads.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Connection(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+        Err(Failure::ToolError) => ExitCode::from(3),
+    }
+}
+
+async fn run(command: Command) -> Result<(), Failure> {
+    match command {
+        Command::Serve(args) => cmd::serve::run(args).await,
+        Command::Tools(args) => cmd::client::tools(args).await,
+        Command::Call(args) => cmd::client::call(args).await,
+        Command::Resources(args) => cmd::client::resources(args).await,
+        Command::Read(args) => cmd::client::read(args).await,
+        Command::Prompts(args) => cmd::client::prompts(args).await,
+        Command::Prompt(args) => cmd::client::prompt(args).await,
+    }
+}
+
+fn init_tracing(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_env("MOAT_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    // Logs go to stderr: on stdio, stdout is the wire.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}

@@ -1,0 +1,226 @@
+//! A [`Connection`]: the handle a peer drives, whatever carries the bytes.
+//!
+//! Reading and writing each run in their own task, so a slow writer never stalls the reader
+//! and vice versa. The inbound side is a channel of [`Inbound`] items that ends when the
+//! stream does; the outbound side is a bounded channel of encoded messages.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::framing::{Frame, LineReader};
+
+/// Limits that protect a connection from its peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Longest message accepted, in bytes. Longer lines are skipped and reported.
+    pub max_message_bytes: usize,
+    /// Messages buffered in each direction before the sender waits.
+    pub queue: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_message_bytes: 8 * 1024 * 1024,
+            queue: 1024,
+        }
+    }
+}
+
+impl Limits {
+    /// Set the largest message accepted.
+    pub fn max_message_bytes(mut self, bytes: usize) -> Self {
+        self.max_message_bytes = bytes;
+        self
+    }
+}
+
+/// Something that arrived from the peer.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Inbound {
+    /// A frame (a message, or a report of one that was refused).
+    Frame(Frame),
+    /// Reading failed; the stream is over. (A clean end of stream just closes the channel.)
+    Failed(std::io::Error),
+    /// The stream ended, and the transport can say why (e.g. the child process exited).
+    Ended(String),
+}
+
+/// A future that runs when the inbound stream ends and may explain why.
+pub type Epilogue = Pin<Box<dyn Future<Output = Option<String>> + Send>>;
+
+/// Closes a connection's underlying resource (e.g. shuts down a child process).
+pub type Closer = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+
+/// A live connection: inbound frames, outbound messages, and how to close it.
+pub struct Connection {
+    /// Frames from the peer; `None` once the stream has ended.
+    pub inbound: mpsc::Receiver<Inbound>,
+    /// Encoded messages to the peer (one JSON text each, no newline).
+    pub outbound: mpsc::Sender<String>,
+    /// Ends the connection for good: closes the write side and releases what is behind it.
+    pub closer: Option<Closer>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection").finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// Drive a line-delimited connection over any reader and writer. Spawns the reader and
+    /// writer tasks on the current tokio runtime. The returned closer stops the writer
+    /// (closing the write half) and waits until it is done.
+    pub fn from_lines<R, W>(reader: R, writer: W, limits: Limits) -> Connection
+    where
+        R: AsyncBufRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        Self::from_lines_with_epilogue(reader, writer, limits, None)
+    }
+
+    /// Like [`Connection::from_lines`]; when the inbound stream ends, `epilogue` runs and its
+    /// answer, if any, is delivered as a final [`Inbound::Ended`].
+    pub fn from_lines_with_epilogue<R, W>(
+        reader: R,
+        writer: W,
+        limits: Limits,
+        epilogue: Option<Epilogue>,
+    ) -> Connection
+    where
+        R: AsyncBufRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (in_tx, in_rx) = mpsc::channel(limits.queue);
+        let (out_tx, out_rx) = mpsc::channel(limits.queue);
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let (done_tx, done_rx) = oneshot::channel::<()>();
+        tokio::spawn(read_loop(
+            LineReader::new(reader, limits.max_message_bytes),
+            in_tx,
+            epilogue,
+        ));
+        tokio::spawn(async move {
+            write_loop(out_rx, writer, stop_rx).await;
+            let _ = done_tx.send(());
+        });
+        let closer: Closer = Box::new(move || {
+            Box::pin(async move {
+                let _ = stop_tx.send(());
+                let _ = done_rx.await;
+            })
+        });
+        Connection {
+            inbound: in_rx,
+            outbound: out_tx,
+            closer: Some(closer),
+        }
+    }
+}
+
+async fn read_loop<R: AsyncBufRead + Unpin>(
+    mut reader: LineReader<R>,
+    tx: mpsc::Sender<Inbound>,
+    epilogue: Option<Epilogue>,
+) {
+    loop {
+        let item = match reader.next_frame().await {
+            Ok(Some(frame)) => Inbound::Frame(frame),
+            Ok(None) => {
+                if let Some(epilogue) = epilogue {
+                    if let Some(why) = epilogue.await {
+                        let _ = tx.send(Inbound::Ended(why)).await;
+                    }
+                }
+                return;
+            }
+            Err(e) => {
+                let _ = tx.send(Inbound::Failed(e)).await;
+                return;
+            }
+        };
+        if tx.send(item).await.is_err() {
+            return; // Nobody is listening any more.
+        }
+    }
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut rx: mpsc::Receiver<String>,
+    writer: W,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let mut out = BufWriter::with_capacity(64 * 1024, writer);
+    loop {
+        let first = tokio::select! {
+            biased;
+            msg = rx.recv() => msg,
+            _ = &mut stop => None,
+        };
+        let Some(first) = first else { break };
+        if write_one(&mut out, &first).await.is_err() {
+            break;
+        }
+        // Coalesce whatever else is queued into one flush: the pipelined case.
+        let mut failed = false;
+        while let Ok(more) = rx.try_recv() {
+            if write_one(&mut out, &more).await.is_err() {
+                failed = true;
+                break;
+            }
+        }
+        if failed || out.flush().await.is_err() {
+            break;
+        }
+    }
+    // Deliver what is already queued before closing, so a final response is not lost.
+    rx.close();
+    while let Ok(msg) = rx.try_recv() {
+        if write_one(&mut out, &msg).await.is_err() {
+            break;
+        }
+    }
+    let _ = out.flush().await;
+    let _ = out.shutdown().await;
+}
+
+async fn write_one<W: AsyncWrite + Unpin>(
+    out: &mut BufWriter<W>,
+    msg: &str,
+) -> std::io::Result<()> {
+    out.write_all(msg.as_bytes()).await?;
+    out.write_all(b"\n").await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    #[tokio::test]
+    async fn round_trips_lines_both_ways() {
+        let (a, b) = tokio::io::duplex(1024);
+        let (ar, aw) = tokio::io::split(a);
+        let mut conn = Connection::from_lines(BufReader::new(ar), aw, Limits::default());
+        let (br, mut bw) = tokio::io::split(b);
+        bw.write_all(b"{\"x\":1}\n").await.unwrap();
+        match conn.inbound.recv().await {
+            Some(Inbound::Frame(Frame::Line(l))) => assert_eq!(l, "{\"x\":1}"),
+            other => panic!("{other:?}"),
+        }
+        conn.outbound.send("{\"y\":2}".into()).await.unwrap();
+        let mut lines = BufReader::new(br).lines();
+        assert_eq!(lines.next_line().await.unwrap().unwrap(), "{\"y\":2}");
+        // Closing flushes and ends the write half: the other side sees end of stream.
+        (conn.closer.take().unwrap())().await;
+        assert_eq!(lines.next_line().await.unwrap(), None);
+        drop(bw);
+        assert!(conn.inbound.recv().await.is_none());
+    }
+}

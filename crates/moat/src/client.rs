@@ -1,0 +1,695 @@
+//! [`Client`]: connect to an MCP server, whatever its transport or revision, and use it.
+//!
+//! ```no_run
+//! # async fn run() -> moat::Result<()> {
+//! use serde_json::json;
+//! let client = moat::Client::connect_command(["npx", "-y", "@modelcontextprotocol/server-everything"]).await?;
+//! let tools = client.list_all_tools().await?;
+//! let out = client.call_tool("echo", json!({ "message": "hi" })).await?;
+//! client.close().await;
+//! # Ok(()) }
+//! ```
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::sync::Arc;
+use std::time::Duration;
+
+use moat_protocol::lifecycle::Role;
+use moat_protocol::types::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, CompleteRequestParams,
+    CompleteResult, CreateMessageRequestParams, CreateMessageResult, DiscoverResult,
+    ElicitRequestParams, ElicitResult, EmptyResult, GetPromptRequestParams, GetPromptResult,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListRootsResult, ListToolsResult,
+    LoggingLevel, NotificationParams, PaginatedRequestParams, Prompt, ReadResourceRequestParams,
+    ReadResourceResult, RequestParams, Resource, ResourceRequestParams, ResourceTemplate, Root,
+    RootsCapability, ServerCapabilities, SetLevelRequestParams, Tool, methods,
+};
+use moat_protocol::version::{
+    META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, SupportedVersions,
+    VersionPreference,
+};
+use moat_protocol::{Era, ErrorObject, JsonObject, ProtocolVersion};
+use moat_transport::{ChildConfig, ChildProcess, Connection};
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::sync::broadcast;
+
+use crate::error::{Error, Result};
+use crate::handler::{BoxFuture, Handler, HandlerResult, IncomingRequest, RequestContext};
+use crate::peer::{Peer, PeerOptions, RequestOptions};
+
+/// A notification from the server (`notifications/message`, `…/list_changed`, `…/updated`, …).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerNotification {
+    /// The method.
+    pub method: String,
+    /// The params, if any.
+    pub params: Option<Value>,
+}
+
+type SamplingFn = Arc<
+    dyn Fn(CreateMessageRequestParams) -> BoxFuture<Result<CreateMessageResult, ErrorObject>>
+        + Send
+        + Sync,
+>;
+type ElicitationFn =
+    Arc<dyn Fn(ElicitRequestParams) -> BoxFuture<Result<ElicitResult, ErrorObject>> + Send + Sync>;
+
+/// Configures and connects a [`Client`].
+#[must_use]
+pub struct ClientBuilder {
+    info: Implementation,
+    preference: VersionPreference,
+    versions: SupportedVersions,
+    capabilities: ClientCapabilities,
+    options: PeerOptions,
+    sampling: Option<SamplingFn>,
+    elicitation: Option<ElicitationFn>,
+    roots: Option<Vec<Root>>,
+    discover_timeout: Duration,
+}
+
+impl ClientBuilder {
+    /// A client that introduces itself as `name` at `version`.
+    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
+        ClientBuilder {
+            info: Implementation::new(name, version),
+            preference: VersionPreference::Auto,
+            versions: SupportedVersions::default(),
+            capabilities: ClientCapabilities::default(),
+            options: PeerOptions::default(),
+            sampling: None,
+            elicitation: None,
+            roots: None,
+            discover_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// Which revision to speak: one, or `Auto` (modern first, then the handshake).
+    pub fn protocol(mut self, preference: VersionPreference) -> Self {
+        self.preference = preference;
+        self
+    }
+
+    /// Peer settings (timeouts, limits).
+    pub fn options(mut self, options: PeerOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Default deadline for each request.
+    pub fn request_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.options.request_timeout = timeout;
+        self
+    }
+
+    /// How long `Auto` waits for an answer to `server/discover` before falling back.
+    pub fn discover_timeout(mut self, timeout: Duration) -> Self {
+        self.discover_timeout = timeout;
+        self
+    }
+
+    /// Answer the server's sampling requests (declares the `sampling` capability).
+    pub fn on_sampling<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(CreateMessageRequestParams) -> Fut + Send + Sync + 'static,
+        Fut:
+            std::future::Future<Output = Result<CreateMessageResult, ErrorObject>> + Send + 'static,
+    {
+        self.capabilities.sampling = Some(Default::default());
+        self.sampling = Some(Arc::new(move |p| Box::pin(f(p))));
+        self
+    }
+
+    /// Answer the server's elicitation requests (declares the `elicitation` capability).
+    pub fn on_elicitation<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(ElicitRequestParams) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<ElicitResult, ErrorObject>> + Send + 'static,
+    {
+        self.capabilities.elicitation = Some(Default::default());
+        self.elicitation = Some(Arc::new(move |p| Box::pin(f(p))));
+        self
+    }
+
+    /// Offer these roots (declares the `roots` capability).
+    pub fn roots(mut self, roots: Vec<Root>) -> Self {
+        self.capabilities.roots = Some(RootsCapability {
+            list_changed: Some(false),
+            ..Default::default()
+        });
+        self.roots = Some(roots);
+        self
+    }
+
+    /// Launch `argv` as a child process and connect to it over stdio.
+    pub async fn connect_command<I, S>(self, argv: I) -> Result<Client>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        let mut argv = argv.into_iter().map(Into::into);
+        let Some(program) = argv.next() else {
+            return Err(Error::Spawn(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "no command given",
+            )));
+        };
+        self.connect_child(ChildConfig::new(program, argv.collect::<Vec<_>>()))
+            .await
+    }
+
+    /// Launch a configured child process and connect to it over stdio. With `Auto`, a
+    /// server that hangs up on `server/discover` is relaunched and spoken to with `initialize`.
+    pub async fn connect_child(self, config: ChildConfig) -> Result<Client> {
+        let (conn, child) = ChildProcess::spawn(config.clone()).map_err(Error::Spawn)?;
+        let (peer, handler) = self.start(conn);
+        match self.negotiate(&peer, &handler).await {
+            Ok(client) => Ok(client.with_child(child)),
+            Err(Error::Closed(why)) if self.preference == VersionPreference::Auto => {
+                tracing::debug!(%why, "server closed during discovery; relaunching for the handshake");
+                peer.close().await;
+                let (conn, child) = ChildProcess::spawn(config).map_err(Error::Spawn)?;
+                let (peer, handler) = self.start(conn);
+                let version = self
+                    .versions
+                    .latest_handshake()
+                    .unwrap_or(ProtocolVersion::LATEST_HANDSHAKE);
+                let client = self.handshake(&peer, &handler, version).await?;
+                Ok(client.with_child(child))
+            }
+            Err(e) => {
+                peer.close().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Connect over an existing connection.
+    pub async fn connect(self, conn: Connection) -> Result<Client> {
+        let (peer, handler) = self.start(conn);
+        match self.negotiate(&peer, &handler).await {
+            Ok(c) => Ok(c),
+            Err(e) => {
+                peer.close().await;
+                Err(e)
+            }
+        }
+    }
+
+    fn start(&self, conn: Connection) -> (Peer, Arc<ClientHandler>) {
+        let (tx, _) = broadcast::channel(1024);
+        let handler = Arc::new(ClientHandler {
+            notifications: tx,
+            sampling: self.sampling.clone(),
+            elicitation: self.elicitation.clone(),
+            roots: self.roots.clone(),
+        });
+        let mut options = self.options.clone();
+        options.versions = self.versions.clone();
+        let peer = Peer::start(conn, Role::Client, handler.clone(), options);
+        (peer, handler)
+    }
+
+    async fn negotiate(&self, peer: &Peer, handler: &Arc<ClientHandler>) -> Result<Client> {
+        match self.preference {
+            VersionPreference::Exact(v) if v.era() == Era::Handshake => {
+                self.handshake(peer, handler, v).await
+            }
+            VersionPreference::Exact(v) => self.discover(peer, handler, v, None).await,
+            _ => {
+                let modern = self
+                    .versions
+                    .as_slice()
+                    .iter()
+                    .rev()
+                    .copied()
+                    .find(|v| v.era() == Era::Modern);
+                if let Some(modern) = modern {
+                    match self
+                        .discover(peer, handler, modern, Some(self.discover_timeout))
+                        .await
+                    {
+                        Ok(client) => return Ok(client),
+                        Err(Error::Closed(why)) => return Err(Error::Closed(why)),
+                        Err(e) => {
+                            tracing::debug!(error = %e, "server/discover failed; falling back to initialize")
+                        }
+                    }
+                }
+                let v = self
+                    .versions
+                    .latest_handshake()
+                    .unwrap_or(ProtocolVersion::LATEST_HANDSHAKE);
+                self.handshake(peer, handler, v).await
+            }
+        }
+    }
+
+    fn modern_meta(&self, v: ProtocolVersion) -> JsonObject {
+        let mut meta = JsonObject::new();
+        meta.insert(
+            META_PROTOCOL_VERSION.to_owned(),
+            Value::String(v.as_str().to_owned()),
+        );
+        meta.insert(
+            META_CLIENT_CAPABILITIES.to_owned(),
+            serde_json::to_value(&self.capabilities).unwrap_or_default(),
+        );
+        meta.insert(
+            META_CLIENT_INFO.to_owned(),
+            serde_json::to_value(&self.info).unwrap_or_default(),
+        );
+        meta
+    }
+
+    async fn discover(
+        &self,
+        peer: &Peer,
+        handler: &Arc<ClientHandler>,
+        v: ProtocolVersion,
+        timeout: Option<Duration>,
+    ) -> Result<Client> {
+        peer.set_modern_meta(Some(self.modern_meta(v)));
+        let mut options = RequestOptions::default();
+        options.timeout = timeout.or(self.options.request_timeout);
+        let answer: Result<DiscoverResult> = peer
+            .request_with(methods::SERVER_DISCOVER, &RequestParams::default(), options)
+            .await;
+        let result = match answer {
+            Ok(r) => r,
+            Err(e) => {
+                peer.set_modern_meta(None);
+                return Err(e);
+            }
+        };
+        let offered = result.supported_versions.iter().map(String::as_str);
+        let Some(agreed) = self
+            .versions
+            .pick_common(offered)
+            .filter(|v| v.era() == Era::Modern)
+        else {
+            peer.set_modern_meta(None);
+            return Err(Error::Negotiation(
+                moat_protocol::version::NegotiationError::Unsupported {
+                    offered: result.supported_versions.join(", "),
+                    supported: self.versions.strings(),
+                },
+            ));
+        };
+        if agreed != v {
+            peer.set_modern_meta(Some(self.modern_meta(agreed)));
+        }
+        peer.with_lifecycle(|l| l.enter_modern(agreed))?;
+        Ok(Client {
+            peer: peer.clone(),
+            handler: handler.clone(),
+            server_info: result
+                .server_info()
+                .unwrap_or_else(|| Implementation::new("unknown", "unknown")),
+            capabilities: result.capabilities.clone(),
+            instructions: result.instructions.clone(),
+            child: None,
+        })
+    }
+
+    async fn handshake(
+        &self,
+        peer: &Peer,
+        handler: &Arc<ClientHandler>,
+        v: ProtocolVersion,
+    ) -> Result<Client> {
+        peer.with_lifecycle(|l| l.initialize_sent())?;
+        let params = InitializeRequestParams {
+            protocol_version: v.as_str().to_owned(),
+            capabilities: self.capabilities.clone(),
+            client_info: self.info.clone(),
+            meta: None,
+        };
+        let result: InitializeResult = match peer.request(methods::INITIALIZE, &params).await {
+            Ok(r) => r,
+            Err(e) => {
+                peer.with_lifecycle(|l| l.handshake_failed());
+                return Err(e);
+            }
+        };
+        let agreed = match self.versions.accept_handshake(&result.protocol_version) {
+            Ok(v) => v,
+            Err(e) => {
+                // We cannot speak what the server offered: say so and hang up, as the spec asks.
+                peer.with_lifecycle(|l| l.handshake_failed());
+                return Err(e.into());
+            }
+        };
+        peer.with_lifecycle(|l| l.handshake_done(agreed))?;
+        peer.notify(
+            methods::NOTIFICATIONS_INITIALIZED,
+            &NotificationParams::default(),
+        )
+        .await?;
+        Ok(Client {
+            peer: peer.clone(),
+            handler: handler.clone(),
+            server_info: result.server_info,
+            capabilities: result.capabilities,
+            instructions: result.instructions,
+            child: None,
+        })
+    }
+}
+
+/// Answers the server's requests and fans out its notifications.
+struct ClientHandler {
+    notifications: broadcast::Sender<ServerNotification>,
+    sampling: Option<SamplingFn>,
+    elicitation: Option<ElicitationFn>,
+    roots: Option<Vec<Root>>,
+}
+
+fn encode<T: serde::Serialize>(v: &T) -> HandlerResult {
+    serde_json::value::to_raw_value(v).map_err(|e| ErrorObject::internal(e.to_string()))
+}
+
+impl Handler for ClientHandler {
+    fn handle_request(
+        &self,
+        request: IncomingRequest,
+        _ctx: RequestContext,
+    ) -> BoxFuture<HandlerResult> {
+        let params = request.params;
+        match request.method.as_str() {
+            methods::SAMPLING_CREATE_MESSAGE => {
+                let Some(f) = self.sampling.clone() else {
+                    return Box::pin(async move {
+                        Err(ErrorObject::method_not_found(
+                            methods::SAMPLING_CREATE_MESSAGE,
+                        ))
+                    });
+                };
+                Box::pin(async move {
+                    let p = moat_protocol::jsonrpc::decode_params(params.as_deref())?;
+                    encode(&f(p).await?)
+                })
+            }
+            methods::ELICITATION_CREATE => {
+                let Some(f) = self.elicitation.clone() else {
+                    return Box::pin(async move {
+                        Err(ErrorObject::method_not_found(methods::ELICITATION_CREATE))
+                    });
+                };
+                Box::pin(async move {
+                    let p = moat_protocol::jsonrpc::decode_params(params.as_deref())?;
+                    encode(&f(p).await?)
+                })
+            }
+            methods::ROOTS_LIST => {
+                let roots = self.roots.clone();
+                Box::pin(async move {
+                    match roots {
+                        Some(roots) => encode(&ListRootsResult {
+                            roots,
+                            ..Default::default()
+                        }),
+                        None => Err(ErrorObject::method_not_found(methods::ROOTS_LIST)),
+                    }
+                })
+            }
+            other => {
+                let err = ErrorObject::method_not_found(other);
+                Box::pin(async move { Err(err) })
+            }
+        }
+    }
+
+    fn on_notification(&self, method: &str, params: Option<&RawValue>, _peer: &Peer) {
+        let params = params.and_then(|p| serde_json::from_str(p.get()).ok());
+        let _ = self.notifications.send(ServerNotification {
+            method: method.to_owned(),
+            params,
+        });
+    }
+}
+
+/// A connected MCP client.
+pub struct Client {
+    peer: Peer,
+    handler: Arc<ClientHandler>,
+    server_info: Implementation,
+    capabilities: ServerCapabilities,
+    instructions: Option<String>,
+    child: Option<ChildProcess>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("server", &self.server_info.name)
+            .field("version", &self.peer.protocol_version())
+            .finish()
+    }
+}
+
+/// Follow `nextCursor` until the last page; stop on a cursor that repeats (a broken server).
+macro_rules! all_pages {
+    ($self:ident, $method:ident, $field:ident) => {{
+        let mut out = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut seen = std::collections::HashSet::new();
+        loop {
+            let page = $self.$method(cursor.take()).await?;
+            out.extend(page.$field);
+            match page.next_cursor {
+                Some(next) if seen.insert(next.clone()) => cursor = Some(next),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }};
+}
+
+impl Client {
+    /// A builder, to set the revision, capabilities and handlers before connecting.
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::new("moat", env!("CARGO_PKG_VERSION"))
+    }
+
+    /// Launch `argv` and connect to it over stdio with default settings.
+    pub async fn connect_command<I, S>(argv: I) -> Result<Client>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        Client::builder().connect_command(argv).await
+    }
+
+    fn with_child(mut self, child: ChildProcess) -> Self {
+        self.child = Some(child);
+        self
+    }
+
+    /// The underlying peer (for raw requests and notifications).
+    pub fn peer(&self) -> &Peer {
+        &self.peer
+    }
+
+    /// The revision agreed with the server.
+    pub fn protocol_version(&self) -> Option<ProtocolVersion> {
+        self.peer.protocol_version()
+    }
+
+    /// What the server said about itself.
+    pub fn server_info(&self) -> &Implementation {
+        &self.server_info
+    }
+
+    /// The server's capabilities.
+    pub fn server_capabilities(&self) -> &ServerCapabilities {
+        &self.capabilities
+    }
+
+    /// The server's instructions for the model, if any.
+    pub fn instructions(&self) -> Option<&str> {
+        self.instructions.as_deref()
+    }
+
+    /// The server process, when we launched it.
+    pub fn child(&self) -> Option<&ChildProcess> {
+        self.child.as_ref()
+    }
+
+    /// Notifications from the server, from now on. Slow readers miss the oldest ones.
+    pub fn notifications(&self) -> broadcast::Receiver<ServerNotification> {
+        self.handler.notifications.subscribe()
+    }
+
+    /// `ping`.
+    pub async fn ping(&self) -> Result<()> {
+        let _: EmptyResult = self
+            .peer
+            .request(methods::PING, &RequestParams::default())
+            .await?;
+        Ok(())
+    }
+
+    /// One page of `tools/list`.
+    pub async fn list_tools(&self, cursor: Option<String>) -> Result<ListToolsResult> {
+        self.peer
+            .request(methods::TOOLS_LIST, &paginated(cursor))
+            .await
+    }
+
+    /// Every tool, following pagination.
+    pub async fn list_all_tools(&self) -> Result<Vec<Tool>> {
+        all_pages!(self, list_tools, tools)
+    }
+
+    /// Call a tool. `arguments` must be a JSON object (or null for none).
+    pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<CallToolResult> {
+        self.call_tool_with(name, arguments, RequestOptions::default())
+            .await
+    }
+
+    /// Call a tool with per-call options (deadline, progress).
+    pub async fn call_tool_with(
+        &self,
+        name: &str,
+        arguments: Value,
+        options: RequestOptions,
+    ) -> Result<CallToolResult> {
+        let mut params = CallToolRequestParams::new(name);
+        match arguments {
+            Value::Object(map) => params.arguments = Some(map),
+            Value::Null => {}
+            other => {
+                return Err(Error::Encode(moat_protocol::jsonrpc::EncodeError::from(
+                    <serde_json::Error as serde::ser::Error>::custom(format!(
+                        "tool arguments must be a JSON object, not {other}"
+                    )),
+                )));
+            }
+        }
+        self.peer
+            .request_with(methods::TOOLS_CALL, &params, options)
+            .await
+    }
+
+    /// One page of `resources/list`.
+    pub async fn list_resources(&self, cursor: Option<String>) -> Result<ListResourcesResult> {
+        self.peer
+            .request(methods::RESOURCES_LIST, &paginated(cursor))
+            .await
+    }
+
+    /// Every resource, following pagination.
+    pub async fn list_all_resources(&self) -> Result<Vec<Resource>> {
+        all_pages!(self, list_resources, resources)
+    }
+
+    /// One page of `resources/templates/list`.
+    pub async fn list_resource_templates(
+        &self,
+        cursor: Option<String>,
+    ) -> Result<ListResourceTemplatesResult> {
+        self.peer
+            .request(methods::RESOURCES_TEMPLATES_LIST, &paginated(cursor))
+            .await
+    }
+
+    /// Every resource template, following pagination.
+    pub async fn list_all_resource_templates(&self) -> Result<Vec<ResourceTemplate>> {
+        all_pages!(self, list_resource_templates, resource_templates)
+    }
+
+    /// `resources/read`.
+    pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult> {
+        let params = ReadResourceRequestParams {
+            uri: uri.to_owned(),
+            ..Default::default()
+        };
+        self.peer.request(methods::RESOURCES_READ, &params).await
+    }
+
+    /// `resources/subscribe`.
+    pub async fn subscribe(&self, uri: &str) -> Result<()> {
+        let params = ResourceRequestParams {
+            uri: uri.to_owned(),
+            ..Default::default()
+        };
+        let _: EmptyResult = self
+            .peer
+            .request(methods::RESOURCES_SUBSCRIBE, &params)
+            .await?;
+        Ok(())
+    }
+
+    /// `resources/unsubscribe`.
+    pub async fn unsubscribe(&self, uri: &str) -> Result<()> {
+        let params = ResourceRequestParams {
+            uri: uri.to_owned(),
+            ..Default::default()
+        };
+        let _: EmptyResult = self
+            .peer
+            .request(methods::RESOURCES_UNSUBSCRIBE, &params)
+            .await?;
+        Ok(())
+    }
+
+    /// One page of `prompts/list`.
+    pub async fn list_prompts(&self, cursor: Option<String>) -> Result<ListPromptsResult> {
+        self.peer
+            .request(methods::PROMPTS_LIST, &paginated(cursor))
+            .await
+    }
+
+    /// Every prompt, following pagination.
+    pub async fn list_all_prompts(&self) -> Result<Vec<Prompt>> {
+        all_pages!(self, list_prompts, prompts)
+    }
+
+    /// `prompts/get`.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: BTreeMap<String, String>,
+    ) -> Result<GetPromptResult> {
+        let params = GetPromptRequestParams {
+            name: name.to_owned(),
+            arguments: (!arguments.is_empty()).then_some(arguments),
+            ..Default::default()
+        };
+        self.peer.request(methods::PROMPTS_GET, &params).await
+    }
+
+    /// `completion/complete`.
+    pub async fn complete(&self, params: CompleteRequestParams) -> Result<CompleteResult> {
+        self.peer
+            .request(methods::COMPLETION_COMPLETE, &params)
+            .await
+    }
+
+    /// `logging/setLevel`.
+    pub async fn set_log_level(&self, level: LoggingLevel) -> Result<()> {
+        let params = SetLevelRequestParams { level, meta: None };
+        let _: EmptyResult = self
+            .peer
+            .request(methods::LOGGING_SET_LEVEL, &params)
+            .await?;
+        Ok(())
+    }
+
+    /// Close the connection; a launched server is shut down (stdin closed, then SIGTERM,
+    /// then SIGKILL) and reaped.
+    pub async fn close(self) {
+        self.peer.close().await;
+    }
+}
+
+fn paginated(cursor: Option<String>) -> PaginatedRequestParams {
+    PaginatedRequestParams {
+        cursor,
+        ..Default::default()
+    }
+}

@@ -1,0 +1,159 @@
+//! What a [`Peer`](crate::Peer) calls when the other side asks or tells it something.
+//!
+//! [`Server`](crate::Server) and [`Client`](crate::Client) implement [`Handler`]; you only
+//! implement it yourself to build something other than those two (a proxy, say).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use moat_protocol::types::{
+    ClientCapabilities, LoggingLevel, LoggingMessageNotificationParams, ProgressNotificationParams,
+    methods,
+};
+use moat_protocol::{ErrorObject, ProgressToken, ProtocolVersion, RequestId};
+use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
+
+use crate::peer::Peer;
+
+/// A boxed, sendable future.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// The outcome of handling a request: an encoded result, or an error to send back.
+pub type HandlerResult = Result<Box<RawValue>, ErrorObject>;
+
+/// A request from the peer, owned so that it can move into its handler's task.
+#[derive(Debug, Clone)]
+pub struct IncomingRequest {
+    /// The request id.
+    pub id: RequestId,
+    /// The method.
+    pub method: String,
+    /// The params, undecoded.
+    pub params: Option<Box<RawValue>>,
+}
+
+/// Answers requests and takes notifications on behalf of one side of a connection.
+pub trait Handler: Send + Sync + 'static {
+    /// Server side: answer `initialize`. Returns the encoded result and the revision agreed.
+    /// The default refuses (clients do not answer `initialize`).
+    fn initialize(
+        &self,
+        params: Option<&RawValue>,
+        peer: &Peer,
+    ) -> Result<(Box<RawValue>, ProtocolVersion), ErrorObject> {
+        let _ = (params, peer);
+        Err(ErrorObject::method_not_found(methods::INITIALIZE))
+    }
+
+    /// Answer a request. Runs in its own task; `ctx` carries cancellation and progress.
+    fn handle_request(
+        &self,
+        request: IncomingRequest,
+        ctx: RequestContext,
+    ) -> BoxFuture<HandlerResult>;
+
+    /// Take a notification (other than the lifecycle, cancellation and progress ones, which
+    /// the peer handles itself). Called in order, on the reading task: do not block.
+    fn on_notification(&self, method: &str, params: Option<&RawValue>, peer: &Peer) {
+        let _ = (method, params, peer);
+    }
+
+    /// The connection has closed.
+    fn on_close(&self, peer: &Peer) {
+        let _ = peer;
+    }
+}
+
+/// What a request handler knows about the request it is handling, and how it talks back.
+#[derive(Clone, Debug)]
+pub struct RequestContext {
+    pub(crate) peer: Peer,
+    pub(crate) id: RequestId,
+    pub(crate) progress_token: Option<ProgressToken>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) version: Option<ProtocolVersion>,
+    pub(crate) client_capabilities: Option<Arc<ClientCapabilities>>,
+    pub(crate) log_level: Option<LoggingLevel>,
+}
+
+impl RequestContext {
+    /// The connection this request came on; use it to ask the peer things back.
+    pub fn peer(&self) -> &Peer {
+        &self.peer
+    }
+
+    /// The request id.
+    pub fn request_id(&self) -> &RequestId {
+        &self.id
+    }
+
+    /// The revision this request is made in.
+    pub fn protocol_version(&self) -> Option<ProtocolVersion> {
+        self.version
+    }
+
+    /// The client's capabilities: from this request's `_meta` in the modern era, from
+    /// `initialize` in the handshake era.
+    pub fn client_capabilities(&self) -> Option<&ClientCapabilities> {
+        self.client_capabilities.as_deref()
+    }
+
+    /// The progress token the requester asked for progress on, if any.
+    pub fn progress_token(&self) -> Option<&ProgressToken> {
+        self.progress_token.as_ref()
+    }
+
+    /// Resolves when the requester cancels this request (or the connection closes).
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await
+    }
+
+    /// Whether the request has been cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Report progress, if the requester asked for it (otherwise this does nothing).
+    pub async fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>) {
+        let Some(token) = &self.progress_token else {
+            return;
+        };
+        let params = ProgressNotificationParams {
+            progress_token: token.clone(),
+            progress,
+            total,
+            message,
+            meta: None,
+        };
+        let _ = self
+            .peer
+            .notify(methods::NOTIFICATIONS_PROGRESS, &params)
+            .await;
+    }
+
+    /// Send a log message to the client if it asked for messages of this level: in the
+    /// modern era through this request's `_meta` log level, otherwise through
+    /// `logging/setLevel`.
+    pub async fn log(&self, level: LoggingLevel, logger: Option<&str>, data: serde_json::Value) {
+        let threshold = match self.version {
+            Some(v) if v.era() == moat_protocol::Era::Modern => self.log_level,
+            _ => self.peer.log_level(),
+        };
+        let Some(threshold) = threshold else { return };
+        if level < threshold {
+            return;
+        }
+        let params = LoggingMessageNotificationParams {
+            level,
+            logger: logger.map(str::to_owned),
+            data,
+            meta: None,
+        };
+        let _ = self
+            .peer
+            .notify(methods::NOTIFICATIONS_MESSAGE, &params)
+            .await;
+    }
+}

@@ -1,0 +1,814 @@
+//! [`Peer`]: one side of a live MCP connection.
+//!
+//! A peer drives a [`Connection`]: it correlates our requests with their answers, runs the
+//! other side's requests concurrently through a [`Handler`], applies cancellation, progress
+//! and deadlines, and asks the sans-IO [`Lifecycle`] what is allowed. When the connection ends,
+//! for whatever reason, every pending call fails at once with [`Error::Closed`]; nothing hangs.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use moat_protocol::error::{ErrorObject, INVALID_REQUEST, PARSE_ERROR};
+use moat_protocol::jsonrpc::{self, Message, decode_params};
+use moat_protocol::lifecycle::{Lifecycle, Role, State};
+use moat_protocol::pending::PendingTable;
+use moat_protocol::types::{
+    CancelledNotificationParams, ClientCapabilities, LoggingLevel, ProgressNotificationParams,
+    methods,
+};
+use moat_protocol::version::{
+    META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, SupportedVersions,
+};
+use moat_protocol::{Era, JsonObject, ProgressToken, ProtocolVersion, RequestId};
+use moat_transport::{Closer, Connection, Frame, Inbound};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
+use crate::handler::{Handler, IncomingRequest, RequestContext};
+
+/// Settings for a peer.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct PeerOptions {
+    /// Deadline for our requests when the call does not set one. `None`: wait forever.
+    pub request_timeout: Option<Duration>,
+    /// Most requests of ours in flight at once.
+    pub max_pending: usize,
+    /// Most requests of the other side handled at once; more are refused with -32603
+    /// until some finish (a flood cannot exhaust memory).
+    pub max_inflight: usize,
+    /// The revisions this side speaks.
+    pub versions: SupportedVersions,
+    /// Largest message accepted (mirrors the transport's limit, for error messages).
+    pub max_message_bytes: usize,
+}
+
+impl Default for PeerOptions {
+    fn default() -> Self {
+        PeerOptions {
+            request_timeout: Some(Duration::from_secs(60)),
+            max_pending: 10_000,
+            max_inflight: 10_000,
+            versions: SupportedVersions::default(),
+            max_message_bytes: moat_transport::Limits::default().max_message_bytes,
+        }
+    }
+}
+
+/// Per-call settings for [`Peer::request_with`].
+#[derive(Default)]
+#[non_exhaustive]
+pub struct RequestOptions {
+    /// Deadline for this call, overriding the peer's default.
+    pub timeout: Option<Duration>,
+    /// Receives the progress notifications the other side sends for this call.
+    pub progress: Option<mpsc::UnboundedSender<ProgressNotificationParams>>,
+}
+
+impl RequestOptions {
+    /// Set the deadline.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Ask for progress; notifications arrive on `tx`.
+    pub fn progress(mut self, tx: mpsc::UnboundedSender<ProgressNotificationParams>) -> Self {
+        self.progress = Some(tx);
+        self
+    }
+}
+
+type Answer = std::result::Result<Box<RawValue>, Error>;
+
+struct Slot {
+    answer: oneshot::Sender<Answer>,
+    progress: Option<mpsc::UnboundedSender<ProgressNotificationParams>>,
+}
+
+struct State_ {
+    lifecycle: Lifecycle,
+    pending: PendingTable<Slot>,
+    inflight: HashMap<RequestId, CancellationToken>,
+    closed: Option<String>,
+    log_level: Option<LoggingLevel>,
+    client_capabilities: Option<Arc<ClientCapabilities>>,
+    /// `_meta` entries a modern-era client puts on every request.
+    modern_meta: Option<JsonObject>,
+}
+
+struct Shared {
+    outbound: mpsc::Sender<String>,
+    state: Mutex<State_>,
+    options: PeerOptions,
+    closed_tx: watch::Sender<bool>,
+    closer: Mutex<Option<Closer>>,
+}
+
+/// One side of a live MCP connection. Cheap to clone; all clones drive the same connection.
+#[derive(Clone)]
+pub struct Peer {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.state();
+        f.debug_struct("Peer")
+            .field("state", &state.lifecycle.state())
+            .field("version", &state.lifecycle.version())
+            .field("pending", &state.pending.len())
+            .finish()
+    }
+}
+
+impl Peer {
+    /// Start driving `conn` as `role`, answering the other side through `handler`.
+    /// Spawns the reading task on the current tokio runtime.
+    pub fn start(
+        mut conn: Connection,
+        role: Role,
+        handler: Arc<dyn Handler>,
+        options: PeerOptions,
+    ) -> Peer {
+        let (closed_tx, _) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            outbound: conn.outbound.clone(),
+            state: Mutex::new(State_ {
+                lifecycle: Lifecycle::new(role),
+                pending: PendingTable::new(options.max_pending),
+                inflight: HashMap::new(),
+                closed: None,
+                log_level: None,
+                client_capabilities: None,
+                modern_meta: None,
+            }),
+            options,
+            closed_tx,
+            closer: Mutex::new(conn.closer.take()),
+        });
+        let peer = Peer { shared };
+        tokio::spawn(read_loop(peer.clone(), conn.inbound, handler));
+        peer
+    }
+
+    fn state(&self) -> MutexGuard<'_, State_> {
+        // A panic while holding this lock would be a bug in this module; recover the data
+        // rather than cascading the panic into every task.
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The revision in use, once negotiated.
+    pub fn protocol_version(&self) -> Option<ProtocolVersion> {
+        self.state().lifecycle.version()
+    }
+
+    /// Where the connection is in its lifecycle.
+    pub fn lifecycle_state(&self) -> State {
+        self.state().lifecycle.state()
+    }
+
+    /// The revisions this side speaks.
+    pub fn supported_versions(&self) -> &SupportedVersions {
+        &self.shared.options.versions
+    }
+
+    /// The level set by `logging/setLevel` (server side, handshake era).
+    pub fn log_level(&self) -> Option<LoggingLevel> {
+        self.state().log_level
+    }
+
+    pub(crate) fn set_log_level(&self, level: LoggingLevel) {
+        self.state().log_level = Some(level);
+    }
+
+    /// The capabilities the client declared in `initialize` (server side).
+    pub fn client_capabilities(&self) -> Option<Arc<ClientCapabilities>> {
+        self.state().client_capabilities.clone()
+    }
+
+    pub(crate) fn set_client_capabilities(&self, caps: ClientCapabilities) {
+        self.state().client_capabilities = Some(Arc::new(caps));
+    }
+
+    /// Number of our requests awaiting answers.
+    pub fn pending_requests(&self) -> usize {
+        self.state().pending.len()
+    }
+
+    pub(crate) fn with_lifecycle<T>(&self, f: impl FnOnce(&mut Lifecycle) -> T) -> T {
+        f(&mut self.state().lifecycle)
+    }
+
+    pub(crate) fn set_modern_meta(&self, meta: Option<JsonObject>) {
+        self.state().modern_meta = meta;
+    }
+
+    /// Send a request and wait for its answer, decoded as `R`.
+    pub async fn request<P: Serialize, R: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> Result<R> {
+        self.request_with(method, params, RequestOptions::default())
+            .await
+    }
+
+    /// Send a request with per-call options and wait for its answer, decoded as `R`.
+    pub async fn request_with<P: Serialize, R: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &P,
+        options: RequestOptions,
+    ) -> Result<R> {
+        let raw = self.request_raw(method, params, options).await?;
+        serde_json::from_str(raw.get()).map_err(|e| Error::Decode {
+            method: method.to_owned(),
+            detail: e.to_string(),
+        })
+    }
+
+    /// Send a request and return the raw result (for proxies that need not look inside).
+    pub async fn request_raw<P: Serialize>(
+        &self,
+        method: &str,
+        params: &P,
+        options: RequestOptions,
+    ) -> Result<Box<RawValue>> {
+        let timeout = options.timeout.or(self.shared.options.request_timeout);
+        let (tx, rx) = oneshot::channel();
+        let with_progress = options.progress.is_some();
+        let (id, modern_meta) = {
+            let mut state = self.state();
+            if let Some(why) = &state.closed {
+                return Err(Error::Closed(why.clone()));
+            }
+            state.lifecycle.check_outgoing_request(method)?;
+            let deadline = timeout.map(|t| Instant::now() + t);
+            let slot = Slot {
+                answer: tx,
+                progress: options.progress,
+            };
+            let id = state
+                .pending
+                .insert(method, deadline, with_progress, slot)?;
+            (id, state.modern_meta.clone())
+        };
+        let guard = PendingGuard {
+            peer: self,
+            id: Some(id.clone()),
+            method,
+        };
+        let params = encode_params(params, with_progress.then_some(&id), modern_meta.as_ref())?;
+        let line = jsonrpc::encode_request(&id, method, params.as_deref())?;
+        if self.shared.outbound.send(line).await.is_err() {
+            return Err(Error::Closed(self.close_reason()));
+        }
+        let answer = match timeout {
+            Some(t) => match tokio::time::timeout(t, rx).await {
+                Ok(a) => a,
+                Err(_) => {
+                    drop(guard); // cancels: removes the entry and tells the peer
+                    return Err(Error::Timeout {
+                        method: method.to_owned(),
+                        after: t,
+                    });
+                }
+            },
+            None => rx.await,
+        };
+        guard.settled();
+        match answer {
+            Ok(a) => a,
+            Err(_) => Err(Error::Closed(self.close_reason())),
+        }
+    }
+
+    /// Send a notification.
+    pub async fn notify<P: Serialize>(&self, method: &str, params: &P) -> Result<()> {
+        if let Some(why) = &self.state().closed {
+            return Err(Error::Closed(why.clone()));
+        }
+        let line = jsonrpc::encode_notification(method, Some(params))?;
+        self.shared
+            .outbound
+            .send(line)
+            .await
+            .map_err(|_| Error::Closed(self.close_reason()))
+    }
+
+    /// Send an already-encoded message as is.
+    pub(crate) async fn send_line(&self, line: String) {
+        let _ = self.shared.outbound.send(line).await;
+    }
+
+    /// Cancel one of our requests: fail it locally and tell the peer (`notifications/cancelled`).
+    pub fn cancel(&self, id: &RequestId, reason: &str) {
+        let cancelled = self.state().pending.cancel(id, Some(reason.to_owned()));
+        if let Some((slot, params)) = cancelled {
+            let method = slot.method.clone();
+            let _ = slot.data.answer.send(Err(Error::Closed(format!(
+                "{method} was cancelled: {reason}"
+            ))));
+            if method != methods::INITIALIZE {
+                self.notify_nowait(methods::NOTIFICATIONS_CANCELLED, &params);
+            }
+        }
+    }
+
+    fn notify_nowait<P: Serialize>(&self, method: &str, params: &P) {
+        if let Ok(line) = jsonrpc::encode_notification(method, Some(params)) {
+            let _ = self.shared.outbound.try_send(line);
+        }
+    }
+
+    fn close_reason(&self) -> String {
+        self.state()
+            .closed
+            .clone()
+            .unwrap_or_else(|| "the connection ended".to_owned())
+    }
+
+    /// Whether the connection has shut down.
+    pub fn is_closed(&self) -> bool {
+        self.state().closed.is_some()
+    }
+
+    /// Wait until the connection has shut down.
+    pub async fn closed(&self) {
+        let mut rx = self.shared.closed_tx.subscribe();
+        let _ = rx.wait_for(|c| *c).await;
+    }
+
+    /// Close the connection: fail pending calls, stop handlers, and release the transport
+    /// (for a child process: close its stdin, then SIGTERM, then SIGKILL).
+    pub async fn close(&self) {
+        self.shutdown("closed by this side".to_owned());
+        self.release_transport().await;
+    }
+
+    async fn release_transport(&self) {
+        let closer = self
+            .shared
+            .closer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(closer) = closer {
+            closer().await;
+        }
+    }
+
+    /// Move to SHUTDOWN and fail everything pending. Idempotent.
+    fn shutdown(&self, reason: String) {
+        let (drained, inflight) = {
+            let mut state = self.state();
+            if state.closed.is_some() {
+                return;
+            }
+            state.lifecycle.shutdown();
+            state.closed = Some(reason.clone());
+            (state.pending.drain(), std::mem::take(&mut state.inflight))
+        };
+        for (_, entry) in drained {
+            let _ = entry.data.answer.send(Err(Error::Closed(reason.clone())));
+        }
+        for token in inflight.into_values() {
+            token.cancel();
+        }
+        self.shared.closed_tx.send_replace(true);
+    }
+}
+
+/// Removes a pending entry if its call is abandoned (timed out or the future dropped).
+struct PendingGuard<'a> {
+    peer: &'a Peer,
+    id: Option<RequestId>,
+    method: &'a str,
+}
+
+impl PendingGuard<'_> {
+    fn settled(mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let reason = if self.method == methods::INITIALIZE {
+                "abandoned"
+            } else {
+                "the caller stopped waiting"
+            };
+            self.peer.cancel(&id, reason);
+        }
+    }
+}
+
+/// Encode params, adding `_meta.progressToken` and the modern-era `_meta` entries if needed.
+fn encode_params<P: Serialize>(
+    params: &P,
+    progress: Option<&RequestId>,
+    modern_meta: Option<&JsonObject>,
+) -> Result<Option<Box<RawValue>>> {
+    let encode_err = |e: serde_json::Error| Error::Encode(jsonrpc::EncodeError::from(e));
+    if progress.is_none() && modern_meta.is_none() {
+        let raw = serde_json::value::to_raw_value(params).map_err(encode_err)?;
+        return Ok((raw.get() != "null").then_some(raw));
+    }
+    let mut value = serde_json::to_value(params).map_err(encode_err)?;
+    if value.is_null() {
+        value = serde_json::Value::Object(JsonObject::new());
+    }
+    if let Some(obj) = value.as_object_mut() {
+        let meta = obj
+            .entry("_meta")
+            .or_insert_with(|| serde_json::Value::Object(JsonObject::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            if let Some(id) = progress {
+                meta.insert(
+                    "progressToken".to_owned(),
+                    serde_json::to_value(id).map_err(encode_err)?,
+                );
+            }
+            if let Some(extra) = modern_meta {
+                for (k, v) in extra {
+                    meta.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+        }
+    }
+    Ok(Some(
+        serde_json::value::to_raw_value(&value).map_err(encode_err)?,
+    ))
+}
+
+/// What the reading task pulls out of a request's `_meta` before dispatching it.
+#[derive(serde::Deserialize, Default)]
+struct ParamsPeek<'a> {
+    #[serde(rename = "_meta", borrow, default)]
+    meta: Option<MetaPeek<'a>>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct MetaPeek<'a> {
+    #[serde(rename = "progressToken", default)]
+    progress_token: Option<ProgressToken>,
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
+    protocol_version: Option<Cow<'a, str>>,
+    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", default)]
+    client_capabilities: Option<ClientCapabilities>,
+    #[serde(rename = "io.modelcontextprotocol/logLevel", default)]
+    log_level: Option<LoggingLevel>,
+}
+
+fn peek_meta(params: Option<&RawValue>) -> MetaPeek<'_> {
+    // Most requests carry no `_meta`; skip the second look at their params entirely.
+    match params {
+        Some(p) if p.get().contains("\"_meta\"") => serde_json::from_str::<ParamsPeek>(p.get())
+            .ok()
+            .and_then(|p| p.meta)
+            .unwrap_or_default(),
+        _ => MetaPeek::default(),
+    }
+}
+
+const _: () = {
+    // Keep the `_meta` key names in one place: the version module.
+    let _ = (
+        META_PROTOCOL_VERSION,
+        META_CLIENT_CAPABILITIES,
+        META_LOG_LEVEL,
+    );
+};
+
+async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Arc<dyn Handler>) {
+    let reason = loop {
+        let Some(item) = inbound.recv().await else {
+            break "the peer closed the connection".to_owned();
+        };
+        match item {
+            Inbound::Frame(Frame::Line(line)) => on_line(&peer, &handler, line).await,
+            Inbound::Frame(Frame::Oversized(n)) => {
+                let err = ErrorObject::new(
+                    INVALID_REQUEST,
+                    format!(
+                        "Invalid request: message of {n} bytes exceeds the limit of {} bytes",
+                        peer.shared.options.max_message_bytes
+                    ),
+                );
+                peer.send_line(jsonrpc::encode_error(None, &err)).await;
+            }
+            Inbound::Frame(Frame::InvalidUtf8) => {
+                let err = ErrorObject::new(PARSE_ERROR, "Parse error: message is not valid UTF-8");
+                peer.send_line(jsonrpc::encode_error(None, &err)).await;
+            }
+            Inbound::Failed(e) => break format!("reading from the peer failed: {e}"),
+            Inbound::Ended(why) => break why,
+            _ => {}
+        }
+    };
+    tracing::debug!(%reason, "connection ended");
+    peer.shutdown(reason);
+    handler.on_close(&peer);
+    peer.release_transport().await;
+}
+
+async fn on_line(peer: &Peer, handler: &Arc<dyn Handler>, line: String) {
+    if jsonrpc::is_batch(&line) {
+        return on_batch(peer, handler, &line).await;
+    }
+    match Message::parse(&line) {
+        Ok(message) => on_message(peer, handler, message),
+        Err(e) => {
+            if e.respond {
+                peer.send_line(jsonrpc::encode_error(e.id.as_ref(), &e.error))
+                    .await;
+            } else {
+                tracing::debug!(error = %e, "ignored a malformed message that wants no answer");
+            }
+        }
+    }
+}
+
+async fn on_batch(peer: &Peer, handler: &Arc<dyn Handler>, line: &str) {
+    let allowed = peer
+        .protocol_version()
+        .is_some_and(ProtocolVersion::supports_batches);
+    if !allowed {
+        let err = ErrorObject::invalid_request(format!(
+            "Invalid request: JSON-RPC batches are only allowed in protocol revision 2025-03-26 (this connection: {})",
+            peer.protocol_version()
+                .map_or("not negotiated", ProtocolVersion::as_str)
+        ));
+        return peer.send_line(jsonrpc::encode_error(None, &err)).await;
+    }
+    let items = match Message::parse_batch(line) {
+        Ok(items) => items,
+        Err(e) => {
+            return peer
+                .send_line(jsonrpc::encode_error(e.id.as_ref(), &e.error))
+                .await;
+        }
+    };
+    // Answer a batch with one array holding the responses to its requests, in order.
+    let (tx, mut rx) = mpsc::unbounded_channel::<(usize, String)>();
+    let mut expected = 0;
+    for (index, item) in items.into_iter().enumerate() {
+        match item {
+            Err(e) if e.respond => {
+                expected += 1;
+                let _ = tx.send((index, jsonrpc::encode_error(e.id.as_ref(), &e.error)));
+            }
+            Err(_) => {}
+            Ok(Message::Request(req)) => {
+                expected += 1;
+                dispatch_request(peer, handler, req, Some((index, tx.clone())));
+            }
+            Ok(other) => on_message(peer, handler, other),
+        }
+    }
+    drop(tx);
+    if expected == 0 {
+        return;
+    }
+    let peer = peer.clone();
+    tokio::spawn(async move {
+        let mut answers = Vec::with_capacity(expected);
+        while let Some(answer) = rx.recv().await {
+            answers.push(answer);
+        }
+        answers.sort_by_key(|(i, _)| *i);
+        if answers.is_empty() {
+            return;
+        }
+        let body: Vec<&str> = answers.iter().map(|(_, s)| s.as_str()).collect();
+        peer.send_line(format!("[{}]", body.join(","))).await;
+    });
+}
+
+fn on_message(peer: &Peer, handler: &Arc<dyn Handler>, message: Message<'_>) {
+    match message {
+        Message::Request(req) => dispatch_request(peer, handler, req, None),
+        Message::Notification(n) => on_notification(peer, handler, &n.method, n.params),
+        Message::Response(resp) => {
+            let entry = peer.state().pending.complete(&resp.id);
+            match entry {
+                Some(entry) => {
+                    let _ = entry.data.answer.send(Ok(resp.result.to_owned()));
+                }
+                None => {
+                    tracing::warn!(id = %resp.id, "ignored a response to an unknown request id")
+                }
+            }
+        }
+        Message::Error(resp) => {
+            let entry = resp
+                .id
+                .as_ref()
+                .and_then(|id| peer.state().pending.complete(id));
+            match entry {
+                Some(entry) => {
+                    let _ = entry.data.answer.send(Err(Error::Remote {
+                        method: entry.method,
+                        error: resp.error,
+                    }));
+                }
+                None => tracing::warn!(
+                    id = ?resp.id,
+                    code = resp.error.code,
+                    message = %resp.error.message,
+                    "the peer reported an error not tied to a pending request"
+                ),
+            }
+        }
+        _ => {}
+    }
+}
+
+fn on_notification(
+    peer: &Peer,
+    handler: &Arc<dyn Handler>,
+    method: &str,
+    params: Option<&RawValue>,
+) {
+    match method {
+        methods::NOTIFICATIONS_INITIALIZED => {
+            peer.with_lifecycle(|l| l.initialized_received());
+        }
+        methods::NOTIFICATIONS_CANCELLED => {
+            if let Ok(p) = decode_params::<CancelledNotificationParams>(params) {
+                if let Some(id) = p.request_id {
+                    let token = peer.state().inflight.remove(&id);
+                    if let Some(token) = token {
+                        tracing::debug!(%id, reason = ?p.reason, "request cancelled by the peer");
+                        token.cancel();
+                    }
+                }
+            }
+        }
+        methods::NOTIFICATIONS_PROGRESS => {
+            if let Ok(p) = decode_params::<ProgressNotificationParams>(params) {
+                let mut state = peer.state();
+                if let Some((_, entry)) = state.pending.by_progress_token(&p.progress_token) {
+                    if let Some(tx) = &entry.data.progress {
+                        let _ = tx.send(p);
+                    }
+                }
+            }
+        }
+        _ => handler.on_notification(method, params, peer),
+    }
+}
+
+/// Check, then run a request: `ping` and `initialize` inline, everything else in its own task.
+/// With `batch`, the answer goes to the batch collector instead of the wire.
+fn dispatch_request(
+    peer: &Peer,
+    handler: &Arc<dyn Handler>,
+    req: jsonrpc::Request<'_>,
+    batch: Option<(usize, mpsc::UnboundedSender<(usize, String)>)>,
+) {
+    let send = {
+        let peer = peer.clone();
+        let batch = batch.clone();
+        move |line: String| {
+            let peer = peer.clone();
+            let batch = batch.clone();
+            async move {
+                match batch {
+                    Some((index, tx)) => {
+                        let _ = tx.send((index, line));
+                    }
+                    None => peer.send_line(line).await,
+                }
+            }
+        }
+    };
+    let method: &str = &req.method;
+    let meta = peek_meta(req.params);
+
+    // The modern era: a request that names its revision in `_meta` needs no handshake.
+    let mut version = peer.protocol_version();
+    if let Some(requested) = meta.protocol_version.as_deref() {
+        let started_modern = {
+            let state = peer.state();
+            state.lifecycle.state() == State::Uninitialized
+                || state.lifecycle.era() == Some(Era::Modern)
+        };
+        if started_modern && method != methods::INITIALIZE {
+            match peer.shared.options.versions.check_modern(requested) {
+                Ok(v) => {
+                    if let Err(e) = peer.with_lifecycle(|l| l.enter_modern(v)) {
+                        let err = ErrorObject::invalid_request(e.to_string());
+                        tokio::spawn(send(jsonrpc::encode_error(Some(&req.id), &err)));
+                        return;
+                    }
+                    version = Some(v);
+                }
+                Err(err) => {
+                    tokio::spawn(send(jsonrpc::encode_error(Some(&req.id), &err)));
+                    return;
+                }
+            }
+        }
+    }
+
+    if method == methods::PING {
+        let line = match peer.state().lifecycle.check_incoming_request(method) {
+            Ok(()) => {
+                jsonrpc::encode_result(&req.id, &serde_json::json!({})).unwrap_or_else(|_| {
+                    jsonrpc::encode_error(Some(&req.id), &ErrorObject::internal("encode failed"))
+                })
+            }
+            Err(err) => jsonrpc::encode_error(Some(&req.id), &err),
+        };
+        tokio::spawn(send(line));
+        return;
+    }
+    if method != methods::SERVER_DISCOVER && version.map(ProtocolVersion::era) != Some(Era::Modern)
+    {
+        if let Err(err) = peer.state().lifecycle.check_incoming_request(method) {
+            tokio::spawn(send(jsonrpc::encode_error(Some(&req.id), &err)));
+            return;
+        }
+    }
+    if method == methods::INITIALIZE {
+        let line = match handler.initialize(req.params, peer) {
+            Ok((result, v)) => {
+                peer.with_lifecycle(|l| l.initialize_answered(v));
+                jsonrpc::encode_result(&req.id, &result).unwrap_or_else(|_| {
+                    jsonrpc::encode_error(Some(&req.id), &ErrorObject::internal("encode failed"))
+                })
+            }
+            Err(err) => jsonrpc::encode_error(Some(&req.id), &err),
+        };
+        tokio::spawn(send(line));
+        return;
+    }
+
+    let token = CancellationToken::new();
+    {
+        let mut state = peer.state();
+        if state.inflight.len() >= peer.shared.options.max_inflight {
+            drop(state);
+            let err =
+                ErrorObject::internal("Server busy: too many requests in flight; retry later");
+            tokio::spawn(send(jsonrpc::encode_error(Some(&req.id), &err)));
+            return;
+        }
+        if state
+            .inflight
+            .insert(req.id.clone(), token.clone())
+            .is_some()
+        {
+            drop(state);
+            tracing::warn!(id = %req.id, "the peer reused the id of a request still in flight");
+        }
+    }
+    let client_capabilities = match meta.client_capabilities {
+        Some(c) => Some(Arc::new(c)),
+        None => peer.client_capabilities(),
+    };
+    let ctx = RequestContext {
+        peer: peer.clone(),
+        id: req.id.clone(),
+        progress_token: meta.progress_token,
+        cancel: token.clone(),
+        version,
+        client_capabilities,
+        log_level: meta.log_level,
+    };
+    let incoming = IncomingRequest {
+        id: req.id.clone(),
+        method: req.method.into_owned(),
+        params: req.params.map(ToOwned::to_owned),
+    };
+    let fut = handler.handle_request(incoming, ctx);
+    let peer = peer.clone();
+    let id = req.id;
+    tokio::spawn(async move {
+        let outcome = tokio::select! {
+            biased;
+            _ = token.cancelled() => None,
+            r = fut => Some(r),
+        };
+        peer.state().inflight.remove(&id);
+        // A cancelled request gets no answer, as the spec asks.
+        let Some(outcome) = outcome else { return };
+        let line = match outcome {
+            Ok(result) => jsonrpc::encode_result(&id, &result).unwrap_or_else(|_| {
+                jsonrpc::encode_error(Some(&id), &ErrorObject::internal("encode failed"))
+            }),
+            Err(err) => jsonrpc::encode_error(Some(&id), &err),
+        };
+        send(line).await;
+    });
+}

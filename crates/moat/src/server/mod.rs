@@ -1,0 +1,528 @@
+//! [`Server`]: an MCP server built from plain async functions.
+//!
+//! ```no_run
+//! use moat::{Server, schemars::JsonSchema};
+//! use serde::Deserialize;
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! struct Add { a: i64, b: i64 }
+//!
+//! # async fn run() -> moat::Result<()> {
+//! Server::new("calc", "1.0")
+//!     .tool("add", "Add two integers", |Add { a, b }| async move { Ok::<_, String>(a + b) })
+//!     .resource("config://app", "The app's configuration", || async { Ok::<_, String>("debug = false") })
+//!     .serve_stdio()
+//!     .await
+//! # }
+//! ```
+
+mod pagination;
+mod prompts;
+mod resources;
+mod session;
+mod template;
+mod tools;
+
+use std::collections::HashMap;
+use std::fmt::Display;
+use std::future::Future;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+use moat_protocol::ErrorObject;
+use moat_protocol::lifecycle::Role;
+use moat_protocol::types::{
+    CompleteRequestParams, Completion, GetPromptResult, Implementation, Prompt, ReadResourceResult,
+    Resource, ResourceTemplate, ResourceUpdatedNotificationParams, Tool, methods,
+};
+use moat_protocol::version::SupportedVersions;
+use moat_transport::{Connection, Limits};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+
+pub use prompts::PromptOutput;
+pub use resources::{Blob, ResourceOutput, ResourceRequest};
+pub use template::{TemplateError, UriTemplate};
+pub use tools::{Json, ToolOutput};
+
+use crate::error::Result;
+use crate::handler::{BoxFuture, RequestContext};
+use crate::peer::{Peer, PeerOptions};
+use crate::schema;
+use prompts::{PromptEntry, arguments_from_schema};
+use resources::{ReadFn, ResourceEntry, TemplateEntry};
+use session::{Session, SessionHandler};
+use tools::{ToolEntry, make_entry};
+
+type CompletionFn = Arc<
+    dyn Fn(RequestContext, CompleteRequestParams) -> BoxFuture<Result<Completion, ErrorObject>>
+        + Send
+        + Sync,
+>;
+
+#[derive(Default)]
+struct Registry {
+    tools: Vec<ToolEntry>,
+    tool_index: HashMap<String, usize>,
+    resources: Vec<ResourceEntry>,
+    templates: Vec<TemplateEntry>,
+    prompts: Vec<PromptEntry>,
+    completion: Option<CompletionFn>,
+}
+
+/// Settings of a server.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServerOptions {
+    /// Items per page of `tools/list`, `resources/list`, … (cursor pagination beyond it).
+    pub page_size: usize,
+    /// How long (ms) 2026-07-28 clients may cache list results (`ttlMs`).
+    pub list_ttl_ms: u64,
+    /// Settings of each connection's peer (timeouts, limits, revisions spoken).
+    pub peer: PeerOptions,
+    /// Framing limits on stdio.
+    pub limits: Limits,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            page_size: 500,
+            list_ttl_ms: 0,
+            peer: PeerOptions::default(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+pub(crate) struct ServerInner {
+    info: Implementation,
+    instructions: RwLock<Option<String>>,
+    registry: RwLock<Registry>,
+    options: RwLock<ServerOptions>,
+    sessions: Mutex<Vec<Weak<Session>>>,
+}
+
+impl ServerInner {
+    fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        self.registry.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn registry_mut(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
+        self.registry.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn options(&self) -> ServerOptions {
+        self.options
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn live_sessions(&self) -> Vec<Arc<Session>> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.retain(|s| s.strong_count() > 0);
+        sessions.iter().filter_map(Weak::upgrade).collect()
+    }
+}
+
+/// An MCP server: register tools, resources and prompts, then serve connections.
+/// Cloning is cheap and clones share everything; registering after serving has started
+/// updates live connections and sends them `list_changed`.
+#[derive(Clone)]
+pub struct Server {
+    inner: Arc<ServerInner>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("info", &self.inner.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// A server named `name` at `version`, with nothing registered yet.
+    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Server {
+        Server::with_info(Implementation::new(name, version))
+    }
+
+    /// A server described by `info` (title, website, icons, …).
+    pub fn with_info(info: Implementation) -> Server {
+        Server {
+            inner: Arc::new(ServerInner {
+                info,
+                instructions: RwLock::new(None),
+                registry: RwLock::new(Registry::default()),
+                options: RwLock::new(ServerOptions::default()),
+                sessions: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// Natural-language guidance for the model, sent at initialization.
+    pub fn instructions(self, text: impl Into<String>) -> Self {
+        *self
+            .inner
+            .instructions
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(text.into());
+        self
+    }
+
+    /// Replace the server's options.
+    pub fn options(self, options: ServerOptions) -> Self {
+        *self
+            .inner
+            .options
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = options;
+        self
+    }
+
+    /// Items per page of the list methods.
+    pub fn page_size(self, n: usize) -> Self {
+        self.inner
+            .options
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .page_size = n.max(1);
+        self
+    }
+
+    /// The protocol revisions to speak (all five by default).
+    pub fn versions(self, versions: SupportedVersions) -> Self {
+        self.inner
+            .options
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .peer
+            .versions = versions;
+        self
+    }
+
+    /// The implementation info sent to clients.
+    pub fn info(&self) -> &Implementation {
+        &self.inner.info
+    }
+
+    /// Register a tool: `f` takes the decoded arguments (`A`'s JSON Schema becomes the
+    /// tool's `inputSchema`) and returns any [`ToolOutput`] or an error, which the client
+    /// sees as an `isError` result.
+    pub fn tool<A, R, E, F, Fut>(self, name: &str, description: &str, f: F) -> Self
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        R: ToolOutput,
+        E: Display + Send + 'static,
+        F: Fn(A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+    {
+        let def = Tool::new(name, serde_json::Value::Null).with_description(description);
+        self.tool_def(def, move |_ctx: RequestContext, a: A| f(a))
+    }
+
+    /// Register a tool whose handler also gets the [`RequestContext`] (progress, logging,
+    /// cancellation, requests to the client).
+    pub fn tool_with_context<A, R, E, F, Fut>(self, name: &str, description: &str, f: F) -> Self
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        R: ToolOutput,
+        E: Display + Send + 'static,
+        F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+    {
+        let def = Tool::new(name, serde_json::Value::Null).with_description(description);
+        self.tool_def(def, f)
+    }
+
+    /// Register a tool from a full definition (title, annotations, icons, …). A `Null`
+    /// `inputSchema` is filled in from `A`; a missing `outputSchema` from the output type.
+    pub fn tool_def<A, R, E, F, Fut>(self, def: Tool, f: F) -> Self
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        R: ToolOutput,
+        E: Display + Send + 'static,
+        F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+    {
+        let entry = make_entry(def, f);
+        {
+            let mut reg = self.inner.registry_mut();
+            match reg.tool_index.get(&entry.def.name) {
+                Some(&i) => reg.tools[i] = entry,
+                None => {
+                    let i = reg.tools.len();
+                    reg.tool_index.insert(entry.def.name.clone(), i);
+                    reg.tools.push(entry);
+                }
+            }
+        }
+        self.spawn_notify(methods::NOTIFICATIONS_TOOLS_LIST_CHANGED);
+        self
+    }
+
+    /// Remove a tool; live connections are told the list changed. Returns whether it existed.
+    pub fn remove_tool(&self, name: &str) -> bool {
+        let removed = {
+            let mut reg = self.inner.registry_mut();
+            let before = reg.tools.len();
+            reg.tools.retain(|t| t.def.name != name);
+            let index: HashMap<String, usize> = reg
+                .tools
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.def.name.clone(), i))
+                .collect();
+            reg.tool_index = index;
+            reg.tools.len() != before
+        };
+        if removed {
+            self.spawn_notify(methods::NOTIFICATIONS_TOOLS_LIST_CHANGED);
+        }
+        removed
+    }
+
+    /// Register a fixed resource at `uri`.
+    pub fn resource<R, E, F, Fut>(self, uri: &str, name: &str, f: F) -> Self
+    where
+        R: ResourceOutput,
+        E: Display + Send + 'static,
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+    {
+        self.resource_def(Resource::new(uri, name), move |_req: ResourceRequest| f())
+    }
+
+    /// Register a fixed resource from a full definition (description, MIME type, size, …).
+    pub fn resource_def<R, E, F, Fut>(self, def: Resource, f: F) -> Self
+    where
+        R: ResourceOutput,
+        E: Display + Send + 'static,
+        F: Fn(ResourceRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+    {
+        let read = make_read(def.mime_type.clone(), f);
+        {
+            let mut reg = self.inner.registry_mut();
+            reg.resources.retain(|r| r.def.uri != def.uri);
+            reg.resources.push(ResourceEntry { def, read });
+        }
+        self.spawn_notify(methods::NOTIFICATIONS_RESOURCES_LIST_CHANGED);
+        self
+    }
+
+    /// Register a resource template (RFC 6570, e.g. `file:///{+path}`); `f` gets the URI
+    /// and its variables.
+    ///
+    /// # Panics
+    /// If the template is malformed: that is a programming error, found at startup.
+    /// Use [`Server::try_resource_template`] for templates from configuration.
+    pub fn resource_template<R, E, F, Fut>(self, uri_template: &str, name: &str, f: F) -> Self
+    where
+        R: ResourceOutput,
+        E: Display + Send + 'static,
+        F: Fn(ResourceRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+    {
+        match self.try_resource_template(ResourceTemplate::new(uri_template, name), f) {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Register a resource template from a full definition, refusing a malformed template.
+    pub fn try_resource_template<R, E, F, Fut>(
+        self,
+        def: ResourceTemplate,
+        f: F,
+    ) -> std::result::Result<Self, TemplateError>
+    where
+        R: ResourceOutput,
+        E: Display + Send + 'static,
+        F: Fn(ResourceRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+    {
+        let template = UriTemplate::parse(&def.uri_template)?;
+        let read = make_read(def.mime_type.clone(), f);
+        {
+            let mut reg = self.inner.registry_mut();
+            reg.templates
+                .retain(|t| t.def.uri_template != def.uri_template);
+            reg.templates.push(TemplateEntry {
+                def,
+                template,
+                read,
+            });
+        }
+        self.spawn_notify(methods::NOTIFICATIONS_RESOURCES_LIST_CHANGED);
+        Ok(self)
+    }
+
+    /// Register a prompt. Its arguments come from `A`'s fields (all strings on the wire);
+    /// use [`NoArgs`](crate::NoArgs) for a prompt without arguments.
+    pub fn prompt<A, R, E, F, Fut>(self, name: &str, description: &str, f: F) -> Self
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        R: PromptOutput,
+        E: Display + Send + 'static,
+        F: Fn(A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+    {
+        let mut def = Prompt::new(name);
+        def.description = Some(description.to_owned());
+        self.prompt_def(def, move |_ctx: RequestContext, a: A| f(a))
+    }
+
+    /// Register a prompt from a full definition. Empty `arguments` are filled in from `A`.
+    pub fn prompt_def<A, R, E, F, Fut>(self, mut def: Prompt, f: F) -> Self
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        R: PromptOutput,
+        E: Display + Send + 'static,
+        F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+    {
+        if def.arguments.as_ref().is_none_or(Vec::is_empty) {
+            let args = arguments_from_schema(&schema::input_schema::<A>());
+            def.arguments = (!args.is_empty()).then_some(args);
+        }
+        let f = Arc::new(f);
+        let name = def.name.clone();
+        let get: prompts::PromptFn = Arc::new(move |ctx, args| {
+            let f = f.clone();
+            let decoded = serde_json::from_value::<A>(args).map_err(|e| {
+                ErrorObject::invalid_params(format!("Invalid arguments for prompt {name}: {e}"))
+            });
+            Box::pin(async move {
+                let args = decoded?;
+                f(ctx, args)
+                    .await
+                    .map(PromptOutput::into_prompt_result)
+                    .map_err(|e| ErrorObject::internal(e.to_string()))
+            })
+        });
+        {
+            let mut reg = self.inner.registry_mut();
+            reg.prompts.retain(|p| p.def.name != def.name);
+            reg.prompts.push(PromptEntry { def, get });
+        }
+        self.spawn_notify(methods::NOTIFICATIONS_PROMPTS_LIST_CHANGED);
+        self
+    }
+
+    /// Answer `completion/complete`: `f` gets the reference (prompt or resource template),
+    /// the argument being completed and its context, and returns suggestions.
+    pub fn completion<E, F, Fut>(self, f: F) -> Self
+    where
+        E: Display + Send + 'static,
+        F: Fn(CompleteRequestParams) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<Vec<String>, E>> + Send + 'static,
+    {
+        let f = Arc::new(f);
+        let complete: CompletionFn = Arc::new(move |_ctx, params| {
+            let f = f.clone();
+            Box::pin(async move {
+                let mut values = f(params)
+                    .await
+                    .map_err(|e| ErrorObject::internal(e.to_string()))?;
+                // The spec caps a completion at 100 values.
+                let total = values.len() as u64;
+                values.truncate(100);
+                Ok(Completion {
+                    has_more: Some(total > values.len() as u64),
+                    total: Some(total),
+                    values,
+                })
+            })
+        });
+        self.inner.registry_mut().completion = Some(complete);
+        self
+    }
+
+    /// Tell subscribed clients that the resource at `uri` changed (`notifications/resources/updated`).
+    pub async fn notify_resource_updated(&self, uri: &str) {
+        let params = ResourceUpdatedNotificationParams {
+            uri: uri.to_owned(),
+            ..Default::default()
+        };
+        for session in self.inner.live_sessions() {
+            if session.is_subscribed(uri) {
+                if let Some(peer) = session.peer() {
+                    let _ = peer
+                        .notify(methods::NOTIFICATIONS_RESOURCES_UPDATED, &params)
+                        .await;
+                }
+            }
+        }
+    }
+
+    /// Send a `list_changed` notification to every active connection.
+    fn spawn_notify(&self, method: &'static str) {
+        let sessions = self.inner.live_sessions();
+        if sessions.is_empty() {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                for session in sessions {
+                    session.notify_list_changed(method).await;
+                }
+            });
+        }
+    }
+
+    /// Serve one connection; returns a [`Peer`] at once (the connection runs in the background).
+    pub fn start(&self, conn: Connection) -> Peer {
+        let session = Arc::new(Session::new());
+        self.inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::downgrade(&session));
+        let handler = Arc::new(SessionHandler::new(self.inner.clone(), session.clone()));
+        let peer = Peer::start(conn, Role::Server, handler, self.inner.options().peer);
+        session.set_peer(peer.clone());
+        peer
+    }
+
+    /// Serve one connection until it closes.
+    pub async fn serve(&self, conn: Connection) -> Result<()> {
+        let peer = self.start(conn);
+        peer.closed().await;
+        Ok(())
+    }
+
+    /// Serve this process's stdin/stdout until the client closes stdin.
+    pub async fn serve_stdio(self) -> Result<()> {
+        let limits = self.inner.options().limits;
+        self.serve(moat_transport::stdio::stdio(limits)).await
+    }
+}
+
+fn make_read<R, E, F, Fut>(mime_type: Option<String>, f: F) -> ReadFn
+where
+    R: ResourceOutput,
+    E: Display + Send + 'static,
+    F: Fn(ResourceRequest) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+{
+    let f = Arc::new(f);
+    Arc::new(move |req: ResourceRequest| {
+        let f = f.clone();
+        let mime = mime_type.clone();
+        Box::pin(async move {
+            let uri = req.uri.clone();
+            match f(req).await {
+                Ok(out) => Ok(ReadResourceResult {
+                    contents: out.into_contents(&uri, mime.as_deref()),
+                    ..Default::default()
+                }),
+                Err(e) => Err(ErrorObject::internal(format!("Reading {uri} failed: {e}"))),
+            }
+        })
+    })
+}
+
+/// Silence "unused" for re-exported helper types used only by users.
+#[allow(dead_code)]
+fn _assert_types(_: GetPromptResult) {}

@@ -1,0 +1,94 @@
+//! Resources and resource templates: what a handler returns and how it becomes contents.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use moat_protocol::ErrorObject;
+use moat_protocol::types::{
+    BlobResourceContents, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+    TextResourceContents,
+};
+
+use crate::handler::{BoxFuture, RequestContext};
+use crate::server::template::UriTemplate;
+
+/// Binary resource content; sent base64-encoded as a blob.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Blob(pub Vec<u8>);
+
+/// What a resource handler may return.
+pub trait ResourceOutput: Send + 'static {
+    /// Convert into contents for `uri`, with the resource's declared MIME type if any.
+    fn into_contents(self, uri: &str, mime_type: Option<&str>) -> Vec<ResourceContents>;
+}
+
+impl ResourceOutput for String {
+    fn into_contents(self, uri: &str, mime_type: Option<&str>) -> Vec<ResourceContents> {
+        let mut c = TextResourceContents::new(uri, self);
+        c.mime_type = Some(mime_type.unwrap_or("text/plain").to_owned());
+        vec![ResourceContents::Text(c)]
+    }
+}
+
+impl ResourceOutput for &'static str {
+    fn into_contents(self, uri: &str, mime_type: Option<&str>) -> Vec<ResourceContents> {
+        self.to_owned().into_contents(uri, mime_type)
+    }
+}
+
+impl ResourceOutput for Blob {
+    fn into_contents(self, uri: &str, mime_type: Option<&str>) -> Vec<ResourceContents> {
+        let mut c = BlobResourceContents::new(uri, STANDARD.encode(self.0));
+        c.mime_type = Some(mime_type.unwrap_or("application/octet-stream").to_owned());
+        vec![ResourceContents::Blob(c)]
+    }
+}
+
+impl ResourceOutput for ResourceContents {
+    fn into_contents(self, _: &str, _: Option<&str>) -> Vec<ResourceContents> {
+        vec![self]
+    }
+}
+
+impl ResourceOutput for Vec<ResourceContents> {
+    fn into_contents(self, _: &str, _: Option<&str>) -> Vec<ResourceContents> {
+        self
+    }
+}
+
+/// A read: the URI asked for, and for templates the variables it matched.
+#[derive(Debug, Clone)]
+pub struct ResourceRequest {
+    /// The URI being read.
+    pub uri: String,
+    /// Template variables (empty for a fixed resource).
+    pub vars: HashMap<String, String>,
+    /// The request's context.
+    pub ctx: RequestContext,
+}
+
+impl ResourceRequest {
+    /// A template variable by name.
+    pub fn var(&self, name: &str) -> Option<&str> {
+        self.vars.get(name).map(String::as_str)
+    }
+}
+
+pub(crate) type ReadFn = Arc<
+    dyn Fn(ResourceRequest) -> BoxFuture<Result<ReadResourceResult, ErrorObject>> + Send + Sync,
+>;
+
+#[derive(Clone)]
+pub(crate) struct ResourceEntry {
+    pub(crate) def: Resource,
+    pub(crate) read: ReadFn,
+}
+
+#[derive(Clone)]
+pub(crate) struct TemplateEntry {
+    pub(crate) def: ResourceTemplate,
+    pub(crate) template: UriTemplate,
+    pub(crate) read: ReadFn,
+}

@@ -1,0 +1,446 @@
+//! One client connection to a [`Server`](super::Server): answers each MCP method from the
+//! shared registry and keeps what belongs to this connection (subscriptions, the peer).
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use moat_protocol::error::{ErrorObject, RESOURCE_NOT_FOUND};
+use moat_protocol::jsonrpc::decode_params;
+use moat_protocol::types::{
+    CacheScope, CompleteRequestParams, CompleteResult, DiscoverResult, EmptyResult,
+    GetPromptRequestParams, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, NotificationParams,
+    PaginatedRequestParams, PromptsCapability, ReadResourceRequestParams, ResourceRequestParams,
+    ResourcesCapability, ServerCapabilities, SetLevelRequestParams, ToolsCapability, methods,
+};
+use moat_protocol::version::META_SERVER_INFO;
+use moat_protocol::{Era, ProtocolVersion};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::{ResourceRequest, ServerInner, pagination};
+use crate::handler::{BoxFuture, Handler, HandlerResult, IncomingRequest, RequestContext};
+use crate::peer::Peer;
+
+/// What belongs to one connection.
+pub(crate) struct Session {
+    peer: OnceLock<Peer>,
+    subscriptions: Mutex<HashSet<String>>,
+}
+
+impl Session {
+    pub(crate) fn new() -> Self {
+        Session {
+            peer: OnceLock::new(),
+            subscriptions: Mutex::new(HashSet::new()),
+        }
+    }
+
+    pub(crate) fn set_peer(&self, peer: Peer) {
+        let _ = self.peer.set(peer);
+    }
+
+    pub(crate) fn peer(&self) -> Option<&Peer> {
+        self.peer.get()
+    }
+
+    pub(crate) fn is_subscribed(&self, uri: &str) -> bool {
+        self.subscriptions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(uri)
+    }
+
+    pub(crate) async fn notify_list_changed(&self, method: &str) {
+        let Some(peer) = self.peer() else { return };
+        // Only an initialized, handshake-era connection takes unsolicited notifications.
+        let active = peer.lifecycle_state() == moat_protocol::lifecycle::State::Active;
+        if active && peer.protocol_version().map(ProtocolVersion::era) == Some(Era::Handshake) {
+            let _ = peer.notify(method, &NotificationParams::default()).await;
+        }
+    }
+}
+
+/// The [`Handler`] a server gives each connection's peer.
+pub(crate) struct SessionHandler {
+    server: Arc<ServerInner>,
+    session: Arc<Session>,
+}
+
+impl SessionHandler {
+    pub(crate) fn new(server: Arc<ServerInner>, session: Arc<Session>) -> Self {
+        SessionHandler { server, session }
+    }
+}
+
+/// `tools/call` params, with the arguments left raw for the tool to decode into its own type.
+#[derive(Deserialize)]
+struct CallParams<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+}
+
+fn encode<T: Serialize>(value: &T) -> HandlerResult {
+    serde_json::value::to_raw_value(value)
+        .map_err(|e| ErrorObject::internal(format!("could not encode the result: {e}")))
+}
+
+fn is_modern(ctx: &RequestContext) -> bool {
+    ctx.protocol_version().map(ProtocolVersion::era) == Some(Era::Modern)
+}
+
+/// The modern era's result fields: `resultType`, and cache hints for cacheable results.
+fn complete_marker(ctx: &RequestContext) -> Option<String> {
+    is_modern(ctx).then(|| "complete".to_owned())
+}
+
+impl ServerInner {
+    fn capabilities(&self) -> ServerCapabilities {
+        let reg = self.registry();
+        ServerCapabilities {
+            tools: Some(ToolsCapability {
+                list_changed: Some(true),
+                ..Default::default()
+            }),
+            resources: (!reg.resources.is_empty() || !reg.templates.is_empty()).then(|| {
+                ResourcesCapability {
+                    subscribe: Some(true),
+                    list_changed: Some(true),
+                    ..Default::default()
+                }
+            }),
+            prompts: (!reg.prompts.is_empty()).then(|| PromptsCapability {
+                list_changed: Some(true),
+                ..Default::default()
+            }),
+            completions: reg.completion.as_ref().map(|_| Default::default()),
+            logging: Some(Default::default()),
+            ..Default::default()
+        }
+    }
+
+    fn cache_hints(
+        &self,
+        ctx: &RequestContext,
+    ) -> (Option<String>, Option<u64>, Option<CacheScope>) {
+        if is_modern(ctx) {
+            (
+                Some("complete".to_owned()),
+                Some(self.options().list_ttl_ms),
+                Some(CacheScope::Private),
+            )
+        } else {
+            (None, None, None)
+        }
+    }
+}
+
+impl Handler for SessionHandler {
+    fn initialize(
+        &self,
+        params: Option<&RawValue>,
+        peer: &Peer,
+    ) -> Result<(Box<RawValue>, ProtocolVersion), ErrorObject> {
+        let params: InitializeRequestParams = decode_params(params)?;
+        let version = peer
+            .supported_versions()
+            .negotiate_handshake(&params.protocol_version)
+            .ok_or_else(|| {
+                peer.supported_versions()
+                    .unsupported_error(&params.protocol_version)
+            })?;
+        tracing::debug!(
+            client = %params.client_info.name,
+            requested = %params.protocol_version,
+            agreed = %version,
+            "initialize"
+        );
+        peer.set_client_capabilities(params.capabilities);
+        let result = InitializeResult {
+            protocol_version: version.as_str().to_owned(),
+            capabilities: self.server.capabilities(),
+            server_info: self.server.info.clone(),
+            instructions: self
+                .server
+                .instructions
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            meta: None,
+        };
+        Ok((encode(&result)?, version))
+    }
+
+    fn handle_request(
+        &self,
+        request: IncomingRequest,
+        ctx: RequestContext,
+    ) -> BoxFuture<HandlerResult> {
+        let server = self.server.clone();
+        let session = self.session.clone();
+        Box::pin(async move { dispatch(server, session, request, ctx).await })
+    }
+
+    fn on_close(&self, _peer: &Peer) {
+        let me = Arc::as_ptr(&self.session);
+        let mut sessions = self
+            .server
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        sessions.retain(|s| s.as_ptr() != me && s.strong_count() > 0);
+    }
+}
+
+async fn dispatch(
+    server: Arc<ServerInner>,
+    session: Arc<Session>,
+    req: IncomingRequest,
+    ctx: RequestContext,
+) -> HandlerResult {
+    let params = req.params.as_deref();
+    match req.method.as_str() {
+        methods::TOOLS_CALL => call_tool(&server, params, ctx).await,
+        methods::TOOLS_LIST => {
+            let p: PaginatedRequestParams = decode_params(params)?;
+            let page_size = server.options().page_size;
+            let defs: Vec<_> = server
+                .registry()
+                .tools
+                .iter()
+                .map(|t| t.def.clone())
+                .collect();
+            let (tools, next_cursor) =
+                pagination::page(&defs, p.cursor.as_deref(), "tools", page_size)?;
+            let (result_type, ttl_ms, cache_scope) = server.cache_hints(&ctx);
+            encode(&ListToolsResult {
+                tools,
+                next_cursor,
+                result_type,
+                ttl_ms,
+                cache_scope,
+                ..Default::default()
+            })
+        }
+        methods::RESOURCES_LIST => {
+            let p: PaginatedRequestParams = decode_params(params)?;
+            let defs: Vec<_> = server
+                .registry()
+                .resources
+                .iter()
+                .map(|r| r.def.clone())
+                .collect();
+            let (resources, next_cursor) = pagination::page(
+                &defs,
+                p.cursor.as_deref(),
+                "resources",
+                server.options().page_size,
+            )?;
+            let (result_type, ttl_ms, cache_scope) = server.cache_hints(&ctx);
+            encode(&ListResourcesResult {
+                resources,
+                next_cursor,
+                result_type,
+                ttl_ms,
+                cache_scope,
+                ..Default::default()
+            })
+        }
+        methods::RESOURCES_TEMPLATES_LIST => {
+            let p: PaginatedRequestParams = decode_params(params)?;
+            let defs: Vec<_> = server
+                .registry()
+                .templates
+                .iter()
+                .map(|t| t.def.clone())
+                .collect();
+            let (resource_templates, next_cursor) = pagination::page(
+                &defs,
+                p.cursor.as_deref(),
+                "templates",
+                server.options().page_size,
+            )?;
+            let (result_type, ttl_ms, cache_scope) = server.cache_hints(&ctx);
+            encode(&ListResourceTemplatesResult {
+                resource_templates,
+                next_cursor,
+                result_type,
+                ttl_ms,
+                cache_scope,
+                ..Default::default()
+            })
+        }
+        methods::RESOURCES_READ => {
+            let p: ReadResourceRequestParams = decode_params(params)?;
+            read_resource(&server, p.uri, ctx).await
+        }
+        methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE => {
+            let p: ResourceRequestParams = decode_params(params)?;
+            let mut subs = session
+                .subscriptions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if req.method == methods::RESOURCES_SUBSCRIBE {
+                subs.insert(p.uri);
+            } else {
+                subs.remove(&p.uri);
+            }
+            drop(subs);
+            encode(&EmptyResult {
+                result_type: complete_marker(&ctx),
+                ..Default::default()
+            })
+        }
+        methods::PROMPTS_LIST => {
+            let p: PaginatedRequestParams = decode_params(params)?;
+            let defs: Vec<_> = server
+                .registry()
+                .prompts
+                .iter()
+                .map(|p| p.def.clone())
+                .collect();
+            let (prompts, next_cursor) = pagination::page(
+                &defs,
+                p.cursor.as_deref(),
+                "prompts",
+                server.options().page_size,
+            )?;
+            let (result_type, ttl_ms, cache_scope) = server.cache_hints(&ctx);
+            encode(&ListPromptsResult {
+                prompts,
+                next_cursor,
+                result_type,
+                ttl_ms,
+                cache_scope,
+                ..Default::default()
+            })
+        }
+        methods::PROMPTS_GET => {
+            let p: GetPromptRequestParams = decode_params(params)?;
+            let entry = server
+                .registry()
+                .prompts
+                .iter()
+                .find(|e| e.def.name == p.name)
+                .cloned();
+            let Some(entry) = entry else {
+                return Err(ErrorObject::invalid_params(format!(
+                    "Invalid params: unknown prompt {:?}",
+                    p.name
+                )));
+            };
+            let args: BTreeMap<String, String> = p.arguments.unwrap_or_default();
+            let args = serde_json::to_value(args).unwrap_or_default();
+            let marker = complete_marker(&ctx);
+            let mut result = (entry.get)(ctx, args).await?;
+            result.result_type = marker;
+            encode(&result)
+        }
+        methods::COMPLETION_COMPLETE => {
+            let p: CompleteRequestParams = decode_params(params)?;
+            let complete = server.registry().completion.clone();
+            let Some(complete) = complete else {
+                return Err(ErrorObject::method_not_found(&req.method));
+            };
+            let marker = complete_marker(&ctx);
+            let completion = complete(ctx, p).await?;
+            encode(&CompleteResult {
+                completion,
+                result_type: marker,
+                ..Default::default()
+            })
+        }
+        methods::LOGGING_SET_LEVEL => {
+            let p: SetLevelRequestParams = decode_params(params)?;
+            ctx.peer().set_log_level(p.level);
+            encode(&EmptyResult {
+                result_type: complete_marker(&ctx),
+                ..Default::default()
+            })
+        }
+        methods::SERVER_DISCOVER => {
+            let versions = ctx.peer().supported_versions().strings();
+            let mut result = DiscoverResult {
+                supported_versions: versions,
+                capabilities: server.capabilities(),
+                instructions: server
+                    .instructions
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone(),
+                result_type: Some("complete".to_owned()),
+                ttl_ms: Some(server.options().list_ttl_ms),
+                cache_scope: Some(CacheScope::Public),
+                ..Default::default()
+            };
+            result.set_server_info(&server.info);
+            debug_assert!(
+                result
+                    .meta
+                    .as_ref()
+                    .is_some_and(|m| m.contains_key(META_SERVER_INFO))
+            );
+            encode(&result)
+        }
+        other => Err(ErrorObject::method_not_found(other)),
+    }
+}
+
+async fn call_tool(
+    server: &ServerInner,
+    params: Option<&RawValue>,
+    ctx: RequestContext,
+) -> HandlerResult {
+    let text = params.map_or("{}", RawValue::get);
+    let p: CallParams<'_> = serde_json::from_str(text)
+        .map_err(|e| ErrorObject::invalid_params(format!("Invalid params: {e}")))?;
+    let call = {
+        let reg = server.registry();
+        reg.tool_index
+            .get(p.name.as_ref())
+            .map(|&i| reg.tools[i].call.clone())
+    };
+    let Some(call) = call else {
+        return Err(ErrorObject::invalid_params(format!(
+            "Unknown tool: {}",
+            p.name
+        )));
+    };
+    let marker = complete_marker(&ctx);
+    let mut result = call(ctx, p.arguments.map(ToOwned::to_owned)).await;
+    result.result_type = marker;
+    encode(&result)
+}
+
+async fn read_resource(server: &ServerInner, uri: String, ctx: RequestContext) -> HandlerResult {
+    let (read, vars) = {
+        let reg = server.registry();
+        if let Some(entry) = reg.resources.iter().find(|r| r.def.uri == uri) {
+            (Some(entry.read.clone()), HashMap::new())
+        } else {
+            reg.templates
+                .iter()
+                .find_map(|t| {
+                    t.template
+                        .matches(&uri)
+                        .map(|vars| (Some(t.read.clone()), vars))
+                })
+                .unwrap_or((None, HashMap::new()))
+        }
+    };
+    let Some(read) = read else {
+        return Err(
+            ErrorObject::new(RESOURCE_NOT_FOUND, format!("Resource not found: {uri}"))
+                .with_data(serde_json::json!({ "uri": uri })),
+        );
+    };
+    let (result_type, ttl_ms, cache_scope) = server.cache_hints(&ctx);
+    let mut result = read(ResourceRequest { uri, vars, ctx }).await?;
+    result.result_type = result_type;
+    result.ttl_ms = ttl_ms;
+    result.cache_scope = cache_scope;
+    encode(&result)
+}

@@ -1,0 +1,156 @@
+//! Tools as typed async functions: arguments decoded from the request exactly once into the
+//! handler's own type, results converted with [`ToolOutput`].
+
+use std::fmt::Display;
+use std::future::Future;
+use std::sync::Arc;
+
+use moat_protocol::types::{CallToolResult, ContentBlock, Tool};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::handler::{BoxFuture, RequestContext};
+use crate::schema;
+
+/// What a tool handler may return. Implemented for text-like values, content blocks,
+/// a full [`CallToolResult`], and [`Json`] for structured output.
+pub trait ToolOutput: Send + 'static {
+    /// The `outputSchema` this output type implies, if any.
+    fn output_schema() -> Option<Value> {
+        None
+    }
+    /// Convert into the result sent to the client.
+    fn into_call_result(self) -> CallToolResult;
+}
+
+impl ToolOutput for CallToolResult {
+    fn into_call_result(self) -> CallToolResult {
+        self
+    }
+}
+
+impl ToolOutput for String {
+    fn into_call_result(self) -> CallToolResult {
+        CallToolResult::text(self)
+    }
+}
+
+impl ToolOutput for &'static str {
+    fn into_call_result(self) -> CallToolResult {
+        CallToolResult::text(self)
+    }
+}
+
+impl ToolOutput for ContentBlock {
+    fn into_call_result(self) -> CallToolResult {
+        CallToolResult::new(vec![self])
+    }
+}
+
+impl ToolOutput for Vec<ContentBlock> {
+    fn into_call_result(self) -> CallToolResult {
+        CallToolResult::new(self)
+    }
+}
+
+impl ToolOutput for () {
+    fn into_call_result(self) -> CallToolResult {
+        CallToolResult::new(Vec::new())
+    }
+}
+
+macro_rules! display_output {
+    ($($t:ty),*) => {$(
+        impl ToolOutput for $t {
+            fn into_call_result(self) -> CallToolResult {
+                CallToolResult::text(self.to_string())
+            }
+        }
+    )*};
+}
+display_output!(
+    i8, i16, i32, i64, i128, u8, u16, u32, u64, u128, isize, usize, f32, f64, bool, char
+);
+
+/// Structured output: the value goes into `structuredContent` (and, as JSON text, into
+/// `content` for clients that predate structured output); its type gives the tool an
+/// `outputSchema`. A value that is not a JSON object is wrapped as `{"result": value}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Json<T>(pub T);
+
+impl<T: Serialize + JsonSchema + Send + 'static> ToolOutput for Json<T> {
+    fn output_schema() -> Option<Value> {
+        Some(schema::output_schema::<T>())
+    }
+
+    fn into_call_result(self) -> CallToolResult {
+        match serde_json::to_value(&self.0) {
+            Ok(value) => {
+                let value = if schema::wraps_output::<T>() {
+                    serde_json::json!({ "result": value })
+                } else {
+                    value
+                };
+                CallToolResult::structured(value)
+            }
+            Err(e) => CallToolResult::error(format!("could not encode the tool's output: {e}")),
+        }
+    }
+}
+
+/// A registered tool's body: decode arguments, run, convert.
+pub(crate) type ToolFn =
+    Arc<dyn Fn(RequestContext, Option<Box<RawValue>>) -> BoxFuture<CallToolResult> + Send + Sync>;
+
+/// A registered tool: its definition and body.
+#[derive(Clone)]
+pub(crate) struct ToolEntry {
+    pub(crate) def: Tool,
+    pub(crate) call: ToolFn,
+}
+
+/// Decode `arguments` (absent → `{}`) into `A`.
+fn decode_args<A: DeserializeOwned>(
+    name: &str,
+    args: Option<&RawValue>,
+) -> Result<A, CallToolResult> {
+    let text = args.map_or("{}", RawValue::get);
+    let text = if text == "null" { "{}" } else { text };
+    serde_json::from_str(text)
+        .map_err(|e| CallToolResult::error(format!("Invalid arguments for tool {name}: {e}")))
+}
+
+pub(crate) fn make_entry<A, R, E, F, Fut>(mut def: Tool, f: F) -> ToolEntry
+where
+    A: DeserializeOwned + JsonSchema + Send + 'static,
+    R: ToolOutput,
+    E: Display + Send + 'static,
+    F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, E>> + Send + 'static,
+{
+    if def.input_schema.is_null() {
+        def.input_schema = schema::input_schema::<A>();
+    }
+    if def.output_schema.is_none() {
+        def.output_schema = R::output_schema();
+    }
+    let name: Arc<str> = Arc::from(def.name.as_str());
+    let f = Arc::new(f);
+    let call: ToolFn = Arc::new(move |ctx, args| {
+        let args = decode_args::<A>(&name, args.as_deref());
+        let f = f.clone();
+        Box::pin(async move {
+            match args {
+                Ok(args) => match f(ctx, args).await {
+                    Ok(out) => out.into_call_result(),
+                    Err(e) => CallToolResult::error(e.to_string()),
+                },
+                Err(result) => result,
+            }
+        })
+    });
+    ToolEntry { def, call }
+}

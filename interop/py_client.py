@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+"""MCP client built on the official Python SDK (`mcp` 2.x).
+
+Usage:
+    interop/.venv/bin/python py_client.py [options] -- CMD [ARGS...]
+
+Spawns CMD over stdio, connects (handshake or `server/discover`), runs a fixed
+script and prints ONE JSON object on stdout with the same shape as
+ts_client.mjs:
+
+    {"client": {...}, "protocolVersion": "...", "serverInfo": {...} | null,
+     "capabilities": {...}, "instructions": ...,
+     "tools": ["name", ...] | null, "toolDetails": [Tool, ...] | null,
+     "resources": [...] | null, "resourceTemplates": [...] | null,
+     "prompts": [...] | null,
+     "calls": [{"name", "arguments", "result": CallToolResult}, ...],
+     "reads": [{"uri", "result": ReadResourceResult}, ...],
+     "gets":  [{"name", "arguments", "result": GetPromptResult}, ...]}
+
+Lists are null when the server does not advertise the capability. A tool
+result with isError: true is reported, not treated as a failure; anything else
+that goes wrong prints "py_client: error: ..." on stderr and exits 1 (2 for
+usage errors).
+
+Options:
+    --protocol REV|auto    auto (default, the SDK's own policy): probe
+                           server/discover at 2026-07-28, fall back to the
+                           initialize handshake. 2026-07-28: require the
+                           stateless era (discover must succeed). A
+                           handshake revision (2024-11-05, 2025-03-26,
+                           2025-06-18, 2025-11-25): legacy mode, offering REV in
+                           initialize. In every non-auto case the client fails
+                           unless the server ends up on REV.
+    --call NAME JSONARGS   call a tool (repeatable, in order)
+    --read URI             read a resource (repeatable)
+    --prompt NAME JSONARGS get a prompt (repeatable)
+    --timeout SECONDS      overall deadline (default 60)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from importlib import metadata
+from typing import Any, NoReturn
+
+PROG = "py_client"
+USAGE = (
+    "usage: py_client.py [--protocol REV|auto] [--call NAME JSON]... [--read URI]... "
+    "[--prompt NAME JSON]... [--timeout SECS] -- CMD [ARGS...]"
+)
+
+
+def die(msg: str, code: int = 1) -> NoReturn:
+    sys.stderr.write(f"{PROG}: error: {msg}\n")
+    sys.stderr.flush()
+    # os._exit: do not wait for SDK background tasks / the child to wind down.
+    os._exit(code)
+
+
+def usage(msg: str) -> NoReturn:
+    die(f"{msg}\n{USAGE}", 2)
+
+
+def parse_json_obj(flag: str, text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        usage(f"{flag}: invalid JSON {text!r}: {e}")
+    if not isinstance(value, dict):
+        usage(f"{flag}: arguments must be a JSON object")
+    return value
+
+
+def parse_args(argv: list[str]) -> dict[str, Any]:
+    opts: dict[str, Any] = {"protocol": None, "calls": [], "reads": [], "prompts": [], "timeout": 60.0}
+    i = 0
+
+    def need(flag: str, n: int) -> None:
+        if i + n >= len(argv):
+            usage(f"{flag} needs {n} value(s)")
+
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            i += 1
+            break
+        if a == "--protocol":
+            need(a, 1)
+            opts["protocol"] = argv[i + 1]
+            i += 2
+        elif a == "--call":
+            need(a, 2)
+            opts["calls"].append((argv[i + 1], parse_json_obj(a, argv[i + 2])))
+            i += 3
+        elif a == "--read":
+            need(a, 1)
+            opts["reads"].append(argv[i + 1])
+            i += 2
+        elif a == "--prompt":
+            need(a, 2)
+            opts["prompts"].append((argv[i + 1], parse_json_obj(a, argv[i + 2])))
+            i += 3
+        elif a == "--timeout":
+            need(a, 1)
+            try:
+                opts["timeout"] = float(argv[i + 1])
+            except ValueError:
+                usage("--timeout must be a number of seconds")
+            if opts["timeout"] <= 0:
+                usage("--timeout must be positive")
+            i += 2
+        elif a in ("-h", "--help"):
+            print(__doc__)
+            sys.exit(0)
+        else:
+            usage(f"unknown option {a!r} (put the server command after --)")
+    if i >= len(argv):
+        usage("missing server command after --")
+    opts["command"] = argv[i]
+    opts["args"] = argv[i + 1 :]
+    if opts["protocol"] == "auto":
+        opts["protocol"] = None
+    return opts
+
+
+def dump(model: Any) -> Any:
+    if model is None:
+        return None
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+async def list_all(fetch: Any, key: str) -> list[Any]:
+    out: list[Any] = []
+    cursor = None
+    for _ in range(100):
+        page = await fetch(cursor=cursor)
+        out.extend(dump(item) for item in getattr(page, key))
+        cursor = page.next_cursor
+        if not cursor:
+            return out
+    raise RuntimeError(f"{key}: more than 100 pages, giving up")
+
+
+try:
+    _GROUP: type = BaseExceptionGroup  # Python >= 3.11
+except NameError:  # pragma: no cover - Python 3.10 (anyio depends on the backport)
+    from exceptiongroup import BaseExceptionGroup as _GROUP  # type: ignore[no-redef]
+
+
+def describe(e: BaseException) -> str:
+    # anyio task groups wrap failures in ExceptionGroups; show the leaves.
+    if isinstance(e, _GROUP):
+        return "; ".join(describe(x) for x in e.exceptions)  # type: ignore[attr-defined]
+    code = getattr(getattr(e, "error", None), "code", None)
+    suffix = f" (code {code})" if code is not None else ""
+    return f"{type(e).__name__}{suffix}: {e}"
+
+
+async def step(what: str, coro: Any) -> Any:
+    try:
+        return await coro
+    except Exception as e:  # noqa: BLE001 - reported, then fatal
+        raise RuntimeError(f"{what} failed: {describe(e)}") from e
+
+
+async def run(opts: dict[str, Any]) -> dict[str, Any]:
+    import mcp.client.session as client_session
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+    from mcp_types import Implementation
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS
+
+    rev = opts["protocol"]
+    if rev is None:
+        mode = "auto"
+    elif rev in MODERN_PROTOCOL_VERSIONS:
+        # "auto" probes server/discover at the newest modern revision (and gets
+        # serverInfo/capabilities from it); we then insist it did not fall back.
+        mode = "auto"
+    elif rev in HANDSHAKE_PROTOCOL_VERSIONS:
+        mode = "legacy"
+        # The SDK always offers LATEST_HANDSHAKE_VERSION in initialize; pin it.
+        client_session.LATEST_HANDSHAKE_VERSION = rev  # type: ignore[misc]
+    else:
+        die(
+            f"protocol revision {rev} is not supported by mcp {sdk_version()} "
+            f"(supported: {', '.join((*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS))})",
+            2,
+        )
+
+    params = StdioServerParameters(command=opts["command"], args=opts["args"], env=dict(os.environ))
+    client = Client(
+        params,
+        mode=mode,
+        client_info=Implementation(name="moat-interop-py-client", version=sdk_version()),
+        read_timeout_seconds=opts["timeout"],
+        cache=None,
+    )
+    try:
+        await client.__aenter__()
+    except Exception as e:  # noqa: BLE001
+        raise RuntimeError(f"connect ({mode}) to {opts['command']} failed: {describe(e)}") from e
+    try:
+        negotiated = client.protocol_version
+        if rev is not None and negotiated != rev:
+            raise RuntimeError(f"requested protocol {rev} but the connection negotiated {negotiated}")
+        caps = client.server_capabilities
+        out: dict[str, Any] = {
+            "client": {"sdk": "mcp", "version": sdk_version(), "latestProtocolVersion": LATEST_PROTOCOL_VERSION},
+            "protocolVersion": negotiated,
+            "serverInfo": dump(client.server_info),
+            "capabilities": dump(caps),
+            "instructions": client.instructions,
+            "tools": None,
+            "toolDetails": None,
+            "resources": None,
+            "resourceTemplates": None,
+            "prompts": None,
+            "calls": [],
+            "reads": [],
+            "gets": [],
+        }
+        if caps.tools is not None:
+            out["toolDetails"] = await step("tools/list", list_all(client.list_tools, "tools"))
+            out["tools"] = [t["name"] for t in out["toolDetails"]]
+        if caps.resources is not None:
+            out["resources"] = await step("resources/list", list_all(client.list_resources, "resources"))
+            out["resourceTemplates"] = await step(
+                "resources/templates/list", list_all(client.list_resource_templates, "resource_templates")
+            )
+        if caps.prompts is not None:
+            out["prompts"] = await step("prompts/list", list_all(client.list_prompts, "prompts"))
+        for name, arguments in opts["calls"]:
+            result = await step(f"tools/call {name}", client.call_tool(name, arguments))
+            out["calls"].append({"name": name, "arguments": arguments, "result": dump(result)})
+        for uri in opts["reads"]:
+            result = await step(f"resources/read {uri}", client.read_resource(uri))
+            out["reads"].append({"uri": uri, "result": dump(result)})
+        for name, arguments in opts["prompts"]:
+            str_args = {k: v if isinstance(v, str) else json.dumps(v) for k, v in arguments.items()}
+            result = await step(f"prompts/get {name}", client.get_prompt(name, str_args))
+            out["gets"].append({"name": name, "arguments": arguments, "result": dump(result)})
+        return out
+    finally:
+        try:
+            await client.__aexit__(None, None, None)
+        except Exception as e:  # noqa: BLE001 - shutdown noise must not mask the result
+            sys.stderr.write(f"{PROG}: warning: shutdown: {describe(e)}\n")
+
+
+def sdk_version() -> str:
+    try:
+        return metadata.version("mcp")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def main() -> None:
+    opts = parse_args(sys.argv[1:])
+    try:
+        import anyio
+    except ImportError as e:
+        die(f"cannot import the MCP SDK ({e}); run .ci/run or pip install -r interop/requirements.txt")
+
+    async def guarded() -> dict[str, Any]:
+        with anyio.fail_after(opts["timeout"]):
+            return await run(opts)
+
+    try:
+        out = anyio.run(guarded)
+    except TimeoutError:
+        die(f"timed out after {opts['timeout']}s")
+    except BaseException as e:  # noqa: BLE001
+        if isinstance(e, SystemExit):
+            raise
+        die(describe(e))
+    sys.stdout.write(json.dumps(out) + "\n")
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
