@@ -15,10 +15,10 @@ use std::time::Duration;
 use moat::schemars::{self, JsonSchema};
 use moat::types::{
     BlobResourceContents, ContentBlock, CreateMessageRequestParams, CreateMessageResult,
-    LoggingLevel, Prompt, PromptMessage, Resource, ResourceTemplate, Role, SamplingMessage,
-    TextResourceContents, Tool,
+    ElicitRequestParams, LoggingLevel, Prompt, PromptMessage, Resource, ResourceTemplate, Role,
+    SamplingMessage, TextResourceContents, Tool,
 };
-use moat::{NoArgs, RequestContext, RequestOptions, ResourceRequest, Server};
+use moat::{NoArgs, RequestContext, ResourceRequest, Server};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -431,8 +431,7 @@ async fn sample(ctx: &RequestContext, prompt: String) -> String {
         max_tokens: 100,
         ..Default::default()
     };
-    let result: moat::Result<CreateMessageResult> =
-        ctx.peer().request("sampling/createMessage", &params).await;
+    let result: moat::Result<CreateMessageResult> = ctx.create_message(params).await;
     match result {
         Ok(result) => {
             let text = result.content.blocks().iter().find_map(|b| b.as_text());
@@ -452,34 +451,22 @@ async fn elicitation_completed(ctx: &RequestContext, params: &Value) -> String {
     }
 }
 
-/// The parts of an elicitation result a tool reports; `content` is kept as written.
-#[derive(Deserialize)]
-struct ElicitOutcome {
-    action: String,
-    #[serde(default)]
-    content: Option<Box<RawValue>>,
-}
-
-/// Send `elicitation/create`; returns the action and the content as compact JSON (the
-/// client's key order kept), or `undefined` when there is none.
+/// Ask the client for input (a request in the handshake era, an input request of a
+/// multi-round-trip answer in 2026-07-28); returns the action and the content as JSON, or
+/// `undefined` when there is none.
 async fn elicit(ctx: &RequestContext, params: &Value) -> Result<(String, String), String> {
-    if ctx
-        .client_capabilities()
-        .is_some_and(|c| c.elicitation.is_none())
-    {
-        return Err("the client does not support elicitation".to_owned());
-    }
-    let raw = ctx
-        .peer()
-        .request_raw("elicitation/create", params, RequestOptions::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    let outcome: ElicitOutcome = serde_json::from_str(raw.get())
-        .map_err(|e| format!("malformed elicitation result: {e}"))?;
-    let content = outcome
-        .content
-        .map_or_else(|| "undefined".to_owned(), |c| compact_json(c.get()));
-    Ok((outcome.action, content))
+    let params: ElicitRequestParams = serde_json::from_value(params.clone())
+        .map_err(|e| format!("bad elicitation request: {e}"))?;
+    let result = ctx.elicit(params).await.map_err(|e| e.to_string())?;
+    let action = serde_json::to_value(result.action)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let content = match &result.content {
+        Some(c) => serde_json::to_string(c).unwrap_or_default(),
+        None => "undefined".to_owned(),
+    };
+    Ok((action, content))
 }
 
 /// `text` without the whitespace between JSON tokens (strings untouched).

@@ -20,11 +20,13 @@ use moat_protocol::types::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, CompleteRequestParams,
     CompleteResult, CreateMessageRequestParams, CreateMessageResult, DiscoverResult,
     ElicitRequestParams, ElicitResult, EmptyResult, GetPromptRequestParams, GetPromptResult,
-    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    Implementation, InitializeRequestParams, InitializeResult, InputRequest, InputRequests,
+    InputRequiredResult, InputResponse, InputResponses, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListRootsResult, ListToolsResult,
-    LoggingLevel, NotificationParams, PaginatedRequestParams, Prompt, ReadResourceRequestParams,
-    ReadResourceResult, RequestParams, Resource, ResourceRequestParams, ResourceTemplate, Root,
-    RootsCapability, ServerCapabilities, SetLevelRequestParams, Tool, methods,
+    LoggingLevel, NotificationParams, PaginatedRequestParams, Prompt, RESULT_TYPE_INPUT_REQUIRED,
+    ReadResourceRequestParams, ReadResourceResult, RequestParams, Resource, ResourceRequestParams,
+    ResourceTemplate, Root, RootsCapability, ServerCapabilities, SetLevelRequestParams, Tool,
+    methods,
 };
 use moat_protocol::version::{
     META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, SupportedVersions,
@@ -570,9 +572,84 @@ impl Client {
                 )));
             }
         }
-        self.peer
-            .request_with(methods::TOOLS_CALL, &params, options)
-            .await
+        self.with_rounds(methods::TOOLS_CALL, params, options).await
+    }
+
+    /// Send a request that may be answered with an `InputRequiredResult` (2026-07-28): fulfil
+    /// its input requests with this client's handlers and retry, echoing `requestState`,
+    /// until the real result arrives.
+    async fn with_rounds<P, R>(
+        &self,
+        method: &str,
+        mut params: P,
+        options: RequestOptions,
+    ) -> Result<R>
+    where
+        P: serde::Serialize + Retry,
+        R: serde::de::DeserializeOwned,
+    {
+        if self.peer.protocol_version().map(ProtocolVersion::era) != Some(Era::Modern) {
+            let raw = self.peer.request_raw(method, &params, options).await?;
+            return decode_raw(method, &raw);
+        }
+        for _ in 0..MAX_ROUNDS {
+            let raw = self
+                .peer
+                .request_raw(method, &params, options.clone())
+                .await?;
+            #[derive(serde::Deserialize)]
+            struct Kind {
+                #[serde(rename = "resultType", default)]
+                result_type: Option<String>,
+            }
+            let kind: Kind = decode_raw(method, &raw)?;
+            if kind.result_type.as_deref() != Some(RESULT_TYPE_INPUT_REQUIRED) {
+                return decode_raw(method, &raw);
+            }
+            let asked: InputRequiredResult = decode_raw(method, &raw)?;
+            let responses = self
+                .fulfil(asked.input_requests.unwrap_or_default())
+                .await?;
+            params.retry_with(responses, asked.request_state);
+        }
+        Err(Error::Decode {
+            method: method.to_owned(),
+            detail: format!("the server still wanted more input after {MAX_ROUNDS} rounds"),
+        })
+    }
+
+    /// Answer a round of input requests with this client's handlers.
+    async fn fulfil(&self, requests: InputRequests) -> Result<InputResponses> {
+        let mut responses = InputResponses::new();
+        for (key, request) in requests {
+            let handler = &self.handler;
+            let answer = match request {
+                InputRequest::CreateMessage(p) => match &handler.sampling {
+                    Some(f) => InputResponse::CreateMessage(
+                        f(p).await
+                            .map_err(|error| remote(methods::SAMPLING_CREATE_MESSAGE, error))?,
+                    ),
+                    None => return Err(Error::ClientLacks("sampling")),
+                },
+                InputRequest::Elicit(p) => match &handler.elicitation {
+                    Some(f) => InputResponse::Elicit(
+                        f(p).await
+                            .map_err(|error| remote(methods::ELICITATION_CREATE, error))?,
+                    ),
+                    None => return Err(Error::ClientLacks("elicitation")),
+                },
+                InputRequest::ListRoots(_) => match &handler.roots {
+                    Some(roots) => InputResponse::ListRoots(ListRootsResult {
+                        roots: roots.clone(),
+                        ..Default::default()
+                    }),
+                    None => return Err(Error::ClientLacks("roots")),
+                },
+                _ => return Err(Error::ClientLacks("an input request of an unknown kind")),
+            };
+            responses.insert(key, answer);
+        }
+        Ok(responses)
     }
 
     /// One page of `resources/list`.
@@ -608,7 +685,8 @@ impl Client {
             uri: uri.to_owned(),
             ..Default::default()
         };
-        self.peer.request(methods::RESOURCES_READ, &params).await
+        self.with_rounds(methods::RESOURCES_READ, params, RequestOptions::default())
+            .await
     }
 
     /// `resources/subscribe`.
@@ -660,7 +738,8 @@ impl Client {
             arguments: (!arguments.is_empty()).then_some(arguments),
             ..Default::default()
         };
-        self.peer.request(methods::PROMPTS_GET, &params).await
+        self.with_rounds(methods::PROMPTS_GET, params, RequestOptions::default())
+            .await
     }
 
     /// `completion/complete`.
@@ -691,5 +770,48 @@ fn paginated(cursor: Option<String>) -> PaginatedRequestParams {
     PaginatedRequestParams {
         cursor,
         ..Default::default()
+    }
+}
+
+fn decode_raw<T: serde::de::DeserializeOwned>(method: &str, raw: &RawValue) -> Result<T> {
+    serde_json::from_str(raw.get()).map_err(|e| Error::Decode {
+        method: method.to_owned(),
+        detail: e.to_string(),
+    })
+}
+
+/// The most rounds of input a request may take before the client gives up.
+const MAX_ROUNDS: usize = 16;
+
+fn remote(method: &str, error: ErrorObject) -> Error {
+    Error::Remote {
+        method: method.to_owned(),
+        error,
+    }
+}
+
+/// Requests that may be retried with input responses (2026-07-28).
+trait Retry {
+    fn retry_with(&mut self, responses: InputResponses, state: Option<String>);
+}
+
+impl Retry for CallToolRequestParams {
+    fn retry_with(&mut self, responses: InputResponses, state: Option<String>) {
+        self.input_responses = Some(responses);
+        self.request_state = state;
+    }
+}
+
+impl Retry for GetPromptRequestParams {
+    fn retry_with(&mut self, responses: InputResponses, state: Option<String>) {
+        self.input_responses = Some(responses);
+        self.request_state = state;
+    }
+}
+
+impl Retry for ReadResourceRequestParams {
+    fn retry_with(&mut self, responses: InputResponses, state: Option<String>) {
+        self.input_responses = Some(responses);
+        self.request_state = state;
     }
 }

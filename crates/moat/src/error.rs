@@ -54,6 +54,9 @@ pub enum Error {
     /// A server process could not be started.
     #[error("could not start the server: {0}")]
     Spawn(std::io::Error),
+    /// The client did not declare the capability a request to it needs.
+    #[error("the client does not support {0} (it did not declare the capability)")]
+    ClientLacks(&'static str),
     /// I/O failed (serving on stdio, binding, …).
     #[error(transparent)]
     Io(#[from] std::io::Error),

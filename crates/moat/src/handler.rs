@@ -8,13 +8,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use moat_protocol::types::{
-    ClientCapabilities, LoggingLevel, LoggingMessageNotificationParams, ProgressNotificationParams,
-    methods,
+    ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+    ElicitResult, InputRequest, ListRootsResult, LoggingLevel, LoggingMessageNotificationParams,
+    ProgressNotificationParams, RequestParams, methods,
 };
 use moat_protocol::{ErrorObject, ProgressToken, ProtocolVersion, RequestId};
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
+use crate::error::Error;
+use crate::mrtr::Round;
 use crate::peer::Peer;
 
 /// A boxed, sendable future.
@@ -76,6 +79,8 @@ pub struct RequestContext {
     pub(crate) version: Option<ProtocolVersion>,
     pub(crate) client_capabilities: Option<Arc<ClientCapabilities>>,
     pub(crate) log_level: Option<LoggingLevel>,
+    /// Set for modern-era requests that may answer with `InputRequiredResult`.
+    pub(crate) round: Option<Arc<Round>>,
 }
 
 impl RequestContext {
@@ -155,5 +160,68 @@ impl RequestContext {
             .peer
             .notify(methods::NOTIFICATIONS_MESSAGE, &params)
             .await;
+    }
+
+    /// Ask the client's LLM for a completion (`sampling/createMessage`). In the handshake era
+    /// this is a request to the client; in 2026-07-28 it becomes an input request of a
+    /// multi-round-trip answer, transparently.
+    pub async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+    ) -> Result<CreateMessageResult, Error> {
+        self.require(|c| c.sampling.is_some(), "sampling")?;
+        self.ask(
+            methods::SAMPLING_CREATE_MESSAGE,
+            InputRequest::CreateMessage(params),
+        )
+        .await
+    }
+
+    /// Ask the user for input (`elicitation/create`), as [`create_message`](Self::create_message) does.
+    pub async fn elicit(&self, params: ElicitRequestParams) -> Result<ElicitResult, Error> {
+        self.require(|c| c.elicitation.is_some(), "elicitation")?;
+        self.ask(methods::ELICITATION_CREATE, InputRequest::Elicit(params))
+            .await
+    }
+
+    /// Ask the client for its roots (`roots/list`), as [`create_message`](Self::create_message) does.
+    pub async fn list_roots(&self) -> Result<ListRootsResult, Error> {
+        self.require(|c| c.roots.is_some(), "roots")?;
+        self.ask(methods::ROOTS_LIST, InputRequest::ListRoots(None))
+            .await
+    }
+
+    /// Servers must not ask for what the client did not declare.
+    fn require(
+        &self,
+        has: impl Fn(&ClientCapabilities) -> bool,
+        what: &'static str,
+    ) -> Result<(), Error> {
+        match self.client_capabilities() {
+            Some(caps) if has(caps) => Ok(()),
+            _ => Err(Error::ClientLacks(what)),
+        }
+    }
+
+    async fn ask<R: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        request: InputRequest,
+    ) -> Result<R, Error> {
+        let answer = match &self.round {
+            Some(round) => round.ask(request).await,
+            None => {
+                let answer: serde_json::Value = match &request {
+                    InputRequest::CreateMessage(p) => self.peer.request(method, p).await?,
+                    InputRequest::Elicit(p) => self.peer.request(method, p).await?,
+                    _ => self.peer.request(method, &RequestParams::default()).await?,
+                };
+                answer
+            }
+        };
+        serde_json::from_value(answer).map_err(|e| Error::Decode {
+            method: method.to_owned(),
+            detail: e.to_string(),
+        })
     }
 }

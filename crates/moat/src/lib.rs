@@ -39,6 +39,7 @@
 pub mod client;
 pub mod error;
 pub mod handler;
+mod mrtr;
 pub mod peer;
 pub mod schema;
 pub mod server;
@@ -46,6 +47,7 @@ pub mod server;
 pub use client::{Client, ClientBuilder, ServerNotification};
 pub use error::{Error, Result};
 pub use handler::{Handler, RequestContext};
+pub use mrtr::StateKey;
 pub use peer::{Peer, PeerOptions, RequestOptions};
 pub use schema::NoArgs;
 pub use server::{Blob, Json, ResourceRequest, Server, ServerOptions};

@@ -62,7 +62,7 @@ impl Default for PeerOptions {
 }
 
 /// Per-call settings for [`Peer::request_with`].
-#[derive(Default)]
+#[derive(Default, Clone)]
 #[non_exhaustive]
 pub struct RequestOptions {
     /// Deadline for this call, overriding the peer's default.
@@ -785,6 +785,7 @@ fn dispatch_request(
         version,
         client_capabilities,
         log_level: meta.log_level,
+        round: None,
     };
     let incoming = IncomingRequest {
         id: req.id.clone(),

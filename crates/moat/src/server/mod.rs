@@ -81,6 +81,9 @@ pub struct ServerOptions {
     pub peer: PeerOptions,
     /// Framing limits on stdio.
     pub limits: Limits,
+    /// The key protecting 2026-07-28 `requestState`; share one across instances of a server
+    /// behind a load balancer.
+    pub state_key: crate::StateKey,
 }
 
 impl Default for ServerOptions {
@@ -90,6 +93,7 @@ impl Default for ServerOptions {
             list_ttl_ms: 0,
             peer: PeerOptions::default(),
             limits: Limits::default(),
+            state_key: crate::StateKey::random(),
         }
     }
 }

@@ -9,10 +9,11 @@ use moat_protocol::error::{ErrorObject, RESOURCE_NOT_FOUND};
 use moat_protocol::jsonrpc::decode_params;
 use moat_protocol::types::{
     CacheScope, CompleteRequestParams, CompleteResult, DiscoverResult, EmptyResult,
-    GetPromptRequestParams, InitializeRequestParams, InitializeResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, NotificationParams,
-    PaginatedRequestParams, PromptsCapability, ReadResourceRequestParams, ResourceRequestParams,
-    ResourcesCapability, ServerCapabilities, SetLevelRequestParams, ToolsCapability, methods,
+    GetPromptRequestParams, InitializeRequestParams, InitializeResult, InputRequests,
+    InputRequiredResult, InputResponses, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, NotificationParams, PaginatedRequestParams,
+    PromptsCapability, ReadResourceRequestParams, ResourceRequestParams, ResourcesCapability,
+    ServerCapabilities, SetLevelRequestParams, ToolsCapability, methods,
 };
 use moat_protocol::version::META_SERVER_INFO;
 use moat_protocol::{Era, ProtocolVersion};
@@ -21,6 +22,7 @@ use serde_json::value::RawValue;
 
 use super::{ResourceRequest, ServerInner, pagination};
 use crate::handler::{BoxFuture, Handler, HandlerResult, IncomingRequest, RequestContext};
+use crate::mrtr::{self, Binding, Round};
 use crate::peer::Peer;
 
 /// What belongs to one connection.
@@ -81,6 +83,10 @@ struct CallParams<'a> {
     name: Cow<'a, str>,
     #[serde(borrow, default)]
     arguments: Option<&'a RawValue>,
+    #[serde(rename = "inputResponses", default)]
+    input_responses: Option<BTreeMap<String, serde_json::Value>>,
+    #[serde(rename = "requestState", default)]
+    request_state: Option<String>,
 }
 
 fn encode<T: Serialize>(value: &T) -> HandlerResult {
@@ -275,7 +281,22 @@ async fn dispatch(
         }
         methods::RESOURCES_READ => {
             let p: ReadResourceRequestParams = decode_params(params)?;
-            read_resource(&server, p.uri, ctx).await
+            if is_modern(&ctx) {
+                let binding = Binding::new(methods::RESOURCES_READ, &p.uri, None);
+                let responses = responses_as_values(p.input_responses);
+                let inner = server.clone();
+                in_rounds(
+                    &server,
+                    ctx,
+                    binding,
+                    p.request_state,
+                    responses,
+                    move |ctx| async move { read_resource(&inner, p.uri, ctx).await },
+                )
+                .await
+            } else {
+                read_resource(&server, p.uri, ctx).await
+            }
         }
         methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE => {
             let p: ResourceRequestParams = decode_params(params)?;
@@ -319,7 +340,7 @@ async fn dispatch(
             })
         }
         methods::PROMPTS_GET => {
-            let p: GetPromptRequestParams = decode_params(params)?;
+            let mut p: GetPromptRequestParams = decode_params(params)?;
             let entry = server
                 .registry()
                 .prompts
@@ -332,12 +353,22 @@ async fn dispatch(
                     p.name
                 )));
             };
-            let args: BTreeMap<String, String> = p.arguments.unwrap_or_default();
-            let args = serde_json::to_value(args).unwrap_or_default();
+            let args: BTreeMap<String, String> = p.arguments.take().unwrap_or_default();
+            let args_value = serde_json::to_value(&args).unwrap_or_default();
+            let args = args_value.clone();
             let marker = complete_marker(&ctx);
-            let mut result = (entry.get)(ctx, args).await?;
-            result.result_type = marker;
-            encode(&result)
+            let get = move |ctx| async move {
+                let mut result = (entry.get)(ctx, args).await?;
+                result.result_type = marker;
+                encode(&result)
+            };
+            if is_modern(&ctx) {
+                let binding = Binding::new(methods::PROMPTS_GET, &p.name, Some(&args_value));
+                let responses = responses_as_values(p.input_responses);
+                in_rounds(&server, ctx, binding, p.request_state, responses, get).await
+            } else {
+                get(ctx).await
+            }
         }
         methods::COMPLETION_COMPLETE => {
             let p: CompleteRequestParams = decode_params(params)?;
@@ -410,9 +441,75 @@ async fn call_tool(
         )));
     };
     let marker = complete_marker(&ctx);
-    let mut result = call(ctx, p.arguments.map(ToOwned::to_owned)).await;
-    result.result_type = marker;
-    encode(&result)
+    let args = p.arguments.map(ToOwned::to_owned);
+    if !is_modern(&ctx) {
+        let mut result = call(ctx, args).await;
+        result.result_type = marker;
+        return encode(&result);
+    }
+    let args_value: Option<serde_json::Value> =
+        p.arguments.and_then(|a| serde_json::from_str(a.get()).ok());
+    let binding = Binding::new(methods::TOOLS_CALL, &p.name, args_value.as_ref());
+    in_rounds(
+        server,
+        ctx,
+        binding,
+        p.request_state,
+        p.input_responses,
+        move |ctx| async move {
+            let mut result = call(ctx, args).await;
+            result.result_type = marker;
+            encode(&result)
+        },
+    )
+    .await
+}
+
+/// Run a modern-era handler that may need input from the client: answer normally if it
+/// finishes, or with an `InputRequiredResult` (and a sealed `requestState`) as soon as it
+/// asks for something the client has not answered yet.
+async fn in_rounds<F, Fut>(
+    server: &ServerInner,
+    mut ctx: RequestContext,
+    binding: Binding,
+    request_state: Option<String>,
+    input_responses: Option<BTreeMap<String, serde_json::Value>>,
+    run: F,
+) -> HandlerResult
+where
+    F: FnOnce(RequestContext) -> Fut,
+    Fut: std::future::Future<Output = HandlerResult>,
+{
+    let key = server.options().state_key;
+    let mut answers = match request_state {
+        Some(state) => mrtr::open(&key, &state, &binding)?,
+        None => BTreeMap::new(),
+    };
+    answers.extend(input_responses.unwrap_or_default());
+    let round = Arc::new(Round::new(answers));
+    ctx.round = Some(round.clone());
+    tokio::select! {
+        biased;
+        result = run(ctx) => result,
+        () = round.needs_input() => {
+            let asked: InputRequests = round.take_asked().into_iter().collect();
+            encode(&InputRequiredResult {
+                input_requests: Some(asked),
+                request_state: Some(mrtr::seal(&key, &binding, round.answers())),
+                ..Default::default()
+            })
+        }
+    }
+}
+
+fn responses_as_values(
+    responses: Option<InputResponses>,
+) -> Option<BTreeMap<String, serde_json::Value>> {
+    responses.map(|r| {
+        r.into_iter()
+            .filter_map(|(k, v)| serde_json::to_value(v).ok().map(|v| (k, v)))
+            .collect()
+    })
 }
 
 async fn read_resource(server: &ServerInner, uri: String, ctx: RequestContext) -> HandlerResult {

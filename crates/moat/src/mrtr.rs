@@ -1,0 +1,288 @@
+//! Multi round-trip requests (2026-07-28): how a server asks the client for input without
+//! sending it requests.
+//!
+//! A handler calls [`RequestContext::elicit`](crate::RequestContext::elicit) (or
+//! `create_message`, `list_roots`) exactly as in the handshake era. In the modern era the
+//! call is recorded in the request's [`Round`]; if the client has not answered it yet, the
+//! handler is dropped and the request is answered with an `InputRequiredResult`. The client
+//! retries with `inputResponses`, the handler runs again from the start, and this time the
+//! call returns the client's answer. Answers from earlier rounds travel in `requestState`,
+//! which is attacker-controlled input: it is bound to the request (method, name, a digest of
+//! the arguments), carries an expiry, and is protected with HMAC-SHA256.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use moat_protocol::ErrorObject;
+use moat_protocol::types::InputRequest;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tokio::sync::Notify;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// How long a `requestState` stays valid.
+pub(crate) const STATE_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// The secret that protects `requestState`. Random per process by default; servers behind a
+/// load balancer share one so that any instance can take a retry.
+#[derive(Clone)]
+pub struct StateKey([u8; 32]);
+
+impl std::fmt::Debug for StateKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StateKey(..)")
+    }
+}
+
+impl StateKey {
+    /// A fresh random key.
+    pub fn random() -> StateKey {
+        StateKey(rand::random())
+    }
+
+    /// A key from bytes (e.g. from a secret store), shared by every instance of a server.
+    pub fn from_bytes(bytes: [u8; 32]) -> StateKey {
+        StateKey(bytes)
+    }
+
+    fn mac(&self) -> HmacSha256 {
+        // HMAC accepts keys of any length; 32 bytes never fails.
+        <HmacSha256 as Mac>::new_from_slice(&self.0).unwrap_or_else(|_| unreachable!())
+    }
+}
+
+/// What a `requestState` is bound to: the request it was issued for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Binding {
+    /// `tools/call`, `prompts/get` or `resources/read`.
+    pub method: String,
+    /// The tool or prompt name, or the resource URI.
+    pub target: String,
+    /// SHA-256 of the canonical JSON of the arguments, hex.
+    pub args: String,
+}
+
+impl Binding {
+    pub(crate) fn new(method: &str, target: &str, args: Option<&Value>) -> Binding {
+        let mut canonical = String::new();
+        if let Some(args) = args {
+            write_canonical(args, &mut canonical);
+        }
+        let digest = Sha256::digest(canonical.as_bytes());
+        Binding {
+            method: method.to_owned(),
+            target: target.to_owned(),
+            args: digest.iter().map(|b| format!("{b:02x}")).collect(),
+        }
+    }
+}
+
+/// JSON with object keys sorted, so a client that re-serializes its arguments in another
+/// order still matches.
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(v, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct StatePayload {
+    #[serde(rename = "b")]
+    binding: Binding,
+    /// Expiry, seconds since the Unix epoch.
+    #[serde(rename = "e")]
+    expires: u64,
+    /// Answers from earlier rounds, by input-request key.
+    #[serde(rename = "r")]
+    responses: BTreeMap<String, Value>,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Seal earlier answers into a `requestState` for `binding`.
+pub(crate) fn seal(
+    key: &StateKey,
+    binding: &Binding,
+    responses: &BTreeMap<String, Value>,
+) -> String {
+    let payload = StatePayload {
+        binding: binding.clone(),
+        expires: now_secs() + STATE_TTL.as_secs(),
+        responses: responses.clone(),
+    };
+    let body = serde_json::to_vec(&payload).unwrap_or_default();
+    let mut mac = key.mac();
+    mac.update(&body);
+    let tag = mac.finalize().into_bytes();
+    format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(&body),
+        URL_SAFE_NO_PAD.encode(tag)
+    )
+}
+
+/// Verify and open a `requestState`: integrity first (constant-time), then expiry, then that
+/// it was issued for this very request.
+pub(crate) fn open(
+    key: &StateKey,
+    state: &str,
+    binding: &Binding,
+) -> Result<BTreeMap<String, Value>, ErrorObject> {
+    let invalid =
+        |why: &str| ErrorObject::invalid_params(format!("Invalid params: requestState {why}"));
+    let (body, tag) = state
+        .split_once('.')
+        .ok_or_else(|| invalid("is malformed"))?;
+    let body = URL_SAFE_NO_PAD
+        .decode(body)
+        .map_err(|_| invalid("is malformed"))?;
+    let tag = URL_SAFE_NO_PAD
+        .decode(tag)
+        .map_err(|_| invalid("is malformed"))?;
+    let mut mac = key.mac();
+    mac.update(&body);
+    mac.verify_slice(&tag)
+        .map_err(|_| invalid("failed verification"))?;
+    let payload: StatePayload =
+        serde_json::from_slice(&body).map_err(|_| invalid("is malformed"))?;
+    if payload.expires < now_secs() {
+        return Err(invalid("has expired; start the request again"));
+    }
+    if &payload.binding != binding {
+        return Err(invalid("belongs to a different request"));
+    }
+    Ok(payload.responses)
+}
+
+/// One round of a modern-era request: the answers known so far and the questions asked.
+#[derive(Debug, Default)]
+pub(crate) struct Round {
+    answers: BTreeMap<String, Value>,
+    asked: Mutex<Vec<(String, InputRequest)>>,
+    counter: Mutex<usize>,
+    notify: Notify,
+}
+
+impl Round {
+    pub(crate) fn new(answers: BTreeMap<String, Value>) -> Round {
+        Round {
+            answers,
+            ..Default::default()
+        }
+    }
+
+    /// The answer to the next input request, or (never returning) a note that it is needed.
+    /// Keys are assigned in call order, so the same handler code gets the same keys on
+    /// every run.
+    pub(crate) async fn ask(&self, request: InputRequest) -> Value {
+        let key = {
+            let mut n = self.counter.lock().unwrap_or_else(|e| e.into_inner());
+            let kind = match &request {
+                InputRequest::CreateMessage(_) => "sampling",
+                InputRequest::Elicit(_) => "elicitation",
+                InputRequest::ListRoots(_) => "roots",
+                _ => "input",
+            };
+            let key = format!("{kind}-{n}");
+            *n += 1;
+            key
+        };
+        if let Some(answer) = self.answers.get(&key) {
+            return answer.clone();
+        }
+        self.asked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((key, request));
+        self.notify.notify_one();
+        std::future::pending().await
+    }
+
+    /// Resolves once the handler has asked for something not yet answered.
+    pub(crate) async fn needs_input(&self) {
+        self.notify.notified().await
+    }
+
+    /// The questions asked and not answered.
+    pub(crate) fn take_asked(&self) -> Vec<(String, InputRequest)> {
+        std::mem::take(&mut *self.asked.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The answers known in this round (to carry into the next).
+    pub(crate) fn answers(&self) -> &BTreeMap<String, Value> {
+        &self.answers
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn state_round_trips_and_rejects_tampering() {
+        let key = StateKey::random();
+        let binding = Binding::new(
+            "tools/call",
+            "t",
+            Some(&json!({"b": 1, "a": [1, {"y": 2, "x": 1}]})),
+        );
+        let mut answers = BTreeMap::new();
+        answers.insert("elicitation-0".to_owned(), json!({"action": "accept"}));
+        let state = seal(&key, &binding, &answers);
+        assert_eq!(open(&key, &state, &binding).unwrap(), answers);
+
+        // Key order of the arguments does not matter.
+        let same = Binding::new(
+            "tools/call",
+            "t",
+            Some(&json!({"a": [1, {"x": 1, "y": 2}], "b": 1})),
+        );
+        assert!(open(&key, &state, &same).is_ok());
+
+        // Another request, another key, a flipped byte, garbage: all refused.
+        let other = Binding::new("tools/call", "t", Some(&json!({"b": 2})));
+        assert!(open(&key, &state, &other).is_err());
+        assert!(open(&StateKey::random(), &state, &binding).is_err());
+        let mut bytes = state.clone().into_bytes();
+        bytes[3] = if bytes[3] == b'A' { b'B' } else { b'A' };
+        assert!(open(&key, &String::from_utf8(bytes).unwrap(), &binding).is_err());
+        assert!(open(&key, "not-a-state", &binding).is_err());
+        let err = open(&key, "x.y", &binding).unwrap_err();
+        assert_eq!(err.code, -32602);
+    }
+}
