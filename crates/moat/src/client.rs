@@ -25,8 +25,8 @@ use moat_protocol::types::{
     ListResourceTemplatesResult, ListResourcesResult, ListRootsResult, ListToolsResult,
     LoggingLevel, NotificationParams, PaginatedRequestParams, Prompt, RESULT_TYPE_INPUT_REQUIRED,
     ReadResourceRequestParams, ReadResourceResult, RequestParams, Resource, ResourceRequestParams,
-    ResourceTemplate, Root, RootsCapability, ServerCapabilities, SetLevelRequestParams, Tool,
-    methods,
+    ResourceTemplate, Root, RootsCapability, ServerCapabilities, SetLevelRequestParams,
+    SubscriptionFilter, SubscriptionsListenRequestParams, Tool, methods,
 };
 use moat_protocol::version::{
     META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, SupportedVersions,
@@ -749,6 +749,65 @@ impl Client {
             .await
     }
 
+    /// Open a `subscriptions/listen` stream (2026-07-28): the server then sends the
+    /// notifications `filter` asks for (list changes, updates of the named resources), which
+    /// arrive on [`notifications`](Self::notifications). Returns once the server has
+    /// acknowledged, with what it agreed to honour; dropping the [`Listening`] handle
+    /// cancels the stream.
+    pub async fn listen(&self, filter: SubscriptionFilter) -> Result<Listening> {
+        let mut notes = self.notifications();
+        let peer = self.peer.clone();
+        let params = SubscriptionsListenRequestParams {
+            notifications: filter,
+            meta: None,
+        };
+        let task = tokio::spawn(async move {
+            let options = RequestOptions {
+                timeout: Some(Duration::from_secs(u64::from(u32::MAX))),
+                ..Default::default()
+            };
+            let _: Result<Value> = peer
+                .request_with(methods::SUBSCRIPTIONS_LISTEN, &params, options)
+                .await;
+        });
+        let acknowledged = async {
+            loop {
+                match notes.recv().await {
+                    Ok(n) if n.method == methods::NOTIFICATIONS_SUBSCRIPTIONS_ACKNOWLEDGED => {
+                        let honoured = n
+                            .params
+                            .and_then(|p| p.get("notifications").cloned())
+                            .and_then(|f| serde_json::from_value(f).ok())
+                            .unwrap_or_default();
+                        return Ok(honoured);
+                    }
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => {
+                        return Err(Error::Closed("the connection ended".into()));
+                    }
+                }
+            }
+        };
+        let timeout = self
+            .peer
+            .default_timeout()
+            .unwrap_or(Duration::from_secs(60));
+        match tokio::time::timeout(timeout, acknowledged).await {
+            Ok(Ok(honoured)) => Ok(Listening { task, honoured }),
+            Ok(Err(e)) => {
+                task.abort();
+                Err(e)
+            }
+            Err(_) => {
+                task.abort();
+                Err(Error::Timeout {
+                    method: methods::SUBSCRIPTIONS_LISTEN.to_owned(),
+                    after: timeout,
+                })
+            }
+        }
+    }
+
     /// `logging/setLevel`.
     pub async fn set_log_level(&self, level: LoggingLevel) -> Result<()> {
         let params = SetLevelRequestParams { level, meta: None };
@@ -813,5 +872,26 @@ impl Retry for ReadResourceRequestParams {
     fn retry_with(&mut self, responses: InputResponses, state: Option<String>) {
         self.input_responses = Some(responses);
         self.request_state = state;
+    }
+}
+
+/// An open `subscriptions/listen` stream; dropping it cancels the stream.
+#[derive(Debug)]
+pub struct Listening {
+    task: tokio::task::JoinHandle<()>,
+    honoured: SubscriptionFilter,
+}
+
+impl Listening {
+    /// The notifications the server agreed to send.
+    pub fn honoured(&self) -> &SubscriptionFilter {
+        &self.honoured
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        // Dropping the request future sends `notifications/cancelled` for it.
+        self.task.abort();
     }
 }

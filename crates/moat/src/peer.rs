@@ -197,6 +197,11 @@ impl Peer {
         self.state().client_capabilities = Some(Arc::new(caps));
     }
 
+    /// The deadline our requests get when the call sets none.
+    pub fn default_timeout(&self) -> Option<Duration> {
+        self.shared.options.request_timeout
+    }
+
     /// Number of our requests awaiting answers.
     pub fn pending_requests(&self) -> usize {
         self.state().pending.len()

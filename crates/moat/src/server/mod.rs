@@ -32,7 +32,7 @@ use moat_protocol::ErrorObject;
 use moat_protocol::lifecycle::Role;
 use moat_protocol::types::{
     CompleteRequestParams, Completion, GetPromptResult, Implementation, Prompt, ReadResourceResult,
-    Resource, ResourceTemplate, ResourceUpdatedNotificationParams, Tool, methods,
+    Resource, ResourceTemplate, Tool, methods,
 };
 use moat_protocol::version::SupportedVersions;
 use moat_transport::{Connection, Limits};
@@ -443,20 +443,12 @@ impl Server {
         self
     }
 
-    /// Tell subscribed clients that the resource at `uri` changed (`notifications/resources/updated`).
+    /// Tell subscribed clients that the resource at `uri` changed
+    /// (`notifications/resources/updated`): handshake-era connections that called
+    /// `resources/subscribe`, and 2026-07-28 listen streams that named the URI.
     pub async fn notify_resource_updated(&self, uri: &str) {
-        let params = ResourceUpdatedNotificationParams {
-            uri: uri.to_owned(),
-            ..Default::default()
-        };
         for session in self.inner.live_sessions() {
-            if session.is_subscribed(uri) {
-                if let Some(peer) = session.peer() {
-                    let _ = peer
-                        .notify(methods::NOTIFICATIONS_RESOURCES_UPDATED, &params)
-                        .await;
-                }
-            }
+            session.notify_updated(uri).await;
         }
     }
 

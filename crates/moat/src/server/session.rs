@@ -11,12 +11,14 @@ use moat_protocol::types::{
     CacheScope, CompleteRequestParams, CompleteResult, DiscoverResult, EmptyResult,
     GetPromptRequestParams, InitializeRequestParams, InitializeResult, InputRequests,
     InputRequiredResult, InputResponses, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, NotificationParams, PaginatedRequestParams,
-    PromptsCapability, ReadResourceRequestParams, ResourceRequestParams, ResourcesCapability,
-    ServerCapabilities, SetLevelRequestParams, ToolsCapability, methods,
+    ListResourcesResult, ListToolsResult, META_SUBSCRIPTION_ID, NotificationParams,
+    PaginatedRequestParams, PromptsCapability, ReadResourceRequestParams, ResourceRequestParams,
+    ResourcesCapability, ServerCapabilities, SetLevelRequestParams, SubscriptionFilter,
+    SubscriptionsAcknowledgedNotificationParams, SubscriptionsListenRequestParams,
+    SubscriptionsListenResult, ToolsCapability, methods,
 };
 use moat_protocol::version::META_SERVER_INFO;
-use moat_protocol::{Era, ProtocolVersion};
+use moat_protocol::{Era, ProtocolVersion, RequestId};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -28,7 +30,10 @@ use crate::peer::Peer;
 /// What belongs to one connection.
 pub(crate) struct Session {
     peer: OnceLock<Peer>,
+    /// Handshake era: URIs from `resources/subscribe`.
     subscriptions: Mutex<HashSet<String>>,
+    /// Modern era: open `subscriptions/listen` streams, by request id, with what each honours.
+    listeners: Mutex<Vec<(RequestId, SubscriptionFilter)>>,
 }
 
 impl Session {
@@ -36,6 +41,7 @@ impl Session {
         Session {
             peer: OnceLock::new(),
             subscriptions: Mutex::new(HashSet::new()),
+            listeners: Mutex::new(Vec::new()),
         }
     }
 
@@ -47,6 +53,8 @@ impl Session {
         self.peer.get()
     }
 
+    /// Whether this connection wants `notifications/resources/updated` for `uri`, and on
+    /// which listen streams (modern era).
     pub(crate) fn is_subscribed(&self, uri: &str) -> bool {
         self.subscriptions
             .lock()
@@ -54,13 +62,101 @@ impl Session {
             .contains(uri)
     }
 
+    fn listeners_for(&self, wants: impl Fn(&SubscriptionFilter) -> bool) -> Vec<RequestId> {
+        self.listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(_, f)| wants(f))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Send `method` to this connection if it asked for it: an initialized handshake-era
+    /// connection always, a modern one on each listen stream whose filter includes it.
     pub(crate) async fn notify_list_changed(&self, method: &str) {
         let Some(peer) = self.peer() else { return };
-        // Only an initialized, handshake-era connection takes unsolicited notifications.
         let active = peer.lifecycle_state() == moat_protocol::lifecycle::State::Active;
-        if active && peer.protocol_version().map(ProtocolVersion::era) == Some(Era::Handshake) {
-            let _ = peer.notify(method, &NotificationParams::default()).await;
+        match peer.protocol_version().map(ProtocolVersion::era) {
+            Some(Era::Handshake) if active => {
+                let _ = peer.notify(method, &NotificationParams::default()).await;
+            }
+            Some(Era::Modern) => {
+                let wants = |f: &SubscriptionFilter| {
+                    let flag = match method {
+                        methods::NOTIFICATIONS_TOOLS_LIST_CHANGED => f.tools_list_changed,
+                        methods::NOTIFICATIONS_PROMPTS_LIST_CHANGED => f.prompts_list_changed,
+                        methods::NOTIFICATIONS_RESOURCES_LIST_CHANGED => f.resources_list_changed,
+                        _ => None,
+                    };
+                    flag == Some(true)
+                };
+                for id in self.listeners_for(wants) {
+                    let _ = peer
+                        .notify(method, &on_stream(&id, serde_json::Map::new()))
+                        .await;
+                }
+            }
+            _ => {}
         }
+    }
+
+    /// Send `notifications/resources/updated` for `uri` where it was subscribed to.
+    pub(crate) async fn notify_updated(&self, uri: &str) {
+        let Some(peer) = self.peer() else { return };
+        let mut body = serde_json::Map::new();
+        body.insert("uri".to_owned(), serde_json::Value::String(uri.to_owned()));
+        if self.is_subscribed(uri) {
+            let _ = peer
+                .notify(
+                    methods::NOTIFICATIONS_RESOURCES_UPDATED,
+                    &serde_json::Value::Object(body.clone()),
+                )
+                .await;
+        }
+        let wants = |f: &SubscriptionFilter| {
+            f.resource_subscriptions
+                .as_ref()
+                .is_some_and(|r| r.iter().any(|u| u == uri))
+        };
+        for id in self.listeners_for(wants) {
+            let _ = peer
+                .notify(
+                    methods::NOTIFICATIONS_RESOURCES_UPDATED,
+                    &on_stream(&id, body.clone()),
+                )
+                .await;
+        }
+    }
+}
+
+/// Notification params delivered on listen stream `id`: `body` plus `_meta.subscriptionId`.
+fn on_stream(
+    id: &RequestId,
+    mut body: serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Value {
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        META_SUBSCRIPTION_ID.to_owned(),
+        serde_json::to_value(id).unwrap_or_default(),
+    );
+    body.insert("_meta".to_owned(), serde_json::Value::Object(meta));
+    serde_json::Value::Object(body)
+}
+
+/// Takes a listen stream off the session when its request ends, however it ends.
+struct ListenGuard {
+    session: Arc<Session>,
+    id: RequestId,
+}
+
+impl Drop for ListenGuard {
+    fn drop(&mut self) {
+        self.session
+            .listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(id, _)| id != &self.id);
     }
 }
 
@@ -392,6 +488,10 @@ async fn dispatch(
                 ..Default::default()
             })
         }
+        methods::SUBSCRIPTIONS_LISTEN if is_modern(&ctx) => {
+            let p: SubscriptionsListenRequestParams = decode_params(params)?;
+            listen(&server, session, p.notifications, ctx).await
+        }
         methods::SERVER_DISCOVER => {
             let versions = ctx.peer().supported_versions().strings();
             let mut result = DiscoverResult {
@@ -540,4 +640,59 @@ async fn read_resource(server: &ServerInner, uri: String, ctx: RequestContext) -
     result.ttl_ms = ttl_ms;
     result.cache_scope = cache_scope;
     encode(&result)
+}
+
+/// `subscriptions/listen` (2026-07-28): acknowledge what we will honour, then keep the
+/// request open, delivering matching notifications tagged with its id, until the client
+/// cancels it or the connection closes (a cancelled request gets no answer).
+async fn listen(
+    server: &ServerInner,
+    session: Arc<Session>,
+    asked: SubscriptionFilter,
+    ctx: RequestContext,
+) -> HandlerResult {
+    let caps = server.capabilities();
+    let has_resources = caps.resources.is_some();
+    let honoured = SubscriptionFilter {
+        tools_list_changed: asked
+            .tools_list_changed
+            .filter(|&b| b && caps.tools.is_some()),
+        prompts_list_changed: asked
+            .prompts_list_changed
+            .filter(|&b| b && caps.prompts.is_some()),
+        resources_list_changed: asked.resources_list_changed.filter(|&b| b && has_resources),
+        resource_subscriptions: asked.resource_subscriptions.filter(|_| has_resources),
+    };
+    let id = ctx.request_id().clone();
+    session
+        .listeners
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((id.clone(), honoured.clone()));
+    let _guard = ListenGuard {
+        session: session.clone(),
+        id: id.clone(),
+    };
+    let ack = SubscriptionsAcknowledgedNotificationParams {
+        notifications: honoured,
+        meta: on_stream(&id, serde_json::Map::new())
+            .get("_meta")
+            .and_then(|m| m.as_object().cloned()),
+    };
+    let _ = ctx
+        .peer()
+        .notify(methods::NOTIFICATIONS_SUBSCRIPTIONS_ACKNOWLEDGED, &ack)
+        .await;
+    ctx.cancelled().await;
+    // The peer drops a cancelled request's answer; this result documents what a graceful
+    // end of the stream would say.
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        META_SUBSCRIPTION_ID.to_owned(),
+        serde_json::to_value(&id).unwrap_or_default(),
+    );
+    encode(&SubscriptionsListenResult {
+        meta: Some(meta),
+        result_type: Some("complete".to_owned()),
+    })
 }

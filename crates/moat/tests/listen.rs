@@ -1,0 +1,100 @@
+//! `subscriptions/listen` (2026-07-28) and `resources/subscribe` (handshake era): change
+//! notifications reach exactly the connections that asked for them.
+
+use std::time::Duration;
+
+use moat::transport::{Connection, Limits};
+use moat::types::SubscriptionFilter;
+use moat::{Client, NoArgs, ProtocolVersion, Server, ServerNotification, VersionPreference};
+use tokio::io::BufReader;
+use tokio::sync::broadcast;
+
+fn pair() -> (Connection, Connection) {
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let (ar, aw) = tokio::io::split(a);
+    let (br, bw) = tokio::io::split(b);
+    (
+        Connection::from_lines(BufReader::new(ar), aw, Limits::default()),
+        Connection::from_lines(BufReader::new(br), bw, Limits::default()),
+    )
+}
+
+fn server() -> Server {
+    Server::new("listen", "1")
+        .tool("a", "A tool", |_: NoArgs| async { Ok::<_, String>("a") })
+        .resource("x://watched", "Watched", || async { Ok::<_, String>("v1") })
+        .resource("x://other", "Other", || async { Ok::<_, String>("v1") })
+}
+
+async fn next(rx: &mut broadcast::Receiver<ServerNotification>) -> Option<ServerNotification> {
+    tokio::time::timeout(Duration::from_millis(500), rx.recv())
+        .await
+        .ok()?
+        .ok()
+}
+
+#[tokio::test]
+async fn listen_streams_deliver_what_was_asked_and_stop_when_dropped() {
+    let server = server();
+    let (s, c) = pair();
+    let _peer = server.start(s);
+    let client = Client::builder()
+        .protocol(VersionPreference::Exact(ProtocolVersion::V2026_07_28))
+        .connect(c)
+        .await
+        .unwrap();
+    let listening = client
+        .listen(SubscriptionFilter {
+            tools_list_changed: Some(true),
+            prompts_list_changed: Some(true), // no prompts: not honoured
+            resource_subscriptions: Some(vec!["x://watched".into()]),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listening.honoured().tools_list_changed, Some(true));
+    assert_eq!(listening.honoured().prompts_list_changed, None);
+
+    let mut rx = client.notifications();
+    server.notify_resource_updated("x://other").await;
+    server.notify_resource_updated("x://watched").await;
+    let n = next(&mut rx).await.expect("an update");
+    assert_eq!(n.method, "notifications/resources/updated");
+    let params = n.params.unwrap();
+    assert_eq!(params["uri"], "x://watched", "only the subscribed URI");
+    assert!(params["_meta"]["io.modelcontextprotocol/subscriptionId"].is_number());
+
+    let _server = server
+        .clone()
+        .tool("b", "Another", |_: NoArgs| async { Ok::<_, String>("b") });
+    let n = next(&mut rx).await.expect("list_changed");
+    assert_eq!(n.method, "notifications/tools/list_changed");
+
+    drop(listening);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.notify_resource_updated("x://watched").await;
+    assert!(
+        next(&mut rx).await.is_none(),
+        "nothing after the stream was cancelled"
+    );
+}
+
+#[tokio::test]
+async fn handshake_subscriptions_deliver_updates() {
+    let server = server();
+    let (s, c) = pair();
+    let _peer = server.start(s);
+    let client = Client::builder()
+        .protocol(VersionPreference::Exact(ProtocolVersion::V2025_06_18))
+        .connect(c)
+        .await
+        .unwrap();
+    let mut rx = client.notifications();
+    client.subscribe("x://watched").await.unwrap();
+    server.notify_resource_updated("x://watched").await;
+    let n = next(&mut rx).await.expect("an update");
+    assert_eq!(n.params.unwrap()["uri"], "x://watched");
+    client.unsubscribe("x://watched").await.unwrap();
+    server.notify_resource_updated("x://watched").await;
+    assert!(next(&mut rx).await.is_none());
+}
