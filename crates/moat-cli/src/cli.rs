@@ -18,6 +18,7 @@ pub struct Cli {
 
 const EXAMPLES: &str = "\
 Examples:
+  moat demo
   moat tools -- npx -y @modelcontextprotocol/server-everything
   moat call echo --args '{\"message\":\"hi\"}' -- npx -y @modelcontextprotocol/server-everything
   moat read test://static-text -- moat serve everything
@@ -27,6 +28,8 @@ Exit codes: 0 ok, 1 usage error, 2 connection or protocol failure, 3 the tool re
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// A tour: moat's client and its built-in server, every revision, bad input, a crash.
+    Demo(DemoArgs),
     /// Run a built-in MCP server on stdin/stdout.
     Serve(ServeArgs),
     /// List a server's tools.
@@ -48,6 +51,13 @@ pub enum Command {
 pub enum BuiltinServer {
     /// The conformance fixture: every kind of tool, resource and prompt.
     Everything,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Print a JSON summary instead of the tour.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

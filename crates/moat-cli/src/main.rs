@@ -69,6 +69,7 @@ fn main() -> ExitCode {
 
 async fn run(command: Command) -> Result<(), Failure> {
     match command {
+        Command::Demo(args) => cmd::demo::run(args).await,
         Command::Serve(args) => cmd::serve::run(args).await,
         Command::Tools(args) => cmd::client::tools(args).await,
         Command::Call(args) => cmd::client::call(args).await,

@@ -15,7 +15,7 @@ fn colour() -> bool {
     *ON.get_or_init(|| std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none())
 }
 
-fn bold(s: &str) -> String {
+pub fn bold(s: &str) -> String {
     if colour() {
         format!("\x1b[1m{s}\x1b[0m")
     } else {
@@ -23,7 +23,7 @@ fn bold(s: &str) -> String {
     }
 }
 
-fn dim(s: &str) -> String {
+pub fn dim(s: &str) -> String {
     if colour() {
         format!("\x1b[2m{s}\x1b[0m")
     } else {

@@ -1,4 +1,5 @@
 //! One module per group of subcommands.
 
 pub mod client;
+pub mod demo;
 pub mod serve;
