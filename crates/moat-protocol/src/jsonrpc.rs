@@ -235,6 +235,13 @@ impl<'a> Message<'a> {
             None => None,
             Some(raw) => match serde_json::from_str::<RequestId>(raw.get()) {
                 Ok(id) => Some(id),
+                // An error response may carry `id: null` (its request's id was unreadable);
+                // answering it would start two peers replying to each other's errors.
+                Err(_)
+                    if raw.get() == "null" && env.method.0.is_none() && env.error.0.is_some() =>
+                {
+                    None
+                }
                 Err(_) => {
                     let what = match raw.get().as_bytes().first() {
                         Some(b'n') => "null",
@@ -348,9 +355,16 @@ impl Notification<'_> {
     }
 }
 
-/// Decode params into `T` (missing → `{}`), mapping failure to -32602.
+/// Decode params into `T` (missing → `{}`), mapping failure to -32602. MCP params are
+/// always an object: JSON-RPC's by-position (array) params are refused rather than
+/// matched to fields by order.
 pub fn decode_params<T: DeserializeOwned>(params: Option<&RawValue>) -> Result<T, ErrorObject> {
     let text = params.map_or("{}", RawValue::get);
+    if !text.trim_start().starts_with('{') {
+        return Err(ErrorObject::invalid_params(
+            "Invalid params: MCP params must be a JSON object",
+        ));
+    }
     serde_json::from_str(text)
         .map_err(|e| ErrorObject::invalid_params(format!("Invalid params: {e}")))
 }
@@ -481,6 +495,16 @@ mod tests {
                 .unwrap();
         let Message::Error(e) = m else { panic!() };
         assert_eq!(e.error.code, -32601);
+        let m =
+            Message::parse(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#)
+                .unwrap();
+        assert!(matches!(m, Message::Error(ErrorResponse { id: None, .. })));
+        assert!(
+            decode_params::<crate::types::EmptyResult>(
+                RawValue::from_string("[1]".into()).ok().as_deref()
+            )
+            .is_err()
+        );
     }
 
     #[test]

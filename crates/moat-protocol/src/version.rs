@@ -108,6 +108,44 @@ impl ProtocolVersion {
         self >= ProtocolVersion::V2025_06_18
     }
 
+    /// Audio content blocks exist from 2025-03-26.
+    pub fn has_audio(self) -> bool {
+        self >= ProtocolVersion::V2025_03_26
+    }
+
+    /// `resource_link` content blocks exist from 2025-06-18.
+    pub fn has_resource_links(self) -> bool {
+        self >= ProtocolVersion::V2025_06_18
+    }
+
+    /// Multi-select (array) and titled enum fields in elicitation forms exist from 2025-11-25.
+    pub fn has_multi_select_elicitation(self) -> bool {
+        self >= ProtocolVersion::V2025_11_25
+    }
+
+    /// Make content blocks valid for this revision: a block kind the revision lacks
+    /// (audio before 2025-03-26, resource links before 2025-06-18) becomes a text block
+    /// saying what it was, rather than a message the client must reject.
+    pub fn downgrade_content(self, blocks: &mut [crate::types::ContentBlock]) {
+        use crate::types::ContentBlock;
+        for block in blocks {
+            let replacement = match block {
+                ContentBlock::Audio(a) if !self.has_audio() => format!(
+                    "[{} audio, {} bytes base64; protocol revision {self} cannot carry audio]",
+                    a.mime_type,
+                    a.data.len()
+                ),
+                ContentBlock::ResourceLink(r) if !self.has_resource_links() => match &r.description
+                {
+                    Some(d) => format!("Resource {} ({}): {d}", r.uri, r.name),
+                    None => format!("Resource {} ({})", r.uri, r.name),
+                },
+                _ => continue,
+            };
+            *block = ContentBlock::text(replacement);
+        }
+    }
+
     /// Tasks, icons and URL elicitation exist in 2025-11-25.
     pub fn has_tasks(self) -> bool {
         self == ProtocolVersion::V2025_11_25
@@ -116,6 +154,33 @@ impl ProtocolVersion {
     /// Results carry `resultType` (and cacheable ones `ttlMs`/`cacheScope`) from 2026-07-28.
     pub fn has_result_type(self) -> bool {
         self >= ProtocolVersion::V2026_07_28
+    }
+
+    /// Whether the revision defines `method` as a request a client sends to a server.
+    /// The modern era dropped the handshake, `ping`, `logging/setLevel` and
+    /// `resources/(un)subscribe` (replaced by per-request `_meta` and `subscriptions/listen`);
+    /// tasks exist only in 2025-11-25.
+    pub fn defines_client_request(self, method: &str) -> bool {
+        use crate::types::methods as m;
+        let modern = self.era() == Era::Modern;
+        match method {
+            m::INITIALIZE
+            | m::PING
+            | m::LOGGING_SET_LEVEL
+            | m::RESOURCES_SUBSCRIBE
+            | m::RESOURCES_UNSUBSCRIBE => !modern,
+            m::SERVER_DISCOVER | m::SUBSCRIPTIONS_LISTEN => modern,
+            m::TASKS_GET | m::TASKS_RESULT | m::TASKS_CANCEL | m::TASKS_LIST => self.has_tasks(),
+            m::TOOLS_LIST
+            | m::TOOLS_CALL
+            | m::RESOURCES_LIST
+            | m::RESOURCES_TEMPLATES_LIST
+            | m::RESOURCES_READ
+            | m::PROMPTS_LIST
+            | m::PROMPTS_GET
+            | m::COMPLETION_COMPLETE => true,
+            _ => false,
+        }
     }
 
     /// Servers may send requests to the client (sampling, elicitation, roots) on the
@@ -341,6 +406,43 @@ mod tests {
             ours.pick_common(["2025-11-25", "2026-07-28", "2031-01-01"]),
             Some(ProtocolVersion::V2026_07_28)
         );
+    }
+
+    #[test]
+    fn the_modern_era_drops_handshake_methods() {
+        let modern = ProtocolVersion::V2026_07_28;
+        let old = ProtocolVersion::V2024_11_05;
+        for m in [
+            "ping",
+            "initialize",
+            "logging/setLevel",
+            "resources/subscribe",
+        ] {
+            assert!(!modern.defines_client_request(m), "{m}");
+            assert!(old.defines_client_request(m), "{m}");
+        }
+        assert!(modern.defines_client_request("subscriptions/listen"));
+        assert!(!old.defines_client_request("server/discover"));
+        assert!(ProtocolVersion::V2025_11_25.defines_client_request("tasks/get"));
+        assert!(!modern.defines_client_request("tasks/get"));
+        assert!(!modern.defines_client_request("no/such"));
+    }
+
+    #[test]
+    fn old_revisions_get_text_instead_of_unknown_blocks() {
+        use crate::types::{AudioContent, ContentBlock, Resource};
+        let mut blocks = vec![
+            ContentBlock::Audio(AudioContent::new("UklG", "audio/wav")),
+            ContentBlock::ResourceLink(Resource::new("file:///a", "a")),
+            ContentBlock::text("kept"),
+        ];
+        ProtocolVersion::V2025_06_18.downgrade_content(&mut blocks);
+        assert!(matches!(blocks[0], ContentBlock::Audio(_)));
+        assert!(matches!(blocks[1], ContentBlock::ResourceLink(_)));
+        ProtocolVersion::V2024_11_05.downgrade_content(&mut blocks);
+        assert!(blocks[0].as_text().unwrap().contains("cannot carry audio"));
+        assert_eq!(blocks[1].as_text(), Some("Resource file:///a (a)"));
+        assert_eq!(blocks[2].as_text(), Some("kept"));
     }
 
     #[test]

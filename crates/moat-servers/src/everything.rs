@@ -327,6 +327,15 @@ fn tools(server: Server, watcher: &Arc<Watcher>) -> Server {
                         "required": [],
                     },
                 });
+                let mut params = params;
+                // Multi-select (array) fields exist from 2025-11-25; older clients get the
+                // single-select variants only.
+                if !ctx.protocol_version().is_some_and(|v| v.has_multi_select_elicitation()) {
+                    if let Some(props) = params["requestedSchema"]["properties"].as_object_mut() {
+                        props.remove("untitledMulti");
+                        props.remove("titledMulti");
+                    }
+                }
                 Ok::<_, String>(elicitation_completed(&ctx, &params).await)
             }
         },

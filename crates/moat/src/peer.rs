@@ -28,6 +28,7 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::error::{Error, Result};
 use crate::handler::{Handler, IncomingRequest, RequestContext};
@@ -47,6 +48,9 @@ pub struct PeerOptions {
     pub versions: SupportedVersions,
     /// Largest message accepted (mirrors the transport's limit, for error messages).
     pub max_message_bytes: usize,
+    /// When the other side stops sending, how long its requests already in flight may run
+    /// to be answered before they are cancelled.
+    pub drain_timeout: Duration,
 }
 
 impl Default for PeerOptions {
@@ -57,6 +61,7 @@ impl Default for PeerOptions {
             max_inflight: 10_000,
             versions: SupportedVersions::default(),
             max_message_bytes: moat_transport::Limits::default().max_message_bytes,
+            drain_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -109,6 +114,8 @@ struct Shared {
     options: PeerOptions,
     closed_tx: watch::Sender<bool>,
     closer: Mutex<Option<Closer>>,
+    /// The tasks running the other side's requests (and assembling batch answers).
+    tracker: TaskTracker,
 }
 
 /// One side of a live MCP connection. Cheap to clone; all clones drive the same connection.
@@ -152,6 +159,7 @@ impl Peer {
             options,
             closed_tx,
             closer: Mutex::new(conn.closer.take()),
+            tracker: TaskTracker::new(),
         });
         let peer = Peer { shared };
         tokio::spawn(read_loop(peer.clone(), conn.inbound, handler));
@@ -297,8 +305,9 @@ impl Peer {
 
     /// Send a notification.
     pub async fn notify<P: Serialize>(&self, method: &str, params: &P) -> Result<()> {
-        if let Some(why) = &self.state().closed {
-            return Err(Error::Closed(why.clone()));
+        // Allowed while the other side's last requests drain, until SHUTDOWN.
+        if self.state().lifecycle.state() == State::Shutdown {
+            return Err(Error::Closed(self.close_reason()));
         }
         let line = jsonrpc::encode_notification(method, Some(params))?;
         self.shared
@@ -358,6 +367,8 @@ impl Peer {
         self.release_transport().await;
     }
 
+    /// Close the transport (flushing what is queued) and only then report the connection
+    /// closed, so that a process exiting on [`closed`](Self::closed) loses no answer.
     async fn release_transport(&self) {
         let closer = self
             .shared
@@ -368,26 +379,41 @@ impl Peer {
         if let Some(closer) = closer {
             closer().await;
         }
+        self.shared.closed_tx.send_replace(true);
     }
 
-    /// Move to SHUTDOWN and fail everything pending. Idempotent.
-    fn shutdown(&self, reason: String) {
-        let (drained, inflight) = {
+    /// Fail every request of ours still waiting, and refuse new ones: no answer can come.
+    fn fail_pending(&self, reason: &str) {
+        let drained = {
             let mut state = self.state();
-            if state.closed.is_some() {
+            if state.closed.is_none() {
+                state.closed = Some(reason.to_owned());
+            }
+            state.pending.drain()
+        };
+        for (_, entry) in drained {
+            let _ = entry
+                .data
+                .answer
+                .send(Err(Error::Closed(reason.to_owned())));
+        }
+    }
+
+    /// Move to SHUTDOWN: fail everything pending and cancel the other side's requests still
+    /// running. Idempotent.
+    fn shutdown(&self, reason: String) {
+        self.fail_pending(&reason);
+        let inflight = {
+            let mut state = self.state();
+            if state.lifecycle.state() == State::Shutdown {
                 return;
             }
             state.lifecycle.shutdown();
-            state.closed = Some(reason.clone());
-            (state.pending.drain(), std::mem::take(&mut state.inflight))
+            std::mem::take(&mut state.inflight)
         };
-        for (_, entry) in drained {
-            let _ = entry.data.answer.send(Err(Error::Closed(reason.clone())));
-        }
         for token in inflight.into_values() {
             token.cancel();
         }
-        self.shared.closed_tx.send_replace(true);
     }
 }
 
@@ -521,6 +547,22 @@ async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Ar
         }
     };
     tracing::debug!(%reason, "connection ended");
+    // Nothing more will arrive: our own requests can never be answered, so they fail now.
+    peer.fail_pending(&reason);
+    // The other side may still be reading: let the requests it already sent finish and be
+    // answered (a client that writes a request and closes stdin gets its answer), within
+    // the drain deadline.
+    peer.shared.tracker.close();
+    let drain = peer.shared.options.drain_timeout;
+    if tokio::time::timeout(drain, peer.shared.tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            ?drain,
+            "requests still running when the connection closed were cancelled"
+        );
+    }
     peer.shutdown(reason);
     handler.on_close(&peer);
     peer.release_transport().await;
@@ -531,7 +573,11 @@ async fn on_line(peer: &Peer, handler: &Arc<dyn Handler>, line: String) {
         return on_batch(peer, handler, &line).await;
     }
     match Message::parse(&line) {
-        Ok(message) => on_message(peer, handler, message),
+        Ok(message) => {
+            if let Some(reply) = on_message(peer, handler, message, None) {
+                peer.send_line(reply).await;
+            }
+        }
         Err(e) => {
             if e.respond {
                 peer.send_line(jsonrpc::encode_error(e.id.as_ref(), &e.error))
@@ -542,6 +588,9 @@ async fn on_line(peer: &Peer, handler: &Arc<dyn Handler>, line: String) {
         }
     }
 }
+
+/// Where the answer to a request goes: straight to the wire, or into a batch's answer.
+type BatchSlot = Option<(usize, mpsc::UnboundedSender<(usize, String)>)>;
 
 async fn on_batch(peer: &Peer, handler: &Arc<dyn Handler>, line: &str) {
     let allowed = peer
@@ -565,44 +614,49 @@ async fn on_batch(peer: &Peer, handler: &Arc<dyn Handler>, line: &str) {
     };
     // Answer a batch with one array holding the responses to its requests, in order.
     let (tx, mut rx) = mpsc::unbounded_channel::<(usize, String)>();
-    let mut expected = 0;
     for (index, item) in items.into_iter().enumerate() {
         match item {
             Err(e) if e.respond => {
-                expected += 1;
                 let _ = tx.send((index, jsonrpc::encode_error(e.id.as_ref(), &e.error)));
             }
             Err(_) => {}
-            Ok(Message::Request(req)) => {
-                expected += 1;
-                dispatch_request(peer, handler, req, Some((index, tx.clone())));
+            Ok(message) => {
+                if let Some(reply) = on_message(peer, handler, message, Some((index, tx.clone()))) {
+                    let _ = tx.send((index, reply));
+                }
             }
-            Ok(other) => on_message(peer, handler, other),
         }
     }
     drop(tx);
-    if expected == 0 {
-        return;
-    }
     let peer = peer.clone();
-    tokio::spawn(async move {
-        let mut answers = Vec::with_capacity(expected);
+    peer.shared.tracker.clone().spawn(async move {
+        let mut answers = Vec::new();
         while let Some(answer) = rx.recv().await {
             answers.push(answer);
         }
-        answers.sort_by_key(|(i, _)| *i);
         if answers.is_empty() {
-            return;
+            return; // only notifications and responses: nothing to say
         }
+        answers.sort_by_key(|(i, _)| *i);
         let body: Vec<&str> = answers.iter().map(|(_, s)| s.as_str()).collect();
         peer.send_line(format!("[{}]", body.join(","))).await;
     });
 }
 
-fn on_message(peer: &Peer, handler: &Arc<dyn Handler>, message: Message<'_>) {
+/// Handle one message. Returns an answer that is ready at once (sent in order, before the
+/// next message is read); answers computed by handlers are sent by their tasks.
+fn on_message(
+    peer: &Peer,
+    handler: &Arc<dyn Handler>,
+    message: Message<'_>,
+    batch: BatchSlot,
+) -> Option<String> {
     match message {
-        Message::Request(req) => dispatch_request(peer, handler, req, None),
-        Message::Notification(n) => on_notification(peer, handler, &n.method, n.params),
+        Message::Request(req) => dispatch_request(peer, handler, req, batch),
+        Message::Notification(n) => {
+            on_notification(peer, handler, &n.method, n.params);
+            None
+        }
         Message::Response(resp) => {
             let entry = peer.state().pending.complete(&resp.id);
             match entry {
@@ -613,6 +667,7 @@ fn on_message(peer: &Peer, handler: &Arc<dyn Handler>, message: Message<'_>) {
                     tracing::warn!(id = %resp.id, "ignored a response to an unknown request id")
                 }
             }
+            None
         }
         Message::Error(resp) => {
             let entry = resp
@@ -633,8 +688,9 @@ fn on_message(peer: &Peer, handler: &Arc<dyn Handler>, message: Message<'_>) {
                     "the peer reported an error not tied to a pending request"
                 ),
             }
+            None
         }
-        _ => {}
+        _ => None,
     }
 }
 
@@ -673,108 +729,107 @@ fn on_notification(
     }
 }
 
-/// Check, then run a request: `ping` and `initialize` inline, everything else in its own task.
-/// With `batch`, the answer goes to the batch collector instead of the wire.
+fn encode_answer(id: &RequestId, outcome: Result<Box<RawValue>, ErrorObject>) -> String {
+    match outcome {
+        Ok(result) => jsonrpc::encode_result(id, &result).unwrap_or_else(|_| {
+            jsonrpc::encode_error(
+                Some(id),
+                &ErrorObject::internal("could not encode the result"),
+            )
+        }),
+        Err(err) => jsonrpc::encode_error(Some(id), &err),
+    }
+}
+
+/// Check a request against the lifecycle and the revision, then run it: `ping`,
+/// `initialize` and refusals are answered at once (returned), everything else runs in a
+/// task of its own that sends its answer (or puts it in the batch's).
 fn dispatch_request(
     peer: &Peer,
     handler: &Arc<dyn Handler>,
     req: jsonrpc::Request<'_>,
-    batch: Option<(usize, mpsc::UnboundedSender<(usize, String)>)>,
-) {
-    let send = {
-        let peer = peer.clone();
-        let batch = batch.clone();
-        move |line: String| {
-            let peer = peer.clone();
-            let batch = batch.clone();
-            async move {
-                match batch {
-                    Some((index, tx)) => {
-                        let _ = tx.send((index, line));
-                    }
-                    None => peer.send_line(line).await,
-                }
-            }
-        }
-    };
+    batch: BatchSlot,
+) -> Option<String> {
+    let refuse = |err: ErrorObject| Some(jsonrpc::encode_error(Some(&req.id), &err));
     let method: &str = &req.method;
     let meta = peek_meta(req.params);
+    let (state, era, role) = {
+        let st = peer.state();
+        (
+            st.lifecycle.state(),
+            st.lifecycle.era(),
+            st.lifecycle.role(),
+        )
+    };
 
-    // The modern era: a request that names its revision in `_meta` needs no handshake.
+    // Which revision is this request made in? In the modern era each request says so in
+    // `_meta`; a request that does so on a fresh connection makes it a modern one.
     let mut version = peer.protocol_version();
-    if let Some(requested) = meta.protocol_version.as_deref() {
-        let started_modern = {
-            let state = peer.state();
-            state.lifecycle.state() == State::Uninitialized
-                || state.lifecycle.era() == Some(Era::Modern)
-        };
-        if started_modern && method != methods::INITIALIZE {
+    match meta.protocol_version.as_deref() {
+        Some(requested)
+            if method != methods::INITIALIZE
+                && (state == State::Uninitialized || era == Some(Era::Modern)) =>
+        {
             match peer.shared.options.versions.check_modern(requested) {
                 Ok(v) => {
                     if let Err(e) = peer.with_lifecycle(|l| l.enter_modern(v)) {
-                        let err = ErrorObject::invalid_request(e.to_string());
-                        tokio::spawn(send(jsonrpc::encode_error(Some(&req.id), &err)));
-                        return;
+                        return refuse(ErrorObject::invalid_request(e.to_string()));
                     }
                     version = Some(v);
                 }
-                Err(err) => {
-                    tokio::spawn(send(jsonrpc::encode_error(Some(&req.id), &err)));
-                    return;
-                }
+                Err(err) => return refuse(err),
             }
         }
+        None if era == Some(Era::Modern) && role == Role::Server => {
+            return refuse(ErrorObject::invalid_params(format!(
+                "Invalid params: a {} request must carry _meta[\"{META_PROTOCOL_VERSION}\"]",
+                version.map_or("2026-07-28", ProtocolVersion::as_str)
+            )));
+        }
+        _ => {}
+    }
+    let modern = version.map(ProtocolVersion::era) == Some(Era::Modern);
+    if modern && role == Role::Server && version.is_some_and(|v| !v.defines_client_request(method))
+    {
+        return refuse(ErrorObject::method_not_found(method));
     }
 
     if method == methods::PING {
-        let line = match peer.state().lifecycle.check_incoming_request(method) {
-            Ok(()) => {
-                jsonrpc::encode_result(&req.id, &serde_json::json!({})).unwrap_or_else(|_| {
-                    jsonrpc::encode_error(Some(&req.id), &ErrorObject::internal("encode failed"))
-                })
-            }
-            Err(err) => jsonrpc::encode_error(Some(&req.id), &err),
-        };
-        tokio::spawn(send(line));
-        return;
+        return Some(
+            match peer.state().lifecycle.check_incoming_request(method) {
+                Ok(()) => encode_answer(
+                    &req.id,
+                    serde_json::value::to_raw_value(&serde_json::json!({}))
+                        .map_err(|_| ErrorObject::internal("encode")),
+                ),
+                Err(err) => jsonrpc::encode_error(Some(&req.id), &err),
+            },
+        );
     }
-    if method != methods::SERVER_DISCOVER && version.map(ProtocolVersion::era) != Some(Era::Modern)
-    {
+    if method != methods::SERVER_DISCOVER && !modern {
         if let Err(err) = peer.state().lifecycle.check_incoming_request(method) {
-            tokio::spawn(send(jsonrpc::encode_error(Some(&req.id), &err)));
-            return;
+            return refuse(err);
         }
     }
     if method == methods::INITIALIZE {
-        let line = match handler.initialize(req.params, peer) {
-            Ok((result, v)) => {
-                peer.with_lifecycle(|l| l.initialize_answered(v));
-                jsonrpc::encode_result(&req.id, &result).unwrap_or_else(|_| {
-                    jsonrpc::encode_error(Some(&req.id), &ErrorObject::internal("encode failed"))
-                })
-            }
-            Err(err) => jsonrpc::encode_error(Some(&req.id), &err),
-        };
-        tokio::spawn(send(line));
-        return;
+        let outcome = handler.initialize(req.params, peer).map(|(result, v)| {
+            peer.with_lifecycle(|l| l.initialize_answered(v));
+            result
+        });
+        return Some(encode_answer(&req.id, outcome));
     }
 
     let token = CancellationToken::new();
     {
-        let mut state = peer.state();
-        if state.inflight.len() >= peer.shared.options.max_inflight {
-            drop(state);
-            let err =
-                ErrorObject::internal("Server busy: too many requests in flight; retry later");
-            tokio::spawn(send(jsonrpc::encode_error(Some(&req.id), &err)));
-            return;
+        let mut st = peer.state();
+        if st.inflight.len() >= peer.shared.options.max_inflight {
+            drop(st);
+            return refuse(ErrorObject::internal(
+                "Server busy: too many requests in flight; retry later",
+            ));
         }
-        if state
-            .inflight
-            .insert(req.id.clone(), token.clone())
-            .is_some()
-        {
-            drop(state);
+        if st.inflight.insert(req.id.clone(), token.clone()).is_some() {
+            drop(st);
             tracing::warn!(id = %req.id, "the peer reused the id of a request still in flight");
         }
     }
@@ -800,7 +855,7 @@ fn dispatch_request(
     let fut = handler.handle_request(incoming, ctx);
     let peer = peer.clone();
     let id = req.id;
-    tokio::spawn(async move {
+    peer.shared.tracker.clone().spawn(async move {
         let outcome = tokio::select! {
             biased;
             _ = token.cancelled() => None,
@@ -809,12 +864,13 @@ fn dispatch_request(
         peer.state().inflight.remove(&id);
         // A cancelled request gets no answer, as the spec asks.
         let Some(outcome) = outcome else { return };
-        let line = match outcome {
-            Ok(result) => jsonrpc::encode_result(&id, &result).unwrap_or_else(|_| {
-                jsonrpc::encode_error(Some(&id), &ErrorObject::internal("encode failed"))
-            }),
-            Err(err) => jsonrpc::encode_error(Some(&id), &err),
-        };
-        send(line).await;
+        let line = encode_answer(&id, outcome);
+        match batch {
+            Some((index, tx)) => {
+                let _ = tx.send((index, line));
+            }
+            None => peer.send_line(line).await,
+        }
     });
+    None
 }

@@ -453,8 +453,14 @@ async fn dispatch(
             let args_value = serde_json::to_value(&args).unwrap_or_default();
             let args = args_value.clone();
             let marker = complete_marker(&ctx);
-            let get = move |ctx| async move {
+            let get = move |ctx: RequestContext| async move {
+                let version = ctx.protocol_version();
                 let mut result = (entry.get)(ctx, args).await?;
+                if let Some(v) = version {
+                    for message in &mut result.messages {
+                        v.downgrade_content(std::slice::from_mut(&mut message.content));
+                    }
+                }
                 result.result_type = marker;
                 encode(&result)
             };
@@ -526,6 +532,11 @@ async fn call_tool(
     ctx: RequestContext,
 ) -> HandlerResult {
     let text = params.map_or("{}", RawValue::get);
+    if !text.trim_start().starts_with('{') {
+        return Err(ErrorObject::invalid_params(
+            "Invalid params: MCP params must be a JSON object",
+        ));
+    }
     let p: CallParams<'_> = serde_json::from_str(text)
         .map_err(|e| ErrorObject::invalid_params(format!("Invalid params: {e}")))?;
     let call = {
@@ -543,7 +554,11 @@ async fn call_tool(
     let marker = complete_marker(&ctx);
     let args = p.arguments.map(ToOwned::to_owned);
     if !is_modern(&ctx) {
+        let version = ctx.protocol_version();
         let mut result = call(ctx, args).await;
+        if let Some(v) = version {
+            v.downgrade_content(&mut result.content);
+        }
         result.result_type = marker;
         return encode(&result);
     }
