@@ -1,15 +1,13 @@
 //! The "everything" server: every tool, resource, template and prompt the official MCP
 //! conformance suite exercises, with the names and outputs its scenarios expect.
 //!
-//! Besides the fixture proper, `test://watched-resource` really is watched: once a
-//! connection has used the server (called a tool, read a resource or got a prompt), a
-//! ticker sends `notifications/resources/updated` for it every
-//! [`WATCH_INTERVAL`] to every connection subscribed to it. Nothing is spawned by
+//! Besides the fixture proper, `test://watched-resource` really is watched: while any
+//! connection subscribes to it, a ticker sends `notifications/resources/updated` for it
+//! every [`WATCH_INTERVAL`] to the connections watching it. Nothing is spawned by
 //! [`server()`] itself.
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use moat::schemars::{self, JsonSchema};
@@ -18,7 +16,7 @@ use moat::types::{
     ElicitRequestParams, LoggingLevel, Prompt, PromptMessage, Resource, ResourceTemplate, Role,
     SamplingMessage, TextResourceContents, Tool,
 };
-use moat::{NoArgs, RequestContext, ResourceRequest, Server};
+use moat::{NoArgs, RequestContext, ResourceRequest, Server, WeakServer};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -36,21 +34,20 @@ pub const WATCH_INTERVAL: Duration = Duration::from_secs(3);
 const STEP_DELAY: Duration = Duration::from_millis(50);
 
 /// Build the everything server. Cheap, and without side effects: nothing is spawned
-/// until a connection uses it.
-///
-/// The server keeps a handle to itself (the watched resource's ticker needs one to find
-/// subscribers, and the SDK offers no weak handle), so it lives until the process ends;
-/// build one per process, not one per connection.
+/// until a connection subscribes to the watched resource.
 pub fn server() -> Server {
-    let watcher = Arc::new(Watcher::default());
     let server = Server::new("moat-everything", env!("CARGO_PKG_VERSION"));
-    let server = tools(server, &watcher);
-    let server = resources(server, &watcher);
-    let server = prompts(server, &watcher);
+    let server = tools(server);
+    let server = resources(server);
+    let server = prompts(server);
     let server = server.completion(|_params| async { Ok::<_, String>(Vec::new()) });
-    // The ticker needs the server to find subscribers; it is only started on first use.
-    let _ = watcher.server.set(server.clone());
-    server
+    let watcher = Arc::new(Watcher::default());
+    let weak = server.downgrade();
+    server.on_subscribe(move |uri, watching| {
+        if uri == WATCHED_URI {
+            watcher.changed(watching, &weak);
+        }
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -67,104 +64,78 @@ fn typed_tool(name: &str, description: &str) -> Tool {
     Tool::new(name, Value::Null).with_description(description)
 }
 
-fn tools(server: Server, watcher: &Arc<Watcher>) -> Server {
-    let w = watcher.clone();
+fn tools(server: Server) -> Server {
     let server = server.tool_def(
         tool("test_simple_text", "Tests simple text content response"),
-        move |_: RequestContext, _: NoArgs| {
-            w.touch();
-            async { Ok::<_, String>("This is a simple text response for testing.") }
+        move |_: RequestContext, _: NoArgs| async {
+            Ok::<_, String>("This is a simple text response for testing.")
         },
     );
-
-    let w = watcher.clone();
     let server = server.tool_def(
         tool("test_image_content", "Tests image content response"),
-        move |_: RequestContext, _: NoArgs| {
-            w.touch();
-            async { Ok::<_, String>(ContentBlock::image(PNG_BASE64, "image/png")) }
+        move |_: RequestContext, _: NoArgs| async {
+            Ok::<_, String>(ContentBlock::image(PNG_BASE64, "image/png"))
         },
     );
-
-    let w = watcher.clone();
     let server = server.tool_def(
         tool("test_audio_content", "Tests audio content response"),
-        move |_: RequestContext, _: NoArgs| {
-            w.touch();
-            async { Ok::<_, String>(ContentBlock::audio(WAV_BASE64, "audio/wav")) }
+        move |_: RequestContext, _: NoArgs| async {
+            Ok::<_, String>(ContentBlock::audio(WAV_BASE64, "audio/wav"))
         },
     );
-
-    let w = watcher.clone();
     let server = server.tool_def(
         tool(
             "test_embedded_resource",
             "Tests embedded resource content response",
         ),
-        move |_: RequestContext, _: NoArgs| {
-            w.touch();
-            async {
-                Ok::<_, String>(ContentBlock::resource(text_contents(
-                    "test://embedded-resource",
-                    "text/plain",
-                    "This is an embedded resource content.",
-                )))
-            }
+        move |_: RequestContext, _: NoArgs| async {
+            Ok::<_, String>(ContentBlock::resource(text_contents(
+                "test://embedded-resource",
+                "text/plain",
+                "This is an embedded resource content.",
+            )))
         },
     );
-
-    let w = watcher.clone();
     let server = server.tool_def(
         tool(
             "test_multiple_content_types",
             "Tests response with multiple content types (text, image, resource)",
         ),
-        move |_: RequestContext, _: NoArgs| {
-            w.touch();
-            async {
-                Ok::<_, String>(vec![
-                    ContentBlock::text("Multiple content types test:"),
-                    ContentBlock::image(PNG_BASE64, "image/png"),
-                    ContentBlock::resource(text_contents(
-                        "test://mixed-content-resource",
-                        "application/json",
-                        r#"{"test":"data","value":123}"#,
-                    )),
-                ])
-            }
+        move |_: RequestContext, _: NoArgs| async {
+            Ok::<_, String>(vec![
+                ContentBlock::text("Multiple content types test:"),
+                ContentBlock::image(PNG_BASE64, "image/png"),
+                ContentBlock::resource(text_contents(
+                    "test://mixed-content-resource",
+                    "application/json",
+                    r#"{"test":"data","value":123}"#,
+                )),
+            ])
         },
     );
-
-    let w = watcher.clone();
     let server = server.tool_def(
         tool(
             "test_tool_with_logging",
             "Tests tool that emits log messages during execution",
         ),
-        move |ctx: RequestContext, _: NoArgs| {
-            w.touch();
-            async move {
-                ctx.log(LoggingLevel::Info, None, json!("Tool execution started"))
-                    .await;
-                tokio::time::sleep(STEP_DELAY).await;
-                ctx.log(LoggingLevel::Info, None, json!("Tool processing data"))
-                    .await;
-                tokio::time::sleep(STEP_DELAY).await;
-                ctx.log(LoggingLevel::Info, None, json!("Tool execution completed"))
-                    .await;
-                Ok::<_, String>("Tool with logging executed successfully")
-            }
+        move |ctx: RequestContext, _: NoArgs| async move {
+            ctx.log(LoggingLevel::Info, None, json!("Tool execution started"))
+                .await;
+            tokio::time::sleep(STEP_DELAY).await;
+            ctx.log(LoggingLevel::Info, None, json!("Tool processing data"))
+                .await;
+            tokio::time::sleep(STEP_DELAY).await;
+            ctx.log(LoggingLevel::Info, None, json!("Tool execution completed"))
+                .await;
+            Ok::<_, String>("Tool with logging executed successfully")
         },
     );
-
-    let w = watcher.clone();
     let server = server.tool_def(
         tool(
             "test_tool_with_progress",
             "Tests tool that reports progress notifications",
         ),
         move |ctx: RequestContext, _: NoArgs| {
-            w.touch();
             async move {
                 for (i, step) in [0u32, 50, 100].into_iter().enumerate() {
                     if i > 0 {
@@ -184,66 +155,52 @@ fn tools(server: Server, watcher: &Arc<Watcher>) -> Server {
             }
         },
     );
-
-    let w = watcher.clone();
     let server = server.tool_def(
         tool("test_error_handling", "Tests error response handling"),
-        move |_: RequestContext, _: NoArgs| {
-            w.touch();
-            async { Err::<String, _>("This tool intentionally returns an error for testing") }
+        move |_: RequestContext, _: NoArgs| async {
+            Err::<String, _>("This tool intentionally returns an error for testing")
         },
     );
-
-    let w = watcher.clone();
     let server = server.tool_def(
         typed_tool(
             "test_sampling",
             "Tests server-initiated sampling (LLM completion request)",
         ),
-        move |ctx: RequestContext, args: SamplingArgs| {
-            w.touch();
-            async move { Ok::<_, String>(sample(&ctx, args.prompt).await) }
+        move |ctx: RequestContext, args: SamplingArgs| async move {
+            Ok::<_, String>(sample(&ctx, args.prompt).await)
         },
     );
-
-    let w = watcher.clone();
     let server = server.tool_def(
         typed_tool(
             "test_elicitation",
             "Tests server-initiated elicitation (user input request)",
         ),
-        move |ctx: RequestContext, args: ElicitationArgs| {
-            w.touch();
-            async move {
-                let params = json!({
-                    "message": args.message,
-                    "requestedSchema": {
-                        "type": "object",
-                        "properties": {
-                            "username": { "type": "string", "description": "User's response" },
-                            "email": { "type": "string", "description": "User's email address" },
-                        },
-                        "required": ["username", "email"],
+        move |ctx: RequestContext, args: ElicitationArgs| async move {
+            let params = json!({
+                "message": args.message,
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {
+                        "username": { "type": "string", "description": "User's response" },
+                        "email": { "type": "string", "description": "User's email address" },
                     },
-                });
-                Ok::<_, String>(match elicit(&ctx, &params).await {
-                    Ok((action, content)) => {
-                        format!("User response: action={action}, content={content}")
-                    }
-                    Err(e) => format!("Elicitation not supported or error: {e}"),
-                })
-            }
+                    "required": ["username", "email"],
+                },
+            });
+            Ok::<_, String>(match elicit(&ctx, &params).await {
+                Ok((action, content)) => {
+                    format!("User response: action={action}, content={content}")
+                }
+                Err(e) => format!("Elicitation not supported or error: {e}"),
+            })
         },
     );
-
-    let w = watcher.clone();
     let server = server.tool_def(
         tool(
             "test_elicitation_sep1034_defaults",
             "Tests elicitation with default values for every primitive type (SEP-1034)",
         ),
         move |ctx: RequestContext, _: NoArgs| {
-            w.touch();
             async move {
                 let params = json!({
                     "message": "Please review and update the form fields with defaults",
@@ -268,15 +225,12 @@ fn tools(server: Server, watcher: &Arc<Watcher>) -> Server {
             }
         },
     );
-
-    let w = watcher.clone();
     let server = server.tool_def(
         tool(
             "test_elicitation_sep1330_enums",
             "Tests elicitation with every enum schema variant (SEP-1330)",
         ),
         move |ctx: RequestContext, _: NoArgs| {
-            w.touch();
             async move {
                 let params = json!({
                     "message": "Please select options from the enum fields",
@@ -340,30 +294,22 @@ fn tools(server: Server, watcher: &Arc<Watcher>) -> Server {
             }
         },
     );
-
-    let w = watcher.clone();
     let server = server.tool_def(
         Tool::new("json_schema_2020_12_tool", json_schema_2020_12())
             .with_description("Tool with JSON Schema 2020-12 features"),
-        move |_: RequestContext, args: RawArgs| {
-            w.touch();
-            async move {
-                Ok::<_, String>(format!(
-                    "JSON Schema 2020-12 tool called with: {}",
-                    compact_json(args.0.get())
-                ))
-            }
+        move |_: RequestContext, args: RawArgs| async move {
+            Ok::<_, String>(format!(
+                "JSON Schema 2020-12 tool called with: {}",
+                compact_json(args.0.get())
+            ))
         },
     );
-
-    let w = watcher.clone();
     server.tool_def(
         tool(
             "test_reconnection",
             "Tests SSE stream disconnection and client reconnection (SEP-1699)",
         ),
         move |_: RequestContext, _: NoArgs| {
-            w.touch();
             async move {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 Ok::<_, String>(
@@ -523,8 +469,7 @@ fn resource(uri: &str, name: &str, title: &str, description: &str, mime_type: &s
     }
 }
 
-fn resources(server: Server, watcher: &Arc<Watcher>) -> Server {
-    let w = watcher.clone();
+fn resources(server: Server) -> Server {
     let server = server.resource_def(
         resource(
             "test://static-text",
@@ -533,13 +478,10 @@ fn resources(server: Server, watcher: &Arc<Watcher>) -> Server {
             "A static text resource for testing",
             "text/plain",
         ),
-        move |_: ResourceRequest| {
-            w.touch();
-            async { Ok::<_, String>("This is the content of the static text resource.") }
+        move |_: ResourceRequest| async {
+            Ok::<_, String>("This is the content of the static text resource.")
         },
     );
-
-    let w = watcher.clone();
     let server = server.resource_def(
         resource(
             "test://static-binary",
@@ -548,18 +490,13 @@ fn resources(server: Server, watcher: &Arc<Watcher>) -> Server {
             "A static binary resource (image) for testing",
             "image/png",
         ),
-        move |req: ResourceRequest| {
-            w.touch();
-            async move {
-                Ok::<_, String>(moat::types::ResourceContents::Blob(BlobResourceContents {
-                    mime_type: Some("image/png".to_owned()),
-                    ..BlobResourceContents::new(req.uri, PNG_BASE64)
-                }))
-            }
+        move |req: ResourceRequest| async move {
+            Ok::<_, String>(moat::types::ResourceContents::Blob(BlobResourceContents {
+                mime_type: Some("image/png".to_owned()),
+                ..BlobResourceContents::new(req.uri, PNG_BASE64)
+            }))
         },
     );
-
-    let w = watcher.clone();
     let server = server.resource_def(
         resource(
             WATCHED_URI,
@@ -568,13 +505,8 @@ fn resources(server: Server, watcher: &Arc<Watcher>) -> Server {
             "A resource that auto-updates every 3 seconds",
             "text/plain",
         ),
-        move |_: ResourceRequest| {
-            w.touch();
-            async { Ok::<_, String>("Watched resource content") }
-        },
+        move |_: ResourceRequest| async { Ok::<_, String>("Watched resource content") },
     );
-
-    let w = watcher.clone();
     let template = ResourceTemplate {
         uri_template: "test://template/{id}/data".to_owned(),
         name: "template".to_owned(),
@@ -585,7 +517,6 @@ fn resources(server: Server, watcher: &Arc<Watcher>) -> Server {
     };
     server
         .try_resource_template(template, move |req: ResourceRequest| {
-            w.touch();
             let id = req.var("id").unwrap_or_default().to_owned();
             async move { Ok::<_, String>(template_data(&id)) }
         })
@@ -629,81 +560,62 @@ struct EmbeddedResourceArgs {
     resource_uri: String,
 }
 
-fn prompts(server: Server, watcher: &Arc<Watcher>) -> Server {
-    let w = watcher.clone();
+fn prompts(server: Server) -> Server {
     let server = server.prompt_def(
         prompt(
             "test_simple_prompt",
             "Simple Test Prompt",
             "A simple prompt without arguments",
         ),
-        move |_: RequestContext, _: NoArgs| {
-            w.touch();
-            async {
-                Ok::<_, String>(PromptMessage::user_text(
-                    "This is a simple prompt for testing.",
-                ))
-            }
+        move |_: RequestContext, _: NoArgs| async {
+            Ok::<_, String>(PromptMessage::user_text(
+                "This is a simple prompt for testing.",
+            ))
         },
     );
-
-    let w = watcher.clone();
     let server = server.prompt_def(
         prompt(
             "test_prompt_with_arguments",
             "Prompt With Arguments",
             "A prompt with required arguments",
         ),
-        move |_: RequestContext, PromptArgs { arg1, arg2 }| {
-            w.touch();
-            async move {
-                Ok::<_, String>(PromptMessage::user_text(format!(
-                    "Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
-                )))
-            }
+        move |_: RequestContext, PromptArgs { arg1, arg2 }| async move {
+            Ok::<_, String>(PromptMessage::user_text(format!(
+                "Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+            )))
         },
     );
-
-    let w = watcher.clone();
     let server = server.prompt_def(
         prompt(
             "test_prompt_with_embedded_resource",
             "Prompt With Embedded Resource",
             "A prompt that includes an embedded resource",
         ),
-        move |_: RequestContext, args: EmbeddedResourceArgs| {
-            w.touch();
-            async move {
-                Ok::<_, String>(vec![
-                    PromptMessage::new(
-                        Role::User,
-                        ContentBlock::resource(text_contents(
-                            &args.resource_uri,
-                            "text/plain",
-                            "Embedded resource content for testing.",
-                        )),
-                    ),
-                    PromptMessage::user_text("Please process the embedded resource above."),
-                ])
-            }
+        move |_: RequestContext, args: EmbeddedResourceArgs| async move {
+            Ok::<_, String>(vec![
+                PromptMessage::new(
+                    Role::User,
+                    ContentBlock::resource(text_contents(
+                        &args.resource_uri,
+                        "text/plain",
+                        "Embedded resource content for testing.",
+                    )),
+                ),
+                PromptMessage::user_text("Please process the embedded resource above."),
+            ])
         },
     );
-
-    let w = watcher.clone();
     server.prompt_def(
         prompt(
             "test_prompt_with_image",
             "Prompt With Image",
             "A prompt that includes image content",
         ),
-        move |_: RequestContext, _: NoArgs| {
-            w.touch();
-            async {
-                Ok::<_, String>(vec![
-                    PromptMessage::new(Role::User, ContentBlock::image(PNG_BASE64, "image/png")),
-                    PromptMessage::user_text("Please analyze the image above."),
-                ])
-            }
+        move |_: RequestContext, _: NoArgs| async {
+            Ok::<_, String>(vec![
+                PromptMessage::new(Role::User, ContentBlock::image(PNG_BASE64, "image/png")),
+                PromptMessage::user_text("Please analyze the image above."),
+            ])
         },
     )
 }
@@ -711,41 +623,45 @@ fn prompts(server: Server, watcher: &Arc<Watcher>) -> Server {
 // ---------------------------------------------------------------------------------------
 // The watched resource
 
-/// Sends `notifications/resources/updated` for [`WATCHED_URI`] every [`WATCH_INTERVAL`]
-/// to the connections subscribed to it.
-///
-/// The SDK has no hook on `resources/subscribe` or on a new connection, so the ticker is
-/// started lazily, by the first tool call, resource read or prompt on any connection, and
-/// then runs for as long as the tokio runtime that started it;
-/// [`Server::notify_resource_updated`] delivers only to subscribed connections.
+/// The ticker behind `test://watched-resource`: while at least one connection watches the
+/// resource (`resources/subscribe`, or a listen stream naming it), it sends
+/// `notifications/resources/updated` every [`WATCH_INTERVAL`]; it stops with the last
+/// watcher, or when the server is gone.
 #[derive(Default)]
 struct Watcher {
-    server: OnceLock<Server>,
-    started: AtomicBool,
+    state: Mutex<(usize, Option<tokio::task::JoinHandle<()>>)>,
 }
 
 impl Watcher {
-    /// Start the ticker if it is not running yet (and a runtime is there to run it).
-    fn touch(&self) {
-        if self.started.load(Ordering::Acquire) {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let Some(server) = self.server.get().cloned() else {
-            return;
-        };
-        if self.started.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        runtime.spawn(async move {
-            let start = tokio::time::Instant::now() + WATCH_INTERVAL;
-            let mut ticks = tokio::time::interval_at(start, WATCH_INTERVAL);
-            loop {
-                ticks.tick().await;
-                server.notify_resource_updated(WATCHED_URI).await;
+    fn changed(&self, watching: bool, server: &WeakServer) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (count, task) = &mut *state;
+        if watching {
+            *count += 1;
+            if *count == 1 {
+                let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                    return;
+                };
+                let server = server.clone();
+                *task = Some(runtime.spawn(async move {
+                    let start = tokio::time::Instant::now() + WATCH_INTERVAL;
+                    let mut ticks = tokio::time::interval_at(start, WATCH_INTERVAL);
+                    loop {
+                        ticks.tick().await;
+                        let Some(server) = server.upgrade() else {
+                            return;
+                        };
+                        server.notify_resource_updated(WATCHED_URI).await;
+                    }
+                }));
             }
-        });
+        } else {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                if let Some(task) = task.take() {
+                    task.abort();
+                }
+            }
+        }
     }
 }

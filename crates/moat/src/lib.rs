@@ -50,7 +50,7 @@ pub use handler::{Handler, RequestContext};
 pub use mrtr::StateKey;
 pub use peer::{Peer, PeerOptions, RequestOptions};
 pub use schema::NoArgs;
-pub use server::{Blob, Json, ResourceRequest, Server, ServerOptions};
+pub use server::{Blob, Json, ResourceRequest, Server, ServerOptions, WeakServer};
 
 pub use moat_protocol as protocol;
 pub use moat_protocol::types;

@@ -98,3 +98,61 @@ async fn handshake_subscriptions_deliver_updates() {
     server.notify_resource_updated("x://watched").await;
     assert!(next(&mut rx).await.is_none());
 }
+
+#[tokio::test]
+async fn the_subscribe_hook_sees_watchers_come_and_go() {
+    use std::sync::{Arc, Mutex};
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let server =
+        server().on_subscribe(move |uri, on| log.lock().unwrap().push((uri.to_owned(), on)));
+
+    // Handshake era: subscribe, unsubscribe, subscribe again, then hang up.
+    let (s, c) = pair();
+    let _peer = server.start(s);
+    let client = Client::builder()
+        .protocol(VersionPreference::Exact(ProtocolVersion::V2025_11_25))
+        .connect(c)
+        .await
+        .unwrap();
+    client.subscribe("x://watched").await.unwrap();
+    client.subscribe("x://watched").await.unwrap(); // already watching: no second event
+    client.unsubscribe("x://watched").await.unwrap();
+    client.subscribe("x://other").await.unwrap();
+    client.close().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    // Modern era: a listen stream naming a URI, then dropped.
+    let (s, c) = pair();
+    let _peer = server.start(s);
+    let client = Client::builder()
+        .protocol(VersionPreference::Exact(ProtocolVersion::V2026_07_28))
+        .connect(c)
+        .await
+        .unwrap();
+    let listening = client
+        .listen(SubscriptionFilter {
+            resource_subscriptions: Some(vec!["x://watched".into()]),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    drop(listening);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let w = |uri: &str, on| (uri.to_owned(), on);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![
+            w("x://watched", true),
+            w("x://watched", false),
+            w("x://other", true),
+            w("x://other", false), // the connection closed
+            w("x://watched", true),
+            w("x://watched", false), // the stream was cancelled
+        ]
+    );
+    // A weak handle does not keep the server alive.
+    let weak = server.downgrade();
+    assert!(weak.upgrade().is_some());
+}

@@ -98,8 +98,12 @@ impl Default for ServerOptions {
     }
 }
 
+/// Called when a connection starts (`true`) or stops (`false`) watching a resource URI.
+type SubscribeHook = Arc<dyn Fn(&str, bool) + Send + Sync>;
+
 pub(crate) struct ServerInner {
     info: Implementation,
+    subscribe_hook: RwLock<Option<SubscribeHook>>,
     instructions: RwLock<Option<String>>,
     registry: RwLock<Registry>,
     options: RwLock<ServerOptions>,
@@ -120,6 +124,18 @@ impl ServerInner {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Tell the server's hook that `uri` gained (`true`) or lost (`false`) a watcher.
+    pub(crate) fn subscription_changed(&self, uri: &str, subscribed: bool) {
+        let hook = self
+            .subscribe_hook
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(hook) = hook {
+            hook(uri, subscribed);
+        }
     }
 
     fn live_sessions(&self) -> Vec<Arc<Session>> {
@@ -156,6 +172,7 @@ impl Server {
         Server {
             inner: Arc::new(ServerInner {
                 info,
+                subscribe_hook: RwLock::new(None),
                 instructions: RwLock::new(None),
                 registry: RwLock::new(Registry::default()),
                 options: RwLock::new(ServerOptions::default()),
@@ -443,6 +460,30 @@ impl Server {
         self
     }
 
+    /// Be told when a connection starts (`true`) or stops (`false`) watching a resource: a
+    /// handshake-era `resources/subscribe` / `resources/unsubscribe` (or the connection
+    /// closing), or a 2026-07-28 listen stream naming the URI opening or closing. Use it to
+    /// start and stop whatever watches the resource; call
+    /// [`notify_resource_updated`](Self::notify_resource_updated) when it changes. The hook
+    /// runs on the connection's task: keep it quick.
+    pub fn on_subscribe<F>(self, hook: F) -> Self
+    where
+        F: Fn(&str, bool) + Send + Sync + 'static,
+    {
+        *self
+            .inner
+            .subscribe_hook
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(hook));
+        self
+    }
+
+    /// A handle that does not keep the server alive (for tasks and handlers that refer back
+    /// to the server without making a reference cycle).
+    pub fn downgrade(&self) -> WeakServer {
+        WeakServer(Arc::downgrade(&self.inner))
+    }
+
     /// Tell subscribed clients that the resource at `uri` changed
     /// (`notifications/resources/updated`): handshake-era connections that called
     /// `resources/subscribe`, and 2026-07-28 listen streams that named the URI.
@@ -522,3 +563,20 @@ where
 /// Silence "unused" for re-exported helper types used only by users.
 #[allow(dead_code)]
 fn _assert_types(_: GetPromptResult) {}
+
+/// A [`Server`] handle that does not keep it alive; see [`Server::downgrade`].
+#[derive(Clone)]
+pub struct WeakServer(Weak<ServerInner>);
+
+impl std::fmt::Debug for WeakServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WeakServer")
+    }
+}
+
+impl WeakServer {
+    /// The server, if it still exists.
+    pub fn upgrade(&self) -> Option<Server> {
+        self.0.upgrade().map(|inner| Server { inner })
+    }
+}

@@ -148,6 +148,8 @@ fn on_stream(
 struct ListenGuard {
     session: Arc<Session>,
     id: RequestId,
+    server: std::sync::Weak<ServerInner>,
+    watched: Vec<String>,
 }
 
 impl Drop for ListenGuard {
@@ -157,6 +159,11 @@ impl Drop for ListenGuard {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|(id, _)| id != &self.id);
+        if let Some(server) = self.server.upgrade() {
+            for uri in &self.watched {
+                server.subscription_changed(uri, false);
+            }
+        }
     }
 }
 
@@ -287,6 +294,16 @@ impl Handler for SessionHandler {
     }
 
     fn on_close(&self, _peer: &Peer) {
+        let subscribed: Vec<String> = self
+            .session
+            .subscriptions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .collect();
+        for uri in subscribed {
+            self.server.subscription_changed(&uri, false);
+        }
         let me = Arc::as_ptr(&self.session);
         let mut sessions = self
             .server
@@ -396,16 +413,21 @@ async fn dispatch(
         }
         methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE => {
             let p: ResourceRequestParams = decode_params(params)?;
-            let mut subs = session
-                .subscriptions
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            if req.method == methods::RESOURCES_SUBSCRIBE {
-                subs.insert(p.uri);
-            } else {
-                subs.remove(&p.uri);
+            let subscribe = req.method == methods::RESOURCES_SUBSCRIBE;
+            let changed = {
+                let mut subs = session
+                    .subscriptions
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if subscribe {
+                    subs.insert(p.uri.clone())
+                } else {
+                    subs.remove(&p.uri)
+                }
+            };
+            if changed {
+                server.subscription_changed(&p.uri, subscribe);
             }
-            drop(subs);
             encode(&EmptyResult {
                 result_type: complete_marker(&ctx),
                 ..Default::default()
@@ -661,7 +683,7 @@ async fn read_resource(server: &ServerInner, uri: String, ctx: RequestContext) -
 /// request open, delivering matching notifications tagged with its id, until the client
 /// cancels it or the connection closes (a cancelled request gets no answer).
 async fn listen(
-    server: &ServerInner,
+    server: &Arc<ServerInner>,
     session: Arc<Session>,
     asked: SubscriptionFilter,
     ctx: RequestContext,
@@ -678,15 +700,22 @@ async fn listen(
         resources_list_changed: asked.resources_list_changed.filter(|&b| b && has_resources),
         resource_subscriptions: asked.resource_subscriptions.filter(|_| has_resources),
     };
+    let server_weak = Arc::downgrade(server);
     let id = ctx.request_id().clone();
     session
         .listeners
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .push((id.clone(), honoured.clone()));
+    let watched = honoured.resource_subscriptions.clone().unwrap_or_default();
+    for uri in &watched {
+        server.subscription_changed(uri, true);
+    }
     let _guard = ListenGuard {
         session: session.clone(),
         id: id.clone(),
+        server: server_weak,
+        watched,
     };
     let ack = SubscriptionsAcknowledgedNotificationParams {
         notifications: honoured,
