@@ -220,6 +220,8 @@ mod tests {
         // Closing flushes and ends the write half: the other side sees end of stream.
         (conn.closer.take().unwrap())().await;
         assert_eq!(lines.next_line().await.unwrap(), None);
+        // Dropping both halves of the other end ends the read side: the channel closes.
+        drop(lines);
         drop(bw);
         assert!(conn.inbound.recv().await.is_none());
     }
