@@ -1,0 +1,365 @@
+//! `moat-bench`: every workload of the criterion benches, in one run, printed as one table
+//! with the ratios against the anchors measured in that same run (the line-echo floor, rmcp,
+//! the TypeScript reference server). `--json` prints the same numbers as JSON.
+//!
+//! ```text
+//! cargo run --release -p moat-bench --bin moat-bench -- [--json] [--calls N] [--inflight N] [--rounds N]
+//! ```
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use moat_bench::{Binaries, Floor, decode, fixtures, moat_side, rmcp_side, ts_server_path};
+use serde_json::{Value, json};
+
+struct Settings {
+    json: bool,
+    calls: usize,
+    inflight: usize,
+    rounds: usize,
+    only: Option<String>,
+}
+
+fn settings() -> Settings {
+    let mut s = Settings {
+        json: false,
+        calls: 3000,
+        inflight: 1000,
+        rounds: 7,
+        only: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut number = || -> usize {
+            args.next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{arg} needs a number"))
+        };
+        match arg.as_str() {
+            "--json" => s.json = true,
+            "--calls" => s.calls = number(),
+            "--inflight" => s.inflight = number(),
+            "--rounds" => s.rounds = number(),
+            "--only" => s.only = args.next(),
+            "-h" | "--help" => {
+                println!(
+                    "moat-bench [--json] [--calls N (sequential calls, default 3000)] \
+                     [--inflight N (pipelined calls per round, default 1000)] [--rounds N (default 7)] [--only ROW (one round-trip row, no decode; for profiling)]"
+                );
+                std::process::exit(0);
+            }
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    s
+}
+
+/// Latency of one sequential round trip: median and mean, in µs.
+#[derive(Clone, Copy)]
+struct Latency {
+    median_us: f64,
+    mean_us: f64,
+    p99_us: f64,
+}
+
+fn latency(mut samples: Vec<Duration>) -> Latency {
+    samples.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let mean = samples.iter().map(|d| us(*d)).sum::<f64>() / samples.len() as f64;
+    Latency {
+        median_us: us(samples[samples.len() / 2]),
+        mean_us: mean,
+        p99_us: us(samples[samples.len() * 99 / 100]),
+    }
+}
+
+/// Median of the rounds' calls per second.
+fn throughput(n: usize, mut rounds: Vec<Duration>) -> f64 {
+    rounds.sort();
+    n as f64 / rounds[rounds.len() / 2].as_secs_f64()
+}
+
+/// Nanoseconds per call of `f`, the median of several timed batches.
+fn time_ns<T>(mut f: impl FnMut() -> T) -> f64 {
+    for _ in 0..2000 {
+        black_box(f());
+    }
+    let mut batches = Vec::new();
+    for _ in 0..15 {
+        let n = 2000;
+        let start = Instant::now();
+        for _ in 0..n {
+            black_box(f());
+        }
+        batches.push(start.elapsed().as_secs_f64() * 1e9 / n as f64);
+    }
+    batches.sort_by(f64::total_cmp);
+    batches[batches.len() / 2]
+}
+
+struct Row {
+    name: String,
+    note: String,
+    latency: Option<Latency>,
+    calls_per_s: Option<f64>,
+}
+
+fn main() {
+    let s = settings();
+    let bins = Binaries::beside_current_exe();
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mut rows: Vec<Row> = Vec::new();
+
+    let wanted = |name: &str| s.only.as_deref().is_none_or(|o| o == name);
+    // The floor.
+    if wanted("floor") {
+        let mut floor = Floor::spawn(&bins.line_echo);
+        for _ in 0..200 {
+            floor.round_trip();
+        }
+        let samples = (0..s.calls)
+            .map(|_| {
+                let t = Instant::now();
+                floor.round_trip();
+                t.elapsed()
+            })
+            .collect();
+        let rounds = (0..s.rounds).map(|_| floor.pipelined(s.inflight)).collect();
+        rows.push(Row {
+            name: "floor".into(),
+            note: "line-echo child, blocking std I/O".into(),
+            latency: Some(latency(samples)),
+            calls_per_s: Some(throughput(s.inflight, rounds)),
+        });
+    }
+
+    macro_rules! measure {
+        ($name:expr, $note:expr, $side:ident, $argv:expr) => {
+            if wanted($name) {
+                let argv: Vec<&str> = $argv;
+                let (samples, rounds) = rt.block_on(async {
+                    let client = $side::connect(&argv).await;
+                    eprintln!("{}: {}", $name, $side::describe(&client));
+                    for _ in 0..200 {
+                        $side::call(&client).await;
+                    }
+                    let mut samples = Vec::with_capacity(s.calls);
+                    for _ in 0..s.calls {
+                        let t = Instant::now();
+                        $side::call(&client).await;
+                        samples.push(t.elapsed());
+                    }
+                    $side::pipelined(&client, s.inflight).await;
+                    let mut rounds = Vec::new();
+                    for _ in 0..s.rounds {
+                        rounds.push($side::pipelined(&client, s.inflight).await);
+                    }
+                    drop(client);
+                    (samples, rounds)
+                });
+                rows.push(Row {
+                    name: $name.into(),
+                    note: $note.into(),
+                    latency: Some(latency(samples)),
+                    calls_per_s: Some(throughput(s.inflight, rounds)),
+                });
+            }
+        };
+    }
+
+    measure!(
+        "moat",
+        "moat client -> moat server",
+        moat_side,
+        vec![bins.moat_server.as_str()]
+    );
+    measure!(
+        "rmcp",
+        "rmcp client -> rmcp server",
+        rmcp_side,
+        vec![bins.rmcp_server.as_str()]
+    );
+    measure!(
+        "rmcp-pipes",
+        "rmcp client -> rmcp server on its stdio_pipes() transport",
+        rmcp_side,
+        vec![bins.rmcp_server.as_str(), "--pipes"]
+    );
+    measure!(
+        "moat->rmcp",
+        "moat client -> rmcp server",
+        moat_side,
+        vec![bins.rmcp_server.as_str()]
+    );
+    measure!(
+        "rmcp->moat",
+        "rmcp client -> moat server",
+        rmcp_side,
+        vec![bins.moat_server.as_str()]
+    );
+    let ts = ts_server_path();
+    match &ts {
+        Some(path) => measure!(
+            "ts",
+            "TypeScript server-everything (node), through moat's client",
+            moat_side,
+            vec!["node", path.as_str(), "stdio"]
+        ),
+        None => eprintln!("TypeScript reference server not installed; skipped"),
+    }
+
+    if s.only.is_some() {
+        return;
+    }
+
+    // Decoding.
+    let call = fixtures::call_tool_request();
+    let list = fixtures::list_tools_response(50);
+    let decode_rows = vec![
+        (
+            "tools/call request (small)",
+            time_ns(|| decode::moat_call(black_box(&call))),
+            time_ns(|| decode::rmcp_call(black_box(&call))),
+            time_ns(|| decode::value(black_box(&call))),
+            call.len(),
+        ),
+        (
+            "tools/list result (50 tools)",
+            time_ns(|| decode::moat_list(black_box(&list))),
+            time_ns(|| decode::rmcp_list(black_box(&list))),
+            time_ns(|| decode::value(black_box(&list))),
+            list.len(),
+        ),
+    ];
+
+    let get = |name: &str| rows.iter().find(|r| r.name == name);
+    let floor_us = get("floor").and_then(|r| r.latency).map(|l| l.median_us);
+    let rmcp_us = get("rmcp").and_then(|r| r.latency).map(|l| l.median_us);
+    let rmcp_cps = get("rmcp").and_then(|r| r.calls_per_s);
+    let overhead = |us: f64| floor_us.map(|f| us - f);
+    let rmcp_overhead = rmcp_us.and_then(overhead);
+
+    if s.json {
+        let rt_rows: Vec<Value> = rows
+            .iter()
+            .map(|r| {
+                let l = r.latency.expect("latency");
+                let o = overhead(l.median_us);
+                json!({
+                    "name": r.name, "note": r.note,
+                    "median_us": l.median_us, "mean_us": l.mean_us, "p99_us": l.p99_us,
+                    "overhead_above_floor_us": o,
+                    "overhead_vs_rmcp": o.zip(rmcp_overhead).map(|(a, b)| a / b),
+                    "pipelined_calls_per_s": r.calls_per_s,
+                    "pipelined_vs_rmcp": r.calls_per_s.zip(rmcp_cps).map(|(a, b)| a / b),
+                })
+            })
+            .collect();
+        let dec_rows: Vec<Value> = decode_rows
+            .iter()
+            .map(|(name, m, r, v, bytes)| {
+                json!({
+                    "workload": name, "bytes": bytes,
+                    "moat_ns": m, "rmcp_ns": r, "serde_json_value_ns": v,
+                    "rmcp_over_moat": r / m, "value_over_moat": v / m,
+                })
+            })
+            .collect();
+        let out = json!({
+            "settings": { "sequential_calls": s.calls, "inflight": s.inflight, "rounds": s.rounds },
+            "round_trip": rt_rows,
+            "decode": dec_rows,
+        });
+        println!("{}", serde_json::to_string_pretty(&out).expect("json"));
+        return;
+    }
+
+    println!(
+        "Round trip: tools/call of `echo` over stdio pipes; {} sequential calls (median, mean, p99), \
+         then pipelined rounds of {} calls in flight (median of {} rounds).\n",
+        s.calls, s.inflight, s.rounds
+    );
+    println!(
+        "| {:<11} | {:>10} | {:>8} | {:>8} | {:>13} | {:>12} | {:>12} | {:>9} | what",
+        "stack", "median µs", "mean µs", "p99 µs", "above floor", "÷ rmcp's", "calls/s", "× rmcp",
+    );
+    println!(
+        "|{}|{}|{}|{}|{}|{}|{}|{}|---",
+        "-".repeat(13),
+        "-".repeat(12),
+        "-".repeat(10),
+        "-".repeat(10),
+        "-".repeat(15),
+        "-".repeat(14),
+        "-".repeat(14),
+        "-".repeat(11)
+    );
+    for r in &rows {
+        let l = r.latency.expect("latency");
+        let o = overhead(l.median_us);
+        let ratio = o.zip(rmcp_overhead).map(|(a, b)| a / b);
+        let cps = r.calls_per_s.unwrap_or(f64::NAN);
+        let x = r.calls_per_s.zip(rmcp_cps).map(|(a, b)| a / b);
+        println!(
+            "| {:<11} | {:>10.1} | {:>8.1} | {:>8.1} | {:>13} | {:>12} | {:>12.0} | {:>9} | {}",
+            r.name,
+            l.median_us,
+            l.mean_us,
+            l.p99_us,
+            o.map_or("-".into(), |o| format!("{o:.1}")),
+            ratio.map_or("-".into(), |x| format!("{x:.2}")),
+            cps,
+            x.map_or("-".into(), |x| format!("{x:.2}")),
+            r.note
+        );
+    }
+    println!("\nDecode (ns per message, median of 15 batches of 2000):\n");
+    println!(
+        "| {:<30} | {:>7} | {:>10} | {:>10} | {:>12} | {:>12} | {:>12} |",
+        "workload", "bytes", "moat ns", "rmcp ns", "Value ns", "rmcp ÷ moat", "Value ÷ moat"
+    );
+    println!(
+        "|{}|{}|{}|{}|{}|{}|{}|",
+        "-".repeat(32),
+        "-".repeat(9),
+        "-".repeat(12),
+        "-".repeat(12),
+        "-".repeat(14),
+        "-".repeat(14),
+        "-".repeat(14)
+    );
+    for (name, m, r, v, bytes) in &decode_rows {
+        println!(
+            "| {:<30} | {:>7} | {:>10.0} | {:>10.0} | {:>12.0} | {:>12.2} | {:>12.2} |",
+            name,
+            bytes,
+            m,
+            r,
+            v,
+            r / m,
+            v / m
+        );
+    }
+    if let (Some(m), Some(r)) = (get("moat"), get("rmcp")) {
+        let (ml, rl) = (m.latency.expect("l"), r.latency.expect("l"));
+        let ratio = overhead(ml.median_us)
+            .zip(overhead(rl.median_us))
+            .map(|(a, b)| a / b);
+        let x = m.calls_per_s.zip(r.calls_per_s).map(|(a, b)| a / b);
+        println!();
+        if let Some(ratio) = ratio {
+            println!(
+                "target 1 (overhead above floor <= 1/2 of rmcp's): {:.2} -> {}",
+                ratio,
+                if ratio <= 0.5 { "MET" } else { "NOT MET" }
+            );
+        }
+        if let Some(x) = x {
+            println!(
+                "target 2 (pipelined >= 5x rmcp's): {:.2}x -> {}",
+                x,
+                if x >= 5.0 { "MET" } else { "NOT MET" }
+            );
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! Shared workloads of moat's benchmarks: the fixtures decoded by `benches/decode.rs`, and
+//! the stdio round trips of `benches/roundtrip.rs` and the `moat-bench` table.
+//!
+//! Every workload exists three ways, all in one process and one run: through moat, through
+//! rmcp (the SDK to beat), and through a reference (`serde_json::Value` for decoding, a
+//! line-echo child process for round trips: two pipe hops and nothing else).
+
+use std::borrow::Cow;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use moat_protocol::jsonrpc::Message;
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+pub use rmcp;
+
+/// The argument type of the `echo` tool every bench server offers.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct EchoArgs {
+    /// The text to send back.
+    pub message: String,
+}
+
+/// The tool every round trip calls, and its arguments: `echo` exists with these arguments
+/// on moat's and rmcp's bench servers and on the TypeScript reference server.
+pub const ECHO_TOOL: &str = "echo";
+/// The text the round trips send.
+pub const ECHO_MESSAGE: &str = "hello";
+
+/// Fixtures for the decode benchmarks: complete lines, as they come off the wire.
+pub mod fixtures {
+    use moat_protocol::types::{ListToolsResult, Tool, ToolAnnotations};
+    use serde_json::json;
+
+    /// A small `tools/call` request, as a client sends it.
+    pub fn call_tool_request() -> String {
+        r#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"}}}"#
+            .to_owned()
+    }
+
+    /// A `tools/list` response carrying `n` realistic tools (title, description, an object
+    /// input schema with three properties, annotations).
+    pub fn list_tools_response(n: usize) -> String {
+        let tools = (0..n)
+            .map(|i| {
+                let schema = json!({
+                    "type": "object",
+                    "properties": {
+                        "path": { "type": "string", "description": format!("Path of the file tool {i} works on") },
+                        "limit": { "type": "integer", "minimum": 0, "description": "Most lines to return" },
+                        "recursive": { "type": "boolean", "default": false },
+                    },
+                    "required": ["path"],
+                });
+                let mut tool = Tool::new(format!("tool_{i:02}"), schema)
+                    .with_title(format!("Tool number {i}"))
+                    .with_description(format!(
+                        "Tool {i} of the benchmark fixture: reads a file and returns some of its lines, \
+                         with enough prose to look like a real description."
+                    ));
+                tool.annotations = Some(ToolAnnotations {
+                    read_only_hint: Some(true),
+                    open_world_hint: Some(false),
+                    ..Default::default()
+                });
+                tool
+            })
+            .collect();
+        let result = ListToolsResult {
+            tools,
+            ..Default::default()
+        };
+        let result = serde_json::to_string(&result).expect("encode fixture");
+        format!(r#"{{"jsonrpc":"2.0","id":7,"result":{result}}}"#)
+    }
+}
+
+/// Decoding as each stack does it on receipt. Each function returns what a handler or caller
+/// gets to work with, so the optimizer cannot skip the work.
+pub mod decode {
+    use super::*;
+
+    /// `tools/call` params as moat's server reads them: the name borrowed, the arguments
+    /// left raw for the tool to decode into its own type.
+    #[derive(Deserialize)]
+    struct CallParams<'a> {
+        #[serde(borrow)]
+        name: Cow<'a, str>,
+        #[serde(borrow, default)]
+        arguments: Option<&'a RawValue>,
+    }
+
+    /// moat: borrowed envelope, then params, then the tool's typed arguments (once).
+    pub fn moat_call(line: &str) -> EchoArgs {
+        let Ok(Message::Request(req)) = Message::parse(line) else {
+            panic!("not a request")
+        };
+        assert_eq!(req.method, "tools/call");
+        let params: CallParams<'_> =
+            serde_json::from_str(req.params.expect("params").get()).expect("params");
+        assert_eq!(params.name, ECHO_TOOL);
+        let args = params.arguments.map_or("{}", RawValue::get);
+        serde_json::from_str(args).expect("arguments")
+    }
+
+    /// moat: borrowed envelope, then the result into `ListToolsResult`.
+    pub fn moat_list(line: &str) -> moat_protocol::types::ListToolsResult {
+        let Ok(Message::Response(resp)) = Message::parse(line) else {
+            panic!("not a response")
+        };
+        serde_json::from_str(resp.result.get()).expect("result")
+    }
+
+    /// rmcp: its server's message type, then the arguments into the tool's type (as its
+    /// `Parameters<T>` extractor does).
+    pub fn rmcp_call(line: &str) -> EchoArgs {
+        use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
+        let msg: ClientJsonRpcMessage = serde_json::from_str(line).expect("rmcp message");
+        let JsonRpcMessage::Request(req) = msg else {
+            panic!("not a request")
+        };
+        let ClientRequest::CallToolRequest(call) = req.request else {
+            panic!("not tools/call")
+        };
+        assert_eq!(call.params.name, ECHO_TOOL);
+        let args = call.params.arguments.unwrap_or_default();
+        serde_json::from_value(Value::Object(args)).expect("arguments")
+    }
+
+    /// rmcp: its client's message type, which yields a typed `ListToolsResult`.
+    pub fn rmcp_list(line: &str) -> rmcp::model::ListToolsResult {
+        use rmcp::model::{JsonRpcMessage, ServerJsonRpcMessage, ServerResult};
+        let msg: ServerJsonRpcMessage = serde_json::from_str(line).expect("rmcp message");
+        let JsonRpcMessage::Response(resp) = msg else {
+            panic!("not a response")
+        };
+        let ServerResult::ListToolsResult(result) = resp.result else {
+            panic!("not a tools/list result")
+        };
+        result
+    }
+
+    /// Reference: the whole line into a `serde_json::Value` (no typing at all).
+    pub fn value(line: &str) -> Value {
+        serde_json::from_str(line).expect("json")
+    }
+}
+
+/// Paths of this package's binaries. Benches get them from Cargo (`CARGO_BIN_EXE_*`); the
+/// `moat-bench` binary finds them next to itself.
+#[derive(Debug, Clone)]
+pub struct Binaries {
+    /// The line-echo floor.
+    pub line_echo: String,
+    /// moat's bench server.
+    pub moat_server: String,
+    /// rmcp's bench server.
+    pub rmcp_server: String,
+}
+
+impl Binaries {
+    /// The binaries sitting next to the running executable (for `moat-bench`).
+    pub fn beside_current_exe() -> Binaries {
+        let exe = std::env::current_exe().expect("current exe");
+        let dir = exe.parent().expect("exe dir").to_owned();
+        let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+        Binaries {
+            line_echo: path("line-echo"),
+            moat_server: path("moat-bench-server"),
+            rmcp_server: path("rmcp-bench-server"),
+        }
+    }
+}
+
+/// Where the TypeScript reference server lives, if the interop peers are installed.
+pub fn ts_server_path() -> Option<String> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../interop/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+    );
+    let node_ok = Command::new("node")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    (node_ok && std::path::Path::new(path).exists()).then(|| path.to_owned())
+}
+
+/// The floor: a child process that echoes lines, driven with blocking std I/O.
+pub struct Floor {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    line: String,
+    buf: String,
+}
+
+impl Floor {
+    /// Launch the line-echo program.
+    pub fn spawn(line_echo: &str) -> Floor {
+        let mut child = Command::new(line_echo)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn line-echo");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        // The same size of line as a small tools/call.
+        let mut line = fixtures::call_tool_request();
+        line.push('\n');
+        Floor {
+            child,
+            stdin,
+            stdout,
+            line,
+            buf: String::new(),
+        }
+    }
+
+    /// One line there and back.
+    pub fn round_trip(&mut self) -> usize {
+        self.stdin.write_all(self.line.as_bytes()).expect("write");
+        self.stdin.flush().expect("flush");
+        self.buf.clear();
+        self.stdout.read_line(&mut self.buf).expect("read")
+    }
+
+    /// `n` lines written back to back while the answers are read: the pipes' own throughput.
+    pub fn pipelined(&mut self, n: usize) -> Duration {
+        let start = Instant::now();
+        let mut stdin = self.stdin.try_clone_writer();
+        let line = self.line.clone();
+        let writer = std::thread::spawn(move || {
+            for _ in 0..n {
+                stdin.write_all(line.as_bytes()).expect("write");
+            }
+            stdin.flush().expect("flush");
+        });
+        for _ in 0..n {
+            self.buf.clear();
+            self.stdout.read_line(&mut self.buf).expect("read");
+        }
+        writer.join().expect("writer");
+        start.elapsed()
+    }
+}
+
+trait CloneWriter {
+    fn try_clone_writer(&self) -> std::fs::File;
+}
+
+impl CloneWriter for ChildStdin {
+    fn try_clone_writer(&self) -> std::fs::File {
+        use std::os::fd::AsFd;
+        std::fs::File::from(self.as_fd().try_clone_to_owned().expect("dup stdin"))
+    }
+}
+
+impl Drop for Floor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// moat's client side.
+pub mod moat_side {
+    use super::*;
+    use moat::Client;
+
+    /// Launch `argv` and connect moat's client to it.
+    pub async fn connect(argv: &[&str]) -> Client {
+        let client = Client::builder()
+            .request_timeout(Some(Duration::from_secs(120)))
+            .connect_command(argv.iter().copied())
+            .await
+            .expect("moat client: connect");
+        // Warm the path once before anything is timed.
+        call(&client).await;
+        client
+    }
+
+    /// The revision agreed, for the record.
+    pub fn describe(client: &Client) -> String {
+        format!(
+            "moat client, protocol {:?}, server {}",
+            client.protocol_version(),
+            client.server_info().name
+        )
+    }
+
+    /// One `tools/call` of `echo`.
+    pub async fn call(client: &Client) {
+        let result = client
+            .call_tool(ECHO_TOOL, serde_json::json!({ "message": ECHO_MESSAGE }))
+            .await
+            .expect("moat client: tools/call");
+        assert_ne!(result.is_error, Some(true), "tool failed: {result:?}");
+    }
+
+    /// `n` calls in flight at once; returns the time until the last answer.
+    pub async fn pipelined(client: &Client, n: usize) -> Duration {
+        let start = Instant::now();
+        futures_util::future::join_all((0..n).map(|_| call(client))).await;
+        start.elapsed()
+    }
+}
+
+/// rmcp's client side.
+pub mod rmcp_side {
+    use super::*;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::service::RunningService;
+    use rmcp::transport::TokioChildProcess;
+    use rmcp::{RoleClient, ServiceExt};
+
+    /// An rmcp client connected to a child process.
+    pub type RmcpClient = RunningService<RoleClient, ()>;
+
+    /// Launch `argv` and connect rmcp's client to it over its child-process transport.
+    pub async fn connect(argv: &[&str]) -> RmcpClient {
+        let mut cmd = tokio::process::Command::new(argv[0]);
+        cmd.args(&argv[1..]);
+        let transport = TokioChildProcess::builder(cmd)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("rmcp client: spawn")
+            .0;
+        let client = ().serve(transport).await.expect("rmcp client: connect");
+        call(&client).await;
+        client
+    }
+
+    /// The revision agreed, for the record.
+    pub fn describe(client: &RmcpClient) -> String {
+        match client.peer_info() {
+            Some(info) => format!(
+                "rmcp client, protocol {:?}, server {:?}",
+                info.protocol_version,
+                info.server_info.as_ref().map(|s| s.name.as_str())
+            ),
+            None => "rmcp client, no server info".to_owned(),
+        }
+    }
+
+    /// One `tools/call` of `echo`.
+    pub async fn call(client: &RmcpClient) {
+        let mut args = serde_json::Map::new();
+        args.insert("message".to_owned(), Value::from(ECHO_MESSAGE));
+        let mut params = CallToolRequestParams::new(ECHO_TOOL);
+        params.arguments = Some(args);
+        let result = client
+            .call_tool(params)
+            .await
+            .expect("rmcp client: tools/call");
+        assert_ne!(result.is_error, Some(true), "tool failed: {result:?}");
+    }
+
+    /// `n` calls in flight at once; returns the time until the last answer.
+    pub async fn pipelined(client: &RmcpClient, n: usize) -> Duration {
+        let start = Instant::now();
+        futures_util::future::join_all((0..n).map(|_| call(client))).await;
+        start.elapsed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_decoder_reads_the_fixtures() {
+        let call = fixtures::call_tool_request();
+        assert_eq!(decode::moat_call(&call).message, ECHO_MESSAGE);
+        assert_eq!(decode::rmcp_call(&call).message, ECHO_MESSAGE);
+        let list = fixtures::list_tools_response(50);
+        assert_eq!(decode::moat_list(&list).tools.len(), 50);
+        assert_eq!(decode::rmcp_list(&list).tools.len(), 50);
+        assert!(decode::value(&list).is_object());
+    }
+}
