@@ -77,7 +77,7 @@ pub struct RequestContext {
     pub(crate) progress_token: Option<ProgressToken>,
     pub(crate) cancel: CancellationToken,
     pub(crate) version: Option<ProtocolVersion>,
-    pub(crate) client_capabilities: Option<Arc<ClientCapabilities>>,
+    pub(crate) client_capabilities: Capabilities,
     pub(crate) log_level: Option<LoggingLevel>,
     /// Set for modern-era requests that may answer with `InputRequiredResult`.
     pub(crate) round: Option<Arc<Round>>,
@@ -102,7 +102,12 @@ impl RequestContext {
     /// The client's capabilities: from this request's `_meta` in the modern era, from
     /// `initialize` in the handshake era.
     pub fn client_capabilities(&self) -> Option<&ClientCapabilities> {
-        self.client_capabilities.as_deref()
+        match &self.client_capabilities {
+            Capabilities::Known(caps) => caps.as_deref(),
+            Capabilities::Raw(raw, decoded) => {
+                Some(decoded.get_or_init(|| serde_json::from_str(raw.get()).unwrap_or_default()))
+            }
+        }
     }
 
     /// The progress token the requester asked for progress on, if any.
@@ -224,4 +229,12 @@ impl RequestContext {
             detail: e.to_string(),
         })
     }
+}
+
+/// The client's capabilities as a request knows them: from `initialize` (already decoded),
+/// or from this request's `_meta` (decoded the first time a handler asks: most never do).
+#[derive(Clone, Debug)]
+pub(crate) enum Capabilities {
+    Known(Option<Arc<ClientCapabilities>>),
+    Raw(Arc<RawValue>, Arc<std::sync::OnceLock<ClientCapabilities>>),
 }

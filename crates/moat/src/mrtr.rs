@@ -78,9 +78,19 @@ impl Binding {
         Binding {
             method: method.to_owned(),
             target: target.to_owned(),
-            args: digest.iter().map(|b| format!("{b:02x}")).collect(),
+            args: hex(&digest),
         }
     }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    out
 }
 
 /// JSON with object keys sorted, so a client that re-serializes its arguments in another

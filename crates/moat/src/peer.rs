@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::{Error, Result};
-use crate::handler::{Handler, IncomingRequest, RequestContext};
+use crate::handler::{Capabilities, Handler, IncomingRequest, RequestContext};
 
 /// Settings for a peer.
 #[derive(Debug, Clone)]
@@ -105,7 +105,7 @@ struct State_ {
     log_level: Option<LoggingLevel>,
     client_capabilities: Option<Arc<ClientCapabilities>>,
     /// `_meta` entries a modern-era client puts on every request.
-    modern_meta: Option<JsonObject>,
+    modern_meta: Option<Arc<ModernMeta>>,
 }
 
 struct Shared {
@@ -220,7 +220,12 @@ impl Peer {
     }
 
     pub(crate) fn set_modern_meta(&self, meta: Option<JsonObject>) {
-        self.state().modern_meta = meta;
+        self.state().modern_meta = meta.map(|map| {
+            let text = serde_json::Value::Object(map.clone()).to_string();
+            // The members without the braces, ready to splice into each request's `_meta`.
+            let members = text[1..text.len() - 1].to_owned();
+            Arc::new(ModernMeta { map, members })
+        });
     }
 
     /// Send a request and wait for its answer, decoded as `R`.
@@ -278,7 +283,7 @@ impl Peer {
             id: Some(id.clone()),
             method,
         };
-        let params = encode_params(params, with_progress.then_some(&id), modern_meta.as_ref())?;
+        let params = encode_params(params, with_progress.then_some(&id), modern_meta.as_deref())?;
         let line = jsonrpc::encode_request(&id, method, params.as_deref())?;
         if self.shared.outbound.send(line).await.is_err() {
             return Err(Error::Closed(self.close_reason()));
@@ -447,12 +452,41 @@ impl Drop for PendingGuard<'_> {
 fn encode_params<P: Serialize>(
     params: &P,
     progress: Option<&RequestId>,
-    modern_meta: Option<&JsonObject>,
+    modern_meta: Option<&ModernMeta>,
 ) -> Result<Option<Box<RawValue>>> {
     let encode_err = |e: serde_json::Error| Error::Encode(jsonrpc::EncodeError::from(e));
     if progress.is_none() && modern_meta.is_none() {
         let raw = serde_json::value::to_raw_value(params).map_err(encode_err)?;
         return Ok((raw.get() != "null").then_some(raw));
+    }
+    // Fast path: params that carry no `_meta` of their own get ours spliced in as text,
+    // without building a `Value` tree on every request.
+    let text = serde_json::to_string(params).map_err(encode_err)?;
+    let text = if text == "null" {
+        "{}".to_owned()
+    } else {
+        text
+    };
+    if text.starts_with('{') && !text.contains("\"_meta\"") {
+        let mut members = String::new();
+        if let Some(id) = progress {
+            members.push_str("\"progressToken\":");
+            members.push_str(&serde_json::to_string(id).map_err(encode_err)?);
+        }
+        if let Some(m) = modern_meta.filter(|m| !m.members.is_empty()) {
+            if !members.is_empty() {
+                members.push(',');
+            }
+            members.push_str(&m.members);
+        }
+        let rest = &text[1..];
+        let sep = if rest.trim_start().starts_with('}') {
+            ""
+        } else {
+            ","
+        };
+        let spliced = format!("{{\"_meta\":{{{members}}}{sep}{rest}");
+        return Ok(Some(RawValue::from_string(spliced).map_err(encode_err)?));
     }
     let mut value = serde_json::to_value(params).map_err(encode_err)?;
     if value.is_null() {
@@ -470,7 +504,7 @@ fn encode_params<P: Serialize>(
                 );
             }
             if let Some(extra) = modern_meta {
-                for (k, v) in extra {
+                for (k, v) in &extra.map {
                     meta.entry(k.clone()).or_insert_with(|| v.clone());
                 }
             }
@@ -479,6 +513,14 @@ fn encode_params<P: Serialize>(
     Ok(Some(
         serde_json::value::to_raw_value(&value).map_err(encode_err)?,
     ))
+}
+
+/// The `_meta` entries a modern-era client puts on every request, as a map and as
+/// pre-serialized members.
+#[derive(Debug)]
+struct ModernMeta {
+    map: JsonObject,
+    members: String,
 }
 
 /// What the reading task pulls out of a request's `_meta` before dispatching it.
@@ -494,8 +536,8 @@ struct MetaPeek<'a> {
     progress_token: Option<ProgressToken>,
     #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
     protocol_version: Option<Cow<'a, str>>,
-    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", default)]
-    client_capabilities: Option<ClientCapabilities>,
+    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
+    client_capabilities: Option<&'a RawValue>,
     #[serde(rename = "io.modelcontextprotocol/logLevel", default)]
     log_level: Option<LoggingLevel>,
 }
@@ -834,8 +876,8 @@ fn dispatch_request(
         }
     }
     let client_capabilities = match meta.client_capabilities {
-        Some(c) => Some(Arc::new(c)),
-        None => peer.client_capabilities(),
+        Some(raw) => Capabilities::Raw(Arc::from(raw.to_owned()), Default::default()),
+        None => Capabilities::Known(peer.client_capabilities()),
     };
     let ctx = RequestContext {
         peer: peer.clone(),
@@ -873,4 +915,53 @@ fn dispatch_request(
         }
     });
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn meta() -> ModernMeta {
+        let mut map = JsonObject::new();
+        map.insert("v".into(), json!("2026-07-28"));
+        ModernMeta {
+            map,
+            members: r#""v":"2026-07-28""#.into(),
+        }
+    }
+
+    fn enc(params: serde_json::Value, progress: Option<i64>, modern: bool) -> serde_json::Value {
+        let id = progress.map(RequestId::Number);
+        let m = meta();
+        let raw = encode_params(&params, id.as_ref(), modern.then_some(&m))
+            .unwrap()
+            .unwrap();
+        serde_json::from_str(raw.get()).unwrap()
+    }
+
+    #[test]
+    fn meta_is_spliced_into_params() {
+        assert_eq!(
+            enc(json!({}), None, true),
+            json!({"_meta": {"v": "2026-07-28"}})
+        );
+        assert_eq!(
+            enc(json!({"a": 1}), Some(7), true),
+            json!({"_meta": {"progressToken": 7, "v": "2026-07-28"}, "a": 1})
+        );
+        assert_eq!(
+            enc(json!({"a": 1}), Some(7), false),
+            json!({"_meta": {"progressToken": 7}, "a": 1})
+        );
+        assert_eq!(
+            enc(serde_json::Value::Null, None, true),
+            json!({"_meta": {"v": "2026-07-28"}})
+        );
+        // Params with a `_meta` of their own are merged, theirs winning.
+        assert_eq!(
+            enc(json!({"_meta": {"v": "mine", "x": 1}}), Some(3), true),
+            json!({"_meta": {"v": "mine", "x": 1, "progressToken": 3}})
+        );
+    }
 }

@@ -106,7 +106,8 @@ pub(crate) struct ServerInner {
     subscribe_hook: RwLock<Option<SubscribeHook>>,
     instructions: RwLock<Option<String>>,
     registry: RwLock<Registry>,
-    options: RwLock<ServerOptions>,
+    /// Shared, so that reading the options on every request is a reference count, not a copy.
+    options: RwLock<Arc<ServerOptions>>,
     sessions: Mutex<Vec<Weak<Session>>>,
 }
 
@@ -119,11 +120,16 @@ impl ServerInner {
         self.registry.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn options(&self) -> ServerOptions {
+    fn options(&self) -> Arc<ServerOptions> {
         self.options
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    fn edit_options(&self, edit: impl FnOnce(&mut ServerOptions)) {
+        let mut guard = self.options.write().unwrap_or_else(|e| e.into_inner());
+        edit(Arc::make_mut(&mut guard));
     }
 
     /// Tell the server's hook that `uri` gained (`true`) or lost (`false`) a watcher.
@@ -175,7 +181,7 @@ impl Server {
                 subscribe_hook: RwLock::new(None),
                 instructions: RwLock::new(None),
                 registry: RwLock::new(Registry::default()),
-                options: RwLock::new(ServerOptions::default()),
+                options: RwLock::new(Arc::new(ServerOptions::default())),
                 sessions: Mutex::new(Vec::new()),
             }),
         }
@@ -193,32 +199,19 @@ impl Server {
 
     /// Replace the server's options.
     pub fn options(self, options: ServerOptions) -> Self {
-        *self
-            .inner
-            .options
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = options;
+        self.inner.edit_options(|o| *o = options);
         self
     }
 
     /// Items per page of the list methods.
     pub fn page_size(self, n: usize) -> Self {
-        self.inner
-            .options
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .page_size = n.max(1);
+        self.inner.edit_options(|o| o.page_size = n.max(1));
         self
     }
 
     /// The protocol revisions to speak (all five by default).
     pub fn versions(self, versions: SupportedVersions) -> Self {
-        self.inner
-            .options
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .peer
-            .versions = versions;
+        self.inner.edit_options(|o| o.peer.versions = versions);
         self
     }
 
@@ -517,7 +510,12 @@ impl Server {
             .unwrap_or_else(|e| e.into_inner())
             .push(Arc::downgrade(&session));
         let handler = Arc::new(SessionHandler::new(self.inner.clone(), session.clone()));
-        let peer = Peer::start(conn, Role::Server, handler, self.inner.options().peer);
+        let peer = Peer::start(
+            conn,
+            Role::Server,
+            handler,
+            self.inner.options().peer.clone(),
+        );
         session.set_peer(peer.clone());
         peer
     }

@@ -395,7 +395,8 @@ async fn dispatch(
         methods::RESOURCES_READ => {
             let p: ReadResourceRequestParams = decode_params(params)?;
             if is_modern(&ctx) {
-                let binding = Binding::new(methods::RESOURCES_READ, &p.uri, None);
+                let uri = p.uri.clone();
+                let binding = move || Binding::new(methods::RESOURCES_READ, &uri, None);
                 let responses = responses_as_values(p.input_responses);
                 let inner = server.clone();
                 in_rounds(
@@ -487,7 +488,8 @@ async fn dispatch(
                 encode(&result)
             };
             if is_modern(&ctx) {
-                let binding = Binding::new(methods::PROMPTS_GET, &p.name, Some(&args_value));
+                let name = p.name.clone();
+                let binding = move || Binding::new(methods::PROMPTS_GET, &name, Some(&args_value));
                 let responses = responses_as_values(p.input_responses);
                 in_rounds(&server, ctx, binding, p.request_state, responses, get).await
             } else {
@@ -584,9 +586,13 @@ async fn call_tool(
         result.result_type = marker;
         return encode(&result);
     }
-    let args_value: Option<serde_json::Value> =
-        p.arguments.and_then(|a| serde_json::from_str(a.get()).ok());
-    let binding = Binding::new(methods::TOOLS_CALL, &p.name, args_value.as_ref());
+    let raw_args = p.arguments;
+    let name = p.name.clone();
+    let binding = move || {
+        let args: Option<serde_json::Value> =
+            raw_args.and_then(|a| serde_json::from_str(a.get()).ok());
+        Binding::new(methods::TOOLS_CALL, &name, args.as_ref())
+    };
     in_rounds(
         server,
         ctx,
@@ -605,21 +611,35 @@ async fn call_tool(
 /// Run a modern-era handler that may need input from the client: answer normally if it
 /// finishes, or with an `InputRequiredResult` (and a sealed `requestState`) as soon as it
 /// asks for something the client has not answered yet.
-async fn in_rounds<F, Fut>(
+async fn in_rounds<B, F, Fut>(
     server: &ServerInner,
     mut ctx: RequestContext,
-    binding: Binding,
+    binding: B,
     request_state: Option<String>,
     input_responses: Option<BTreeMap<String, serde_json::Value>>,
     run: F,
 ) -> HandlerResult
 where
+    B: FnOnce() -> Binding,
     F: FnOnce(RequestContext) -> Fut,
     Fut: std::future::Future<Output = HandlerResult>,
 {
-    let key = server.options().state_key;
+    // The binding (a digest of the arguments) is only worked out when a state is opened or
+    // sealed: most calls never need input and should not pay for it.
+    let mut make_binding = Some(binding);
+    let mut binding: Option<Binding> = None;
+    let mut bound = move || -> Binding {
+        if let Some(make) = make_binding.take() {
+            binding = Some(make());
+        }
+        binding
+            .clone()
+            .unwrap_or_else(|| Binding::new("", "", None))
+    };
+    let options = server.options();
+    let key = &options.state_key;
     let mut answers = match request_state {
-        Some(state) => mrtr::open(&key, &state, &binding)?,
+        Some(state) => mrtr::open(key, &state, &bound())?,
         None => BTreeMap::new(),
     };
     answers.extend(input_responses.unwrap_or_default());
@@ -632,7 +652,7 @@ where
             let asked: InputRequests = round.take_asked().into_iter().collect();
             encode(&InputRequiredResult {
                 input_requests: Some(asked),
-                request_state: Some(mrtr::seal(&key, &binding, round.answers())),
+                request_state: Some(mrtr::seal(key, &bound(), round.answers())),
                 ..Default::default()
             })
         }
