@@ -1,4 +1,4 @@
-//! What a [`Peer`](crate::Peer) calls when the other side asks or tells it something.
+//! What a [`Peer`] calls when the other side asks or tells it something.
 //!
 //! [`Server`](crate::Server) and [`Client`](crate::Client) implement [`Handler`]; you only
 //! implement it yourself to build something other than those two (a proxy, say).
