@@ -44,6 +44,8 @@ pub enum Command {
     Prompts(ListArgs),
     /// Get a prompt, filled in with arguments.
     Prompt(PromptArgs),
+    /// Run a command confined by namespaces, Landlock, seccomp and resource limits.
+    Sandbox(SandboxArgs),
 }
 
 /// Which built-in server to run.
@@ -142,4 +144,50 @@ pub struct PromptArgs {
     pub url: Option<String>,
     #[command(flatten)]
     pub target: Target,
+}
+
+/// Network access inside the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SandboxNet {
+    /// No network (only Unix sockets).
+    None,
+    /// The host's network.
+    Host,
+}
+
+#[derive(Debug, Args)]
+pub struct SandboxArgs {
+    /// Report which sandbox layers this machine supports, and exit.
+    #[arg(long)]
+    pub check: bool,
+    /// A path readable (not writable) inside; repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub ro: Vec<std::path::PathBuf>,
+    /// A path readable and writable inside; repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub rw: Vec<std::path::PathBuf>,
+    /// Network access.
+    #[arg(long, value_enum, default_value = "none")]
+    pub net: SandboxNet,
+    /// Wall-clock limit in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub timeout: f64,
+    /// Memory (address space) limit in bytes; K, M and G suffixes allowed.
+    #[arg(long, value_name = "BYTES")]
+    pub memory: Option<String>,
+    /// Maximum number of processes.
+    #[arg(long, value_name = "N")]
+    pub pids: Option<u64>,
+    /// CPU time limit in seconds.
+    #[arg(long, value_name = "SECS")]
+    pub cpu: Option<u64>,
+    /// Pass this environment variable through (PATH, LANG and TERM always are); repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub env: Vec<String>,
+    /// Print the outcome as JSON on stderr after the command's output.
+    #[arg(long)]
+    pub json: bool,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }

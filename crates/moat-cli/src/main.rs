@@ -31,6 +31,8 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
 }
 
 fn main() -> ExitCode {
+    // `moat __sandbox-init …`: the sandbox helper confines itself and execs; never returns.
+    moat_sandbox::helper_main();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -77,6 +79,7 @@ async fn run(command: Command) -> Result<(), Failure> {
         Command::Read(args) => cmd::client::read(args).await,
         Command::Prompts(args) => cmd::client::prompts(args).await,
         Command::Prompt(args) => cmd::client::prompt(args).await,
+        Command::Sandbox(args) => cmd::sandbox::run(args).await,
     }
 }
 

@@ -2,4 +2,5 @@
 
 pub mod client;
 pub mod demo;
+pub mod sandbox;
 pub mod serve;

@@ -1,0 +1,46 @@
+//! `moat sandbox --check`: which layers this machine supports.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cgroup::Cgroup;
+
+/// What this machine supports, as probed now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Support {
+    /// The kernel's Landlock ABI, if Landlock is enabled.
+    pub landlock_abi: Option<u32>,
+    /// Whether the kernel has seccomp filtering.
+    pub seccomp: bool,
+    /// Whether the helper could enter new user, mount, PID, IPC, UTS and network namespaces
+    /// (only known by [`crate::Sandbox::check`], which runs the helper; `None` here).
+    pub namespaces: Option<bool>,
+    /// Whether a cgroup with `pids.max` could be created for a run.
+    pub cgroup_pids: bool,
+    /// Whether a cgroup with a memory limit could be created for a run.
+    pub cgroup_memory: bool,
+    /// Whether this process runs as root (`RLIMIT_NPROC` does not bind root).
+    pub root: bool,
+    /// Layers moat-sandbox does not build yet.
+    pub not_built: Vec<String>,
+}
+
+/// Probes the running kernel.
+pub fn check() -> Support {
+    let seccomp = std::fs::read_to_string("/proc/self/status")
+        .map(|s| s.lines().any(|l| l.starts_with("Seccomp:")))
+        .unwrap_or(false);
+    let cg = Cgroup::create(Some(1024), Some(1 << 30));
+    Support {
+        landlock_abi: crate::landlock_layer::kernel_abi(),
+        namespaces: None,
+        seccomp,
+        cgroup_pids: cg.has_pids(),
+        cgroup_memory: cg.has_memory(),
+        root: rustix::process::getuid().is_root(),
+        not_built: vec![
+            "the mount tree (read-only binds, tmpfs /tmp, minimal /dev)".into(),
+            "the network allow-list proxy".into(),
+        ],
+    }
+}

@@ -1,0 +1,41 @@
+//! Run a command confined on Linux, with no daemon and no root: no MCP knowledge here.
+//!
+//! A [`Profile`] (plain serde data) says what the command may see and use: read-only and
+//! read-write paths, network `none` or `host`, environment variables passed by name, and
+//! limits (wall-clock timeout, CPU time, memory, processes, open files, output bytes).
+//!
+//! [`Sandbox::spawn`] re-executes a helper binary (the `moat` binary by default, through its
+//! hidden `__sandbox-init` subcommand; any binary that calls [`helper_main`] will do). The
+//! helper is single-threaded, so it can set up the confinement safely, in this order:
+//! a new session, the parent-death signal, close-on-exec on every inherited descriptor above
+//! stderr, a cgroup (where one can be created) → user, mount, PID, IPC, UTS (and network)
+//! namespaces with a fresh `/proc` and a small PID 1, where the kernel allows → Landlock
+//! (filesystem, TCP, scoping; best effort by ABI) → every capability dropped → `no_new_privs`
+//! → seccomp (a deny-list answering `EPERM`) → rlimits → `exec`. Where user namespaces are
+//! refused, the rest still applies and the [`Outcome`] says so. The parent supervises:
+//! timeout, output cap, and the [`Outcome`].
+//!
+//! Not built yet: the minimal mount tree (read-only binds, tmpfs `/tmp`, minimal `/dev`,
+//! `pivot_root`), and the network allow-list proxy. [`check`] says which layers this machine
+//! supports.
+
+mod cgroup;
+mod check;
+mod error;
+mod helper;
+mod landlock_layer;
+mod namespaces;
+mod outcome;
+mod profile;
+mod seccomp;
+mod spawn;
+
+pub use check::{Support, check};
+pub use error::Error;
+pub use helper::{HELPER_ARG, helper_main};
+pub use outcome::{Enforcement, LimitHit, Outcome, PidsEnforcement, Termination};
+pub use profile::{Limits, Net, Profile};
+pub use spawn::Sandbox;
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,204 @@
+//! The [`Profile`]: what a sandboxed command may see and use, as plain serde data.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Network access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Net {
+    /// No network: only Unix sockets can be created, TCP bind/connect are denied by Landlock
+    /// where the kernel supports it.
+    #[default]
+    None,
+    /// The host's network, unrestricted.
+    Host,
+}
+
+/// Resource limits. `None` means "not limited by the sandbox".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Wall-clock time, after which the whole process group is killed.
+    #[serde(with = "opt_duration_ms", rename = "timeout_ms")]
+    pub timeout: Option<Duration>,
+    /// CPU time in seconds (`RLIMIT_CPU`).
+    pub cpu_seconds: Option<u64>,
+    /// Address space in bytes (`RLIMIT_AS`; and the cgroup memory limit where available).
+    pub memory_bytes: Option<u64>,
+    /// Number of processes: a cgroup `pids.max` where one can be created, else `RLIMIT_NPROC`
+    /// (which counts every process of the user, and which the kernel ignores for root).
+    /// The cgroup also counts the helper and, with namespaces, the sandbox's PID 1.
+    pub pids: Option<u64>,
+    /// Open files (`RLIMIT_NOFILE`).
+    pub open_files: Option<u64>,
+    /// Bytes of stdout plus stderr kept; past this the command is killed and the output is
+    /// marked truncated.
+    pub output_bytes: Option<u64>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: Some(Duration::from_secs(60)),
+            cpu_seconds: None,
+            memory_bytes: None,
+            pids: None,
+            open_files: Some(1024),
+            output_bytes: Some(16 * 1024 * 1024),
+        }
+    }
+}
+
+/// What a sandboxed command may see and use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Profile {
+    /// Paths readable (and executable) beneath, nothing written.
+    pub ro: Vec<PathBuf>,
+    /// Paths readable and writable beneath.
+    pub rw: Vec<PathBuf>,
+    /// Add the usual system directories (`/usr`, `/bin`, `/lib`…, `/etc`, some of `/dev`)
+    /// read-only, so ordinary programs can start.
+    pub system_ro: bool,
+    /// Network access.
+    pub net: Net,
+    /// Run in new user, mount, PID, IPC and UTS namespaces (and network, with `net: none`)
+    /// with a fresh `/proc`, where the kernel allows; without, where it does not (the
+    /// [`crate::Outcome`] says which).
+    pub namespaces: bool,
+    /// Names of environment variables passed through from the caller; nothing else is.
+    pub env: Vec<String>,
+    /// The working directory of the command (default: the caller's).
+    pub cwd: Option<PathBuf>,
+    /// Resource limits.
+    pub limits: Limits,
+}
+
+impl Default for Profile {
+    fn default() -> Self {
+        Profile {
+            ro: Vec::new(),
+            rw: Vec::new(),
+            system_ro: true,
+            net: Net::None,
+            namespaces: true,
+            env: vec!["PATH".into(), "LANG".into(), "TERM".into()],
+            cwd: None,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// System paths added read-only when [`Profile::system_ro`] is set (missing ones are skipped).
+pub(crate) const SYSTEM_RO: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/dev/urandom",
+    "/dev/random",
+    "/dev/zero",
+    "/dev/full",
+    "/proc/self",
+];
+
+/// System paths added read-write when [`Profile::system_ro`] is set.
+pub(crate) const SYSTEM_RW: &[&str] = &["/dev/null"];
+
+impl Profile {
+    /// Checks the profile: every named path exists, limits are non-zero. Returns the profile
+    /// with its paths made absolute and symlinks resolved (Landlock rules follow the real
+    /// directories).
+    pub fn resolved(&self) -> crate::Result<Profile> {
+        let canon = |p: &Path| {
+            std::fs::canonicalize(p).map_err(|error| crate::Error::Path {
+                path: p.to_path_buf(),
+                error,
+            })
+        };
+        let mut out = self.clone();
+        out.ro = self.ro.iter().map(|p| canon(p)).collect::<Result<_, _>>()?;
+        out.rw = self.rw.iter().map(|p| canon(p)).collect::<Result<_, _>>()?;
+        if let Some(cwd) = &self.cwd {
+            out.cwd = Some(canon(cwd)?);
+        }
+        let l = &self.limits;
+        for (name, value) in [
+            ("cpu_seconds", l.cpu_seconds),
+            ("memory_bytes", l.memory_bytes),
+            ("pids", l.pids),
+            ("open_files", l.open_files),
+        ] {
+            if value == Some(0) {
+                return Err(crate::Error::InvalidLimit(format!(
+                    "{name} must be at least 1"
+                )));
+            }
+        }
+        if l.timeout == Some(Duration::ZERO) {
+            return Err(crate::Error::InvalidLimit(
+                "timeout must be positive".into(),
+            ));
+        }
+        Ok(out)
+    }
+}
+
+mod opt_duration_ms {
+    //! `Option<Duration>` as whole milliseconds.
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles_round_trip_and_refuse_unknown_fields() {
+        let p = Profile::default();
+        let json = serde_json::to_string(&p).unwrap();
+        assert_eq!(serde_json::from_str::<Profile>(&json).unwrap(), p);
+        let p: Profile =
+            serde_json::from_str(r#"{"ro":["/usr"],"net":"host","limits":{"timeout_ms":1500}}"#)
+                .unwrap();
+        assert_eq!(p.net, Net::Host);
+        assert_eq!(p.limits.timeout, Some(Duration::from_millis(1500)));
+        assert!(p.namespaces);
+        assert!(serde_json::from_str::<Profile>(r#"{"rox":[]}"#).is_err());
+        assert!(serde_json::from_str::<Profile>(r#"{"net":"proxy"}"#).is_err());
+    }
+
+    #[test]
+    fn resolving_checks_paths_and_limits() {
+        let mut p = Profile {
+            ro: vec!["/definitely/not/here".into()],
+            ..Profile::default()
+        };
+        assert!(matches!(p.resolved(), Err(crate::Error::Path { .. })));
+        p.ro = vec!["/".into()];
+        p.limits.pids = Some(0);
+        assert!(matches!(p.resolved(), Err(crate::Error::InvalidLimit(_))));
+    }
+}
