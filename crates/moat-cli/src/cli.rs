@@ -23,6 +23,8 @@ Examples:
   moat call echo --args '{\"message\":\"hi\"}' -- npx -y @modelcontextprotocol/server-everything
   moat read test://static-text -- moat serve everything
   moat tools --json --protocol 2025-06-18 -- python -m mcp_server_time
+  moat sandbox --check
+  moat sandbox --ro . --net none --timeout 10 -- ls -la
 
 Exit codes: 0 ok, 1 usage error, 2 connection or protocol failure, 3 the tool returned isError.";
 
