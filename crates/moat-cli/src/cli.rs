@@ -26,7 +26,8 @@ Examples:
   moat sandbox --check
   moat sandbox --ro . --net none --timeout 10 -- ls -la
 
-Exit codes: 0 ok, 1 usage error, 2 connection or protocol failure, 3 the tool returned isError.";
+Exit codes: 0 ok, 1 usage error, 2 connection or protocol failure, 3 the tool returned isError;
+`moat sandbox` exits with the command's own status (128+N if signal N killed it).";
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
