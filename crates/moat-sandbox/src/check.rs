@@ -13,7 +13,7 @@ pub struct Support {
     /// Whether the kernel has seccomp filtering.
     pub seccomp: bool,
     /// Whether the helper could enter new user, mount, PID, IPC, UTS and network namespaces
-    /// (only known by [`crate::Sandbox::check`], which runs the helper; `None` here).
+    /// and build the mount tree there (only known by [`crate::Sandbox::check`], which runs the helper; `None` here).
     pub namespaces: Option<bool>,
     /// Whether a cgroup with `pids.max` could be created for a run.
     pub cgroup_pids: bool,
@@ -38,9 +38,6 @@ pub fn check() -> Support {
         cgroup_pids: cg.has_pids(),
         cgroup_memory: cg.has_memory(),
         root: rustix::process::getuid().is_root(),
-        not_built: vec![
-            "the mount tree (read-only binds, tmpfs /tmp, minimal /dev)".into(),
-            "the network allow-list proxy".into(),
-        ],
+        not_built: vec!["the network allow-list proxy".into()],
     }
 }

@@ -30,8 +30,9 @@ pub(crate) fn kernel_abi() -> Option<u32> {
 }
 
 /// Restricts the calling thread (and what it execs) to the profile.
-/// With `fresh_proc` (a PID namespace with its own `/proc`), all of `/proc` is readable;
-/// otherwise only the process's own `/proc/self`.
+/// With `fresh_proc` (the namespaces and the mount tree, with its own `/proc` and `/tmp`),
+/// all of `/proc` is readable and the fresh `/tmp` writable; otherwise only the process's
+/// own `/proc/self` is readable, and the host's `/tmp` is not reachable.
 pub(crate) fn apply(profile: &Profile, fresh_proc: bool) -> Result<(), String> {
     let err = |e: landlock::RulesetError| format!("landlock: {e}");
     let mut ruleset = Ruleset::default()
@@ -70,6 +71,10 @@ pub(crate) fn apply(profile: &Profile, fresh_proc: bool) -> Result<(), String> {
         for p in SYSTEM_RW {
             add(Path::new(p), all, false)?;
         }
+    }
+    if fresh_proc {
+        // The mount tree's own tmpfs, not the host's /tmp.
+        add(Path::new("/tmp"), all, false)?;
     }
     for p in &profile.ro {
         add(p, read, true)?;

@@ -9,14 +9,16 @@
 //! helper is single-threaded, so it can set up the confinement safely, in this order:
 //! a new session, the parent-death signal, close-on-exec on every inherited descriptor above
 //! stderr, a cgroup (where one can be created) → user, mount, PID, IPC, UTS (and network)
-//! namespaces with a fresh `/proc` and a small PID 1, where the kernel allows → Landlock
-//! (filesystem, TCP, scoping; best effort by ABI) → every capability dropped → `no_new_privs`
-//! → seccomp (a deny-list answering `EPERM`) → rlimits → `exec`. Where user namespaces are
-//! refused, the rest still applies and the [`Outcome`] says so. The parent supervises:
+//! namespaces, where the kernel allows, with a small PID 1 and a new root (`pivot_root`, old
+//! root detached) holding only read-only binds of the system and read paths, read-write binds
+//! of the write paths, a fresh size-capped tmpfs `/tmp`, a fresh `/proc` and a minimal `/dev`
+//! → Landlock on top, as defence in depth (filesystem, TCP, scoping; best effort by ABI) →
+//! every capability dropped → `no_new_privs` → seccomp (a deny-list answering `EPERM`) →
+//! rlimits → `exec`. Where user namespaces are refused, the rest still applies (paths are
+//! then confined by Landlock alone) and the [`Outcome`] says so. The parent supervises:
 //! timeout, output cap, and the [`Outcome`].
 //!
-//! Not built yet: the minimal mount tree (read-only binds, tmpfs `/tmp`, minimal `/dev`,
-//! `pivot_root`), and the network allow-list proxy. [`check`] says which layers this machine
+//! Not built yet: the network allow-list proxy. [`check`] says which layers this machine
 //! supports.
 
 mod cgroup;
@@ -24,6 +26,7 @@ mod check;
 mod error;
 mod helper;
 mod landlock_layer;
+mod mounts;
 mod namespaces;
 mod outcome;
 mod profile;

@@ -1,14 +1,14 @@
 //! The namespace layer, run by the helper before anything else confines it: new user,
-//! mount, PID, IPC and UTS namespaces (and network, when the network is `none`), a private
-//! mount table with a fresh `/proc`, and a small init as PID 1 that runs the command as its
-//! child and hands its exit status back.
+//! mount, PID, IPC and UTS namespaces (and network, when the network is `none`), a new root
+//! holding only the profile's paths, a fresh `/tmp`, `/proc` and a minimal `/dev` (see
+//! `mounts.rs`), and a small init as PID 1 that runs the command as its child and hands its
+//! exit status back.
 //!
 //! Process tree: supervisor → helper (outside, waits, mirrors the status) → PID 1 (inside,
 //! reaps, reports the command's status over a pipe) → the command (confined, then exec'd).
 //! When PID 1 exits, the kernel kills everything left in the namespace.
 //!
-//! Not built: the minimal mount tree (read-only binds, tmpfs `/tmp`, minimal `/dev`,
-//! `pivot_root`); paths stay confined by Landlock.
+//! Landlock is applied on top of the mount tree, as defence in depth.
 
 use std::io::Read;
 use std::os::fd::OwnedFd;
@@ -110,7 +110,7 @@ fn init(plan: &Plan, report: OwnedFd, confine_and_exec: fn(&Plan) -> String) -> 
     {
         fail(format!("parent-death signal: {e}"));
     }
-    // SAFETY: plain mount calls with NUL-terminated literals.
+    // SAFETY: a plain mount call with a NUL-terminated literal.
     unsafe {
         if libc::mount(
             std::ptr::null(),
@@ -125,19 +125,10 @@ fn init(plan: &Plan, report: OwnedFd, confine_and_exec: fn(&Plan) -> String) -> 
                 std::io::Error::last_os_error()
             ));
         }
-        if libc::mount(
-            c"proc".as_ptr(),
-            c"/proc".as_ptr(),
-            c"proc".as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-            std::ptr::null(),
-        ) != 0
-        {
-            fail(format!(
-                "mounting /proc: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
+    }
+    // The new root: only the profile's paths, a fresh /tmp, /proc and a minimal /dev.
+    if let Err(e) = crate::mounts::build(&plan.profile) {
+        fail(format!("mount tree: {e}"));
     }
     let _ = rustix::system::sethostname(b"moat-sandbox");
     if plan.probe {

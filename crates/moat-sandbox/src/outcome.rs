@@ -53,7 +53,8 @@ pub struct Enforcement {
     /// The kernel's Landlock ABI version, if Landlock is available.
     pub landlock_abi: Option<u32>,
     /// Whether the command ran in new user, mount, PID, IPC, UTS (and, with the network
-    /// `none`, network) namespaces with a fresh `/proc`.
+    /// `none`, network) namespaces, in the mount tree: a new root with only the profile's
+    /// paths, a fresh `/tmp` and `/proc`, and a minimal `/dev`.
     pub namespaces: bool,
     /// Whether the seccomp deny-list was installed.
     pub seccomp: bool,

@@ -67,7 +67,8 @@ pub struct Profile {
     /// Network access.
     pub net: Net,
     /// Run in new user, mount, PID, IPC and UTS namespaces (and network, with `net: none`)
-    /// with a fresh `/proc`, where the kernel allows; without, where it does not (the
+    /// with a new root holding only the paths above, a fresh `/tmp` and `/proc` and a
+    /// minimal `/dev`, where the kernel allows; without, where it does not (the
     /// [`crate::Outcome`] says which).
     pub namespaces: bool,
     /// Names of environment variables passed through from the caller; nothing else is.

@@ -313,12 +313,13 @@ fn enforcement(profile: &Profile, cgroup: &Cgroup, namespaces: bool) -> Enforcem
         } else {
             "namespaces: turned off by the profile".into()
         });
+        not.push(
+            "mount tree (needs the namespaces): no fresh /tmp or /dev, paths outside the \
+             profile are visible (Landlock alone denies them); chmod, chown and timestamps \
+             outside the write paths are not prevented"
+                .into(),
+        );
     }
-    not.push(
-        "mount tree (not built): no fresh /tmp or /dev; chmod, chown and timestamps outside \
-         the write paths are not prevented"
-            .into(),
-    );
     let pids = match profile.limits.pids {
         None => PidsEnforcement::NotRequested,
         Some(_) if cgroup.has_pids() => PidsEnforcement::Cgroup,

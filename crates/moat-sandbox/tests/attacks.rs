@@ -1,7 +1,7 @@
 //! Attacks on the sandbox, each asserting it fails, plus the positive cases.
 //!
-//! Only layers that are built are attacked: Landlock, seccomp, rlimits, cgroups where they
-//! can be created, the timeout and the output cap. A test that needs a kernel feature this
+//! Only layers that are built are attacked: the namespaces and their mount tree, Landlock,
+//! seccomp, rlimits, cgroups where they can be created, the timeout and the output cap. A test that needs a kernel feature this
 //! machine lacks prints why and returns.
 
 use std::net::{TcpListener, UdpSocket};
@@ -191,9 +191,8 @@ fn reading_a_secret_outside_the_read_paths_fails() {
     assert!(!o.success(), "listing outside: {o:?}");
 }
 
-/// Not attacked here: `chmod`, `chown` and timestamps of existing files outside the write
-/// paths. Landlock has no rights for them; they need the mount namespace (read-only binds),
-/// which is not built yet.
+/// `chmod` and timestamps outside the write paths (which Landlock has no rights for) are
+/// attacked in the mount-tree tests below.
 #[test]
 fn writing_outside_the_write_paths_fails() {
     if landlock_abi().is_none() {
@@ -225,10 +224,12 @@ fn writing_outside_the_write_paths_fails() {
         std::fs::read_to_string(s.path("ro/data")).unwrap(),
         "public data\n"
     );
+    // `mv ro/data rw/stolen` fails, and ro/data stays (checked above). Across the read-only
+    // bind and the read-write one, `mv` falls back to copy-then-unlink, so a copy may be
+    // left in rw/: reading ro/ and writing rw/ is allowed anyway.
     for f in [
         "home/new",
         "ro/new",
-        "rw/stolen",
         "home/renamed",
         "rw/hardlink",
         "rw/hardlink2",
@@ -544,6 +545,186 @@ fn without_namespaces_the_other_layers_still_hold() {
         let o = sh(&p, &format!("cat {}", s.s("home/secret")));
         assert!(!out(&o).contains("TOP-SECRET"), "{o:?}");
     }
+}
+
+// ---------------------------------------------------------------- mount tree
+
+/// Python that runs each `(name, expression)` and prints `name ok` or `name ERRNO`.
+fn errno_probes(probes: &[(&str, String)]) -> String {
+    let mut code = String::from(
+        "import errno, os, socket\n\
+         def t(name, f):\n\
+         \x20   try:\n\
+         \x20       f(); print(name, 'ok')\n\
+         \x20   except OSError as e:\n\
+         \x20       print(name, errno.errorcode.get(e.errno))\n\
+         def same_mode(p):\n\
+         \x20   os.chmod(p, os.stat(p).st_mode & 0o7777)\n\
+         def same_times(p):\n\
+         \x20   st = os.stat(p); os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))\n\
+         def connect(p):\n\
+         \x20   c = socket.socket(socket.AF_UNIX); c.connect(p); c.close()\n",
+    );
+    for (name, expr) in probes {
+        code.push_str(&format!("t({name:?}, lambda: {expr})\n"));
+    }
+    code
+}
+
+fn expected(probes: &[(&str, &str)]) -> String {
+    probes.iter().map(|(n, r)| format!("{n} {r}\n")).collect()
+}
+
+#[test]
+fn outside_the_profile_nothing_is_visible_and_read_paths_are_frozen() {
+    if !namespaces_work() {
+        return;
+    }
+    let s = Scratch::new("tree");
+    let sock_out = std::os::unix::net::UnixListener::bind(s.path("home/sock")).unwrap();
+    sock_out.set_nonblocking(true).unwrap();
+    let sock_in = std::os::unix::net::UnixListener::bind(s.path("rw/sock")).unwrap();
+    let q = |rel: &str| format!("{:?}", s.s(rel));
+    let probes = [
+        ("read-secret", format!("open({}).read()", q("home/secret"))),
+        ("list-home", format!("os.listdir({})", q("home"))),
+        ("chmod-secret", format!("same_mode({})", q("home/secret"))),
+        ("chmod-ro", format!("same_mode({})", q("ro/data"))),
+        ("touch-ro", format!("same_times({})", q("ro/data"))),
+        ("chmod-etc", "same_mode('/etc/passwd')".to_string()),
+        ("touch-etc", "same_times('/etc/passwd')".to_string()),
+        (
+            "rename-in-ro",
+            format!("os.rename({}, {})", q("ro/data"), q("ro/renamed")),
+        ),
+        (
+            "rename-to-rw",
+            format!("os.rename({}, {})", q("ro/data"), q("rw/renamed")),
+        ),
+        (
+            "link-in-ro",
+            format!("os.link({}, {})", q("ro/data"), q("ro/linked")),
+        ),
+        (
+            "link-to-rw",
+            format!("os.link({}, {})", q("ro/data"), q("rw/linked")),
+        ),
+        ("mkdir-root", "os.mkdir('/new')".to_string()),
+        ("unix-outside", format!("connect({})", q("home/sock"))),
+        // Positive: a socket in a write path is reachable.
+        ("unix-inside", format!("connect({})", q("rw/sock"))),
+        ("chmod-rw", format!("same_mode({})", q("rw"))),
+    ];
+    let o = py(&s.profile(), &errno_probes(&probes));
+    assert!(o.enforcement.namespaces, "{o:?}");
+    assert!(
+        !o.enforcement
+            .not_enforced
+            .iter()
+            .any(|n| n.contains("mount tree")),
+        "{o:?}"
+    );
+    assert_eq!(
+        out(&o),
+        expected(&[
+            ("read-secret", "ENOENT"),
+            ("list-home", "ENOENT"),
+            ("chmod-secret", "ENOENT"),
+            ("chmod-ro", "EROFS"),
+            ("touch-ro", "EROFS"),
+            ("chmod-etc", "EROFS"),
+            ("touch-etc", "EROFS"),
+            ("rename-in-ro", "EROFS"),
+            ("rename-to-rw", "EXDEV"),
+            ("link-in-ro", "EROFS"),
+            ("link-to-rw", "EXDEV"),
+            ("mkdir-root", "EROFS"),
+            ("unix-outside", "ENOENT"),
+            ("unix-inside", "ok"),
+            ("chmod-rw", "ok"),
+        ]),
+        "{o:?}"
+    );
+    assert!(sock_out.accept().is_err(), "a connection got out");
+    drop(sock_in);
+    assert_eq!(
+        std::fs::read_to_string(s.path("ro/data")).unwrap(),
+        "public data\n"
+    );
+    for f in ["ro/renamed", "rw/renamed", "ro/linked", "rw/linked"] {
+        assert!(!s.path(f).exists(), "{f} was created");
+    }
+}
+
+#[test]
+fn the_root_holds_only_system_paths_and_tmp_is_fresh() {
+    if !namespaces_work() {
+        return;
+    }
+    // Outside, a file in the host's /tmp; inside, /tmp must be empty and writable.
+    let marker = std::env::temp_dir().join(format!("moat-sandbox-marker-{}", std::process::id()));
+    std::fs::write(&marker, "host tmp").unwrap();
+    let mut p = Profile::default();
+    p.limits.timeout = Some(Duration::from_secs(30));
+    // Landlock (on top) does not let `/` or `/dev` be listed: probe names instead.
+    let mut hidden = vec![
+        "/root".to_string(),
+        "/home".into(),
+        "/var".into(),
+        "/sys".into(),
+        "/run".into(),
+        "/srv".into(),
+        "/mnt".into(),
+        "/boot".into(),
+        "/dev/shm".into(),
+        "/dev/mem".into(),
+        "/dev/kmsg".into(),
+        "/dev/sda".into(),
+        "/dev/vda".into(),
+        marker.display().to_string(),
+    ];
+    // The caller's directory, unless it is one the tree has anyway (CI runs from /tmp).
+    let here = std::env::current_dir().unwrap();
+    if !here.starts_with(std::env::temp_dir()) && here != Path::new("/") {
+        hidden.push(here.display().to_string());
+    }
+    let o = py(
+        &p,
+        &format!(
+            "import os\n\
+             print(sorted(os.listdir('/tmp')))\n\
+             open('/tmp/inside', 'w').write('x')\n\
+             print(open('/tmp/inside').read())\n\
+             st = os.statvfs('/tmp')\n\
+             print(st.f_blocks * st.f_frsize <= 256 * 1024 * 1024)\n\
+             print([p for p in {hidden:?} if os.path.lexists(p)])\n\
+             print([p for p in {shown:?} if not os.path.exists(p)])\n\
+             open('/dev/null', 'w').write('x')\n\
+             print(len(open('/dev/urandom', 'rb').read(8)))",
+            hidden = hidden,
+            shown = [
+                "/usr",
+                "/etc/passwd",
+                "/bin/sh",
+                "/proc/self",
+                "/dev/null",
+                "/dev/zero",
+                "/dev/full",
+                "/dev/random",
+                "/dev/urandom",
+                "/dev/fd"
+            ],
+        ),
+    );
+    let _ = std::fs::remove_file(&marker);
+    assert!(o.success(), "{o:?}");
+    let text = out(&o);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines, ["[]", "x", "True", "[]", "[]", "8"], "{o:?}");
+    assert!(!std::env::temp_dir().join("inside").exists());
+    // /bin/sh and the usual tools still work.
+    let o = sh(&p, "ls /etc >/dev/null && echo fine");
+    assert_eq!(out(&o), "fine\n", "{o:?}");
 }
 
 // ---------------------------------------------------------------- limits

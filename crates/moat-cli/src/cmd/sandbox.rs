@@ -23,8 +23,10 @@ pub async fn run(args: SandboxArgs) -> Result<(), Failure> {
         println!(
             "namespaces:     {}",
             match support.namespaces {
-                Some(true) => "yes (user, mount, PID, IPC, UTS, network; fresh /proc)",
-                Some(false) => "no (user namespaces refused: Landlock + seccomp + rlimits only)",
+                Some(true) =>
+                    "yes (user, mount, PID, IPC, UTS, network; new root with fresh /tmp, /proc, /dev)",
+                Some(false) =>
+                    "no (user namespaces or the mount tree unavailable: Landlock + seccomp + rlimits only)",
                 None => "unknown",
             }
         );

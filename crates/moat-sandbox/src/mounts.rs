@@ -1,0 +1,355 @@
+//! The mount tree, built by the sandbox's PID 1 in its own mount namespace: a new root on a
+//! tmpfs holding only read-only binds of the system paths and of the profile's read paths,
+//! read-write binds of its write paths, a fresh size-capped tmpfs `/tmp`, a fresh `/proc`
+//! and a minimal `/dev` (`null`, `zero`, `full`, `random`, `urandom`, `tty`, and the
+//! `fd`/`stdin`/`stdout`/`stderr` links). Then `pivot_root` into it and detach the old root:
+//! nothing else of the host's file system is reachable.
+//!
+//! As in bubblewrap: a tmpfs is mounted on `/tmp` and made the root first, so the old root
+//! stays reachable at `/oldroot` while the new one is built at `/newroot`, whatever the
+//! profile's paths are (the host's `/tmp` included).
+
+use std::ffi::{CStr, CString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::profile::{Profile, SYSTEM_RO};
+
+/// The size cap of the fresh `/tmp`.
+pub(crate) const TMP_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The device nodes bind-mounted into the minimal `/dev` (missing ones are skipped).
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+/// `struct mount_attr` of `mount_setattr(2)`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+enum Entry {
+    Bind {
+        src: PathBuf,
+        rw: bool,
+    },
+    /// A system path that is a symbolic link (`/bin` → `usr/bin`): recreated as a link.
+    Link(PathBuf),
+    Tmp,
+    Proc,
+    Dev,
+}
+
+/// Builds the tree and moves into it. Returns why it could not.
+pub(crate) fn build(profile: &Profile) -> Result<(), String> {
+    let cwd = std::env::current_dir().ok();
+    // A tmpfs on /tmp becomes the root for a moment; the old root is then /oldroot.
+    mount(
+        Some(c"tmpfs"),
+        Path::new("/tmp"),
+        Some(c"tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some(c"mode=0755,size=64k"),
+    )?;
+    chdir(Path::new("/tmp"))?;
+    for d in ["newroot", "oldroot"] {
+        std::fs::create_dir(d).map_err(|e| format!("mkdir /tmp/{d}: {e}"))?;
+    }
+    pivot_root(c".", c"oldroot")?;
+    chdir(Path::new("/"))?;
+    let new = Path::new("/newroot");
+    mount(
+        Some(c"tmpfs"),
+        new,
+        Some(c"tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some(c"mode=0755,size=1m"),
+    )?;
+
+    for (dest, entry) in entries(profile) {
+        let target = new.join(dest.strip_prefix("/").unwrap_or(&dest));
+        match entry {
+            // Already there when a profile path covers it (`--ro /`).
+            Entry::Link(_) if std::fs::symlink_metadata(&target).is_ok() => {}
+            Entry::Link(to) => {
+                if let Some(parent) = target.parent() {
+                    mkdir_p(parent)?;
+                }
+                std::os::unix::fs::symlink(&to, &target)
+                    .map_err(|e| format!("symlink {}: {e}", dest.display()))?;
+            }
+            Entry::Bind { src, rw } => bind(&src, &target, rw)?,
+            Entry::Tmp => {
+                mkdir_p(&target)?;
+                let data = CString::new(format!("mode=1777,size={TMP_BYTES}"))
+                    .map_err(|e| e.to_string())?;
+                mount(
+                    Some(c"tmpfs"),
+                    &target,
+                    Some(c"tmpfs"),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    Some(&data),
+                )?;
+            }
+            Entry::Proc => {
+                mkdir_p(&target)?;
+                mount(
+                    Some(c"proc"),
+                    &target,
+                    Some(c"proc"),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    None,
+                )?;
+            }
+            Entry::Dev => dev(&target)?,
+        }
+    }
+    // Nothing can be created in /dev or in the new root itself (profile paths below them
+    // are mounted by now).
+    mount(
+        None,
+        &new.join("dev"),
+        None,
+        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC,
+        None,
+    )?;
+    mount(
+        None,
+        new,
+        None,
+        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+        None,
+    )?;
+    // SAFETY: umount2 with a NUL-terminated literal.
+    if unsafe { libc::umount2(c"/oldroot".as_ptr(), libc::MNT_DETACH) } != 0 {
+        return Err(format!(
+            "detaching the old root: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    chdir(new)?;
+    pivot_root(c".", c".")?;
+    // SAFETY: as above; "." is now the old (temporary) root stacked under the new one.
+    if unsafe { libc::umount2(c".".as_ptr(), libc::MNT_DETACH) } != 0 {
+        return Err(format!(
+            "detaching the temporary root: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    chdir(Path::new("/"))?;
+    // Stay in the caller's directory when it is inside the tree (else: `/`).
+    if let Some(cwd) = cwd {
+        let _ = chdir(&cwd);
+    }
+    Ok(())
+}
+
+/// What to mount, shallow paths first so deeper ones land on top of them.
+fn entries(profile: &Profile) -> Vec<(PathBuf, Entry)> {
+    let old = |p: &Path| Path::new("/oldroot").join(p.strip_prefix("/").unwrap_or(p));
+    let mut list: Vec<(PathBuf, Entry)> = vec![
+        ("/tmp".into(), Entry::Tmp),
+        ("/proc".into(), Entry::Proc),
+        ("/dev".into(), Entry::Dev),
+    ];
+    if profile.system_ro {
+        for p in SYSTEM_RO {
+            let p = Path::new(p);
+            if p.starts_with("/dev") || p.starts_with("/proc") {
+                continue;
+            }
+            let src = old(p);
+            match std::fs::symlink_metadata(&src) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    if let Ok(to) = std::fs::read_link(&src) {
+                        list.push((p.into(), Entry::Link(to)));
+                    }
+                }
+                Ok(_) => list.push((p.into(), Entry::Bind { src, rw: false })),
+                Err(_) => {}
+            }
+        }
+    }
+    for p in &profile.ro {
+        list.push((
+            p.clone(),
+            Entry::Bind {
+                src: old(p),
+                rw: false,
+            },
+        ));
+    }
+    for p in &profile.rw {
+        list.push((
+            p.clone(),
+            Entry::Bind {
+                src: old(p),
+                rw: true,
+            },
+        ));
+    }
+    list.sort_by_key(|(p, _)| p.components().count());
+    list
+}
+
+/// Binds `src` on `target` (recursively), then makes it `nosuid`, `nodev` and, unless `rw`,
+/// read-only, submounts included.
+fn bind(src: &Path, target: &Path, rw: bool) -> Result<(), String> {
+    let meta = std::fs::metadata(src).map_err(|e| format!("{}: {e}", src.display()))?;
+    if meta.is_dir() {
+        mkdir_p(target)?;
+    } else {
+        if let Some(parent) = target.parent() {
+            mkdir_p(parent)?;
+        }
+        if std::fs::symlink_metadata(target).is_err() {
+            std::fs::File::create(target)
+                .map_err(|e| format!("creating {}: {e}", target.display()))?;
+        }
+    }
+    mount(
+        Some(&cpath(src)?),
+        target,
+        None,
+        libc::MS_BIND | libc::MS_REC,
+        None,
+    )?;
+    let mut set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    if !rw {
+        set |= MOUNT_ATTR_RDONLY;
+    }
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let t = cpath(target)?;
+    // SAFETY: mount_setattr reads `attr` (of the size passed) and the NUL-terminated path.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::ENOSYS) {
+        return Err(format!("mount_setattr {}: {err}", target.display()));
+    }
+    // Before Linux 5.12: remount the top mount only, keeping the flags the kernel locks.
+    let mut flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_NOSUID | libc::MS_NODEV;
+    if !rw {
+        flags |= libc::MS_RDONLY;
+    }
+    let vfs = rustix::fs::statvfs(target).map_err(|e| format!("statvfs: {e}"))?;
+    let f = vfs.f_flag;
+    for (st, ms) in [
+        (rustix::fs::StatVfsMountFlags::NOEXEC, libc::MS_NOEXEC),
+        (rustix::fs::StatVfsMountFlags::NOATIME, libc::MS_NOATIME),
+        (
+            rustix::fs::StatVfsMountFlags::NODIRATIME,
+            libc::MS_NODIRATIME,
+        ),
+        (rustix::fs::StatVfsMountFlags::RELATIME, libc::MS_RELATIME),
+        (rustix::fs::StatVfsMountFlags::RDONLY, libc::MS_RDONLY),
+    ] {
+        if f.contains(st) {
+            flags |= ms;
+        }
+    }
+    mount(None, target, None, flags, None)
+}
+
+/// A tmpfs with the few device nodes bound in (made read-only at the end of [`build`]).
+fn dev(target: &Path) -> Result<(), String> {
+    mkdir_p(target)?;
+    mount(
+        Some(c"tmpfs"),
+        target,
+        Some(c"tmpfs"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some(c"mode=0755,size=64k"),
+    )?;
+    for d in DEVICES {
+        let src = Path::new("/oldroot/dev").join(d);
+        if std::fs::metadata(&src).is_err() {
+            continue;
+        }
+        let node = target.join(d);
+        std::fs::File::create(&node).map_err(|e| format!("creating /dev/{d}: {e}"))?;
+        mount(Some(&cpath(&src)?), &node, None, libc::MS_BIND, None)?;
+    }
+    for (name, to) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(to, target.join(name))
+            .map_err(|e| format!("symlink /dev/{name}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn mkdir_p(p: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(p).map_err(|e| format!("mkdir {}: {e}", p.display()))
+}
+
+fn cpath(p: &Path) -> Result<CString, String> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("{}: NUL in path", p.display()))
+}
+
+fn chdir(p: &Path) -> Result<(), String> {
+    std::env::set_current_dir(p).map_err(|e| format!("chdir {}: {e}", p.display()))
+}
+
+fn pivot_root(new: &CStr, old: &CStr) -> Result<(), String> {
+    // SAFETY: pivot_root reads two NUL-terminated paths.
+    if unsafe { libc::syscall(libc::SYS_pivot_root, new.as_ptr(), old.as_ptr()) } != 0 {
+        return Err(format!("pivot_root: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn mount(
+    src: Option<&CStr>,
+    target: &Path,
+    fstype: Option<&CStr>,
+    flags: libc::c_ulong,
+    data: Option<&CStr>,
+) -> Result<(), String> {
+    let t = cpath(target)?;
+    let ptr = |c: Option<&CStr>| c.map_or(std::ptr::null(), CStr::as_ptr);
+    // SAFETY: every pointer is null or a NUL-terminated string that outlives the call.
+    let rc = unsafe {
+        libc::mount(
+            ptr(src),
+            t.as_ptr(),
+            ptr(fstype),
+            flags,
+            ptr(data).cast::<libc::c_void>(),
+        )
+    };
+    if rc != 0 {
+        return Err(format!(
+            "mount {}: {}",
+            target.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
