@@ -220,3 +220,22 @@ pub fn print_prompt_result(result: &GetPromptResult) {
         print_block(&m.content);
     }
 }
+
+/// One line of progress: "[=====>    ] 50/100 message", or a count when the total is unknown.
+pub fn progress_line(p: &moat::types::ProgressNotificationParams) -> String {
+    let message = p.message.as_deref().unwrap_or("");
+    match p.total {
+        Some(total) if total > 0.0 => {
+            let width = 24usize;
+            let done = ((p.progress / total).clamp(0.0, 1.0) * width as f64).round() as usize;
+            format!(
+                "[{}{}] {}/{} {message}",
+                "=".repeat(done),
+                " ".repeat(width - done),
+                p.progress,
+                total
+            )
+        }
+        _ => format!("{} {message}", p.progress),
+    }
+}

@@ -1,10 +1,11 @@
 //! The client commands: `tools`, `call`, `resources`, `read`, `prompts`, `prompt`.
 
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use moat::{Client, VersionPreference};
+use moat::{Client, RequestOptions, VersionPreference};
 use serde_json::{Value, json};
 
 use crate::Failure;
@@ -93,8 +94,28 @@ pub async fn tools(args: ListArgs) -> Result<(), Failure> {
 pub async fn call(args: CallArgs) -> Result<(), Failure> {
     let arguments = parse_object("--args", &args.args)?;
     let client = connect(args.url.as_deref(), &args.target).await?;
-    let result = client.call_tool(&args.tool, arguments).await;
+    // Long tools report progress: show it on a terminal (stderr, so stdout stays the result).
+    let mut options = RequestOptions::default();
+    let mut shown = None;
+    if std::io::stderr().is_terminal() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        options = options.progress(tx);
+        shown = Some(tokio::spawn(async move {
+            let mut any = false;
+            while let Some(p) = rx.recv().await {
+                any = true;
+                eprint!("\r\x1b[2K{}", output::progress_line(&p));
+            }
+            if any {
+                eprintln!();
+            }
+        }));
+    }
+    let result = client.call_tool_with(&args.tool, arguments, options).await;
     client.close().await;
+    if let Some(task) = shown {
+        let _ = task.await;
+    }
     let result = result?;
     if args.json {
         output::print_json(&json!(result));
