@@ -307,8 +307,8 @@ fn enforcement(profile: &Profile, cgroup: &Cgroup, namespaces: bool) -> Enforcem
     }
     if !namespaces {
         not.push(if profile.namespaces {
-            "namespaces: this machine refuses user namespaces; other processes are visible \
-             and the network namespace is the host's"
+            "namespaces: unavailable here (user namespaces refused, or the new root could not \
+             be built); other processes are visible and the network namespace is the host's"
                 .into()
         } else {
             "namespaces: turned off by the profile".into()
