@@ -597,6 +597,10 @@ impl Client {
                 .peer
                 .request_raw(method, &params, options.clone())
                 .await?;
+            // Most results are complete: skip the second look unless the marker is there.
+            if !raw.get().contains(RESULT_TYPE_INPUT_REQUIRED) {
+                return decode_raw(method, &raw);
+            }
             #[derive(serde::Deserialize)]
             struct Kind {
                 #[serde(rename = "resultType", default)]

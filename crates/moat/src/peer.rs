@@ -18,9 +18,7 @@ use moat_protocol::types::{
     CancelledNotificationParams, ClientCapabilities, LoggingLevel, ProgressNotificationParams,
     methods,
 };
-use moat_protocol::version::{
-    META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, SupportedVersions,
-};
+use moat_protocol::version::{META_PROTOCOL_VERSION, SupportedVersions};
 use moat_protocol::{Era, JsonObject, ProgressToken, ProtocolVersion, RequestId};
 use moat_transport::{Closer, Connection, Frame, Inbound};
 use serde::Serialize;
@@ -552,15 +550,6 @@ fn peek_meta(params: Option<&RawValue>) -> MetaPeek<'_> {
         _ => MetaPeek::default(),
     }
 }
-
-const _: () = {
-    // Keep the `_meta` key names in one place: the version module.
-    let _ = (
-        META_PROTOCOL_VERSION,
-        META_CLIENT_CAPABILITIES,
-        META_LOG_LEVEL,
-    );
-};
 
 async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Arc<dyn Handler>) {
     let reason = loop {

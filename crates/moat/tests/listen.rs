@@ -1,23 +1,14 @@
 //! `subscriptions/listen` (2026-07-28) and `resources/subscribe` (handshake era): change
 //! notifications reach exactly the connections that asked for them.
 
+mod support;
+use support::pair;
+
 use std::time::Duration;
 
-use moat::transport::{Connection, Limits};
 use moat::types::SubscriptionFilter;
 use moat::{Client, NoArgs, ProtocolVersion, Server, ServerNotification, VersionPreference};
-use tokio::io::BufReader;
 use tokio::sync::broadcast;
-
-fn pair() -> (Connection, Connection) {
-    let (a, b) = tokio::io::duplex(1 << 16);
-    let (ar, aw) = tokio::io::split(a);
-    let (br, bw) = tokio::io::split(b);
-    (
-        Connection::from_lines(BufReader::new(ar), aw, Limits::default()),
-        Connection::from_lines(BufReader::new(br), bw, Limits::default()),
-    )
-}
 
 fn server() -> Server {
     Server::new("listen", "1")

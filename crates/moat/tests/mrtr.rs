@@ -1,9 +1,12 @@
 //! Requests to the client from inside a tool: server→client requests in the handshake era,
 //! multi-round-trip `InputRequiredResult`s in 2026-07-28 — the same handler code for both.
 
+mod support;
+use support::pair;
+
 use std::collections::BTreeMap;
 
-use moat::transport::{Connection, Limits};
+use moat::transport::Connection;
 use moat::types::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestFormParams, ElicitRequestParams,
     ElicitResult, ElicitValue, RequestedSchema, Role, SamplingContent, SamplingMessage,
@@ -11,17 +14,6 @@ use moat::types::{
 };
 use moat::{Client, NoArgs, ProtocolVersion, RequestContext, Server, VersionPreference};
 use serde_json::json;
-use tokio::io::BufReader;
-
-fn pair() -> (Connection, Connection) {
-    let (a, b) = tokio::io::duplex(1 << 16);
-    let (ar, aw) = tokio::io::split(a);
-    let (br, bw) = tokio::io::split(b);
-    (
-        Connection::from_lines(BufReader::new(ar), aw, Limits::default()),
-        Connection::from_lines(BufReader::new(br), bw, Limits::default()),
-    )
-}
 
 fn ask(message: &str) -> ElicitRequestParams {
     let schema: RequestedSchema = serde_json::from_value(json!({

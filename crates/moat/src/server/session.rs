@@ -135,13 +135,21 @@ fn on_stream(
     id: &RequestId,
     mut body: serde_json::Map<String, serde_json::Value>,
 ) -> serde_json::Value {
+    body.insert(
+        "_meta".to_owned(),
+        serde_json::Value::Object(stream_meta(id)),
+    );
+    serde_json::Value::Object(body)
+}
+
+/// `_meta` naming listen stream `id`.
+fn stream_meta(id: &RequestId) -> serde_json::Map<String, serde_json::Value> {
     let mut meta = serde_json::Map::new();
     meta.insert(
         META_SUBSCRIPTION_ID.to_owned(),
         serde_json::to_value(id).unwrap_or_default(),
     );
-    body.insert("_meta".to_owned(), serde_json::Value::Object(meta));
-    serde_json::Value::Object(body)
+    meta
 }
 
 /// Takes a listen stream off the session when its request ends, however it ends.
@@ -739,9 +747,7 @@ async fn listen(
     };
     let ack = SubscriptionsAcknowledgedNotificationParams {
         notifications: honoured,
-        meta: on_stream(&id, serde_json::Map::new())
-            .get("_meta")
-            .and_then(|m| m.as_object().cloned()),
+        meta: Some(stream_meta(&id)),
     };
     let _ = ctx
         .peer()
@@ -750,13 +756,8 @@ async fn listen(
     ctx.cancelled().await;
     // The peer drops a cancelled request's answer; this result documents what a graceful
     // end of the stream would say.
-    let mut meta = serde_json::Map::new();
-    meta.insert(
-        META_SUBSCRIPTION_ID.to_owned(),
-        serde_json::to_value(&id).unwrap_or_default(),
-    );
     encode(&SubscriptionsListenResult {
-        meta: Some(meta),
+        meta: Some(stream_meta(&id)),
         result_type: Some("complete".to_owned()),
     })
 }
