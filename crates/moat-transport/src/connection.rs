@@ -10,6 +10,8 @@ use std::pin::Pin;
 use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, oneshot};
 
+use moat_protocol::RequestId;
+
 use crate::framing::{Frame, LineReader};
 
 /// Limits that protect a connection from its peer.
@@ -51,6 +53,33 @@ pub enum Inbound {
     Ended(String),
 }
 
+/// A message on its way to the peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// One encoded JSON-RPC message (or batch), without a trailing newline.
+    pub text: String,
+    /// The peer's request this message belongs to: its response, or a notification or
+    /// request sent while handling it. Streamable HTTP routes a message to the stream of
+    /// that request; line transports ignore it.
+    pub related: Option<RequestId>,
+}
+
+impl Outgoing {
+    /// A message that belongs to the peer's request `related`, if any.
+    pub fn new(text: String, related: Option<RequestId>) -> Self {
+        Outgoing { text, related }
+    }
+}
+
+impl From<String> for Outgoing {
+    fn from(text: String) -> Self {
+        Outgoing {
+            text,
+            related: None,
+        }
+    }
+}
+
 /// A future that runs when the inbound stream ends and may explain why.
 pub type Epilogue = Pin<Box<dyn Future<Output = Option<String>> + Send>>;
 
@@ -61,8 +90,8 @@ pub type Closer = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> +
 pub struct Connection {
     /// Frames from the peer; `None` once the stream has ended.
     pub inbound: mpsc::Receiver<Inbound>,
-    /// Encoded messages to the peer (one JSON text each, no newline).
-    pub outbound: mpsc::Sender<String>,
+        /// Messages to the peer.
+    pub outbound: mpsc::Sender<Outgoing>,
     /// Ends the connection for good: closes the write side and releases what is behind it.
     pub closer: Option<Closer>,
 }
@@ -152,7 +181,7 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(
-    mut rx: mpsc::Receiver<String>,
+        mut rx: mpsc::Receiver<Outgoing>,
     writer: W,
     mut stop: oneshot::Receiver<()>,
 ) {
@@ -164,13 +193,13 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             _ = &mut stop => None,
         };
         let Some(first) = first else { break };
-        if write_one(&mut out, &first).await.is_err() {
+        if write_one(&mut out, &first.text).await.is_err() {
             break;
         }
         // Coalesce whatever else is queued into one flush: the pipelined case.
         let mut failed = false;
         while let Ok(more) = rx.try_recv() {
-            if write_one(&mut out, &more).await.is_err() {
+            if write_one(&mut out, &more.text).await.is_err() {
                 failed = true;
                 break;
             }
@@ -182,7 +211,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     // Deliver what is already queued before closing, so a final response is not lost.
     rx.close();
     while let Ok(msg) = rx.try_recv() {
-        if write_one(&mut out, &msg).await.is_err() {
+        if write_one(&mut out, &msg.text).await.is_err() {
             break;
         }
     }
@@ -214,7 +243,7 @@ mod tests {
             Some(Inbound::Frame(Frame::Line(l))) => assert_eq!(l, "{\"x\":1}"),
             other => panic!("{other:?}"),
         }
-        conn.outbound.send("{\"y\":2}".into()).await.unwrap();
+        conn.outbound.send(String::from("{\"y\":2}").into()).await.unwrap();
         let mut lines = BufReader::new(br).lines();
         assert_eq!(lines.next_line().await.unwrap().unwrap(), "{\"y\":2}");
         // Closing flushes and ends the write half: the other side sees end of stream.

@@ -7,12 +7,14 @@
 //! - [`framing`]: newline-delimited JSON with a hard size limit and UTF-8 checks.
 //! - [`stdio`]: our own stdin/stdout, for a server launched by a client.
 //! - [`child`]: a server we launch, in its own process group, shut down as the spec says.
+//! - [`http`]: Streamable HTTP and legacy HTTP+SSE, server and client.
 
 pub mod child;
 pub mod connection;
 pub mod framing;
+pub mod http;
 pub mod stdio;
 
 pub use child::{ChildConfig, ChildProcess};
-pub use connection::{Closer, Connection, Epilogue, Inbound, Limits};
+pub use connection::{Closer, Connection, Epilogue, Inbound, Limits, Outgoing};
 pub use framing::Frame;

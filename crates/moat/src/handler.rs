@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
 use crate::mrtr::Round;
-use crate::peer::Peer;
+use crate::peer::{Peer, RequestOptions};
 
 /// A boxed, sendable future.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -139,7 +139,7 @@ impl RequestContext {
         };
         let _ = self
             .peer
-            .notify(methods::NOTIFICATIONS_PROGRESS, &params)
+            .notify_related(methods::NOTIFICATIONS_PROGRESS, &params, Some(&self.id))
             .await;
     }
 
@@ -163,7 +163,7 @@ impl RequestContext {
         };
         let _ = self
             .peer
-            .notify(methods::NOTIFICATIONS_MESSAGE, &params)
+            .notify_related(methods::NOTIFICATIONS_MESSAGE, &params, Some(&self.id))
             .await;
     }
 
@@ -216,10 +216,17 @@ impl RequestContext {
         let answer = match &self.round {
             Some(round) => round.ask(request).await,
             None => {
+                                let options = RequestOptions::default().related_to(self.id.clone());
                 let answer: serde_json::Value = match &request {
-                    InputRequest::CreateMessage(p) => self.peer.request(method, p).await?,
-                    InputRequest::Elicit(p) => self.peer.request(method, p).await?,
-                    _ => self.peer.request(method, &RequestParams::default()).await?,
+                    InputRequest::CreateMessage(p) => {
+                        self.peer.request_with(method, p, options).await?
+                    }
+                    InputRequest::Elicit(p) => self.peer.request_with(method, p, options).await?,
+                    _ => {
+                        self.peer
+                            .request_with(method, &RequestParams::default(), options)
+                            .await?
+                    }
                 };
                 answer
             }

@@ -20,7 +20,7 @@ use moat_protocol::types::{
 };
 use moat_protocol::version::{META_PROTOCOL_VERSION, SupportedVersions};
 use moat_protocol::{Era, JsonObject, ProgressToken, ProtocolVersion, RequestId};
-use moat_transport::{Closer, Connection, Frame, Inbound};
+use moat_transport::{Closer, Connection, Frame, Inbound, Outgoing};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
@@ -70,8 +70,11 @@ impl Default for PeerOptions {
 pub struct RequestOptions {
     /// Deadline for this call, overriding the peer's default.
     pub timeout: Option<Duration>,
-    /// Receives the progress notifications the other side sends for this call.
+        /// Receives the progress notifications the other side sends for this call.
     pub progress: Option<mpsc::UnboundedSender<ProgressNotificationParams>>,
+    /// The other side's request this one is made on behalf of (e.g. an elicitation while
+    /// handling a tool call): Streamable HTTP sends it on that request's stream.
+    pub related: Option<RequestId>,
 }
 
 impl RequestOptions {
@@ -81,9 +84,15 @@ impl RequestOptions {
         self
     }
 
-    /// Ask for progress; notifications arrive on `tx`.
+        /// Ask for progress; notifications arrive on `tx`.
     pub fn progress(mut self, tx: mpsc::UnboundedSender<ProgressNotificationParams>) -> Self {
         self.progress = Some(tx);
+        self
+    }
+
+    /// Make this request on behalf of the other side's request `id`.
+    pub fn related_to(mut self, id: RequestId) -> Self {
+        self.related = Some(id);
         self
     }
 }
@@ -107,7 +116,7 @@ struct State_ {
 }
 
 struct Shared {
-    outbound: mpsc::Sender<String>,
+        outbound: mpsc::Sender<Outgoing>,
     state: Mutex<State_>,
     options: PeerOptions,
     closed_tx: watch::Sender<bool>,
@@ -259,7 +268,8 @@ impl Peer {
     ) -> Result<Box<RawValue>> {
         let timeout = options.timeout.or(self.shared.options.request_timeout);
         let (tx, rx) = oneshot::channel();
-        let with_progress = options.progress.is_some();
+                let with_progress = options.progress.is_some();
+        let related = options.related;
         let (id, modern_meta) = {
             let mut state = self.state();
             if let Some(why) = &state.closed {
@@ -283,7 +293,13 @@ impl Peer {
         };
         let params = encode_params(params, with_progress.then_some(&id), modern_meta.as_deref())?;
         let line = jsonrpc::encode_request(&id, method, params.as_deref())?;
-        if self.shared.outbound.send(line).await.is_err() {
+        if self
+            .shared
+            .outbound
+            .send(Outgoing::new(line, related))
+            .await
+            .is_err()
+        {
             return Err(Error::Closed(self.close_reason()));
         }
         let answer = match timeout {
@@ -306,23 +322,34 @@ impl Peer {
         }
     }
 
-    /// Send a notification.
+        /// Send a notification.
     pub async fn notify<P: Serialize>(&self, method: &str, params: &P) -> Result<()> {
+        self.notify_related(method, params, None).await
+    }
+
+    /// Send a notification that belongs to the other side's request `related` (progress or
+    /// a log message while handling it): Streamable HTTP sends it on that request's stream.
+    pub async fn notify_related<P: Serialize>(
+        &self,
+        method: &str,
+        params: &P,
+        related: Option<&RequestId>,
+    ) -> Result<()> {
         // Allowed while the other side's last requests drain, until SHUTDOWN.
         if self.state().lifecycle.state() == State::Shutdown {
             return Err(Error::Closed(self.close_reason()));
         }
         let line = jsonrpc::encode_notification(method, Some(params))?;
-        self.shared
+                self.shared
             .outbound
-            .send(line)
+            .send(Outgoing::new(line, related.cloned()))
             .await
             .map_err(|_| Error::Closed(self.close_reason()))
     }
 
     /// Send an already-encoded message as is.
-    pub(crate) async fn send_line(&self, line: String) {
-        let _ = self.shared.outbound.send(line).await;
+    pub(crate) async fn send_line(&self, line: String, related: Option<RequestId>) {
+        let _ = self.shared.outbound.send(Outgoing::new(line, related)).await;
     }
 
     /// Cancel one of our requests: fail it locally and tell the peer (`notifications/cancelled`).
@@ -341,7 +368,7 @@ impl Peer {
 
     fn notify_nowait<P: Serialize>(&self, method: &str, params: &P) {
         if let Ok(line) = jsonrpc::encode_notification(method, Some(params)) {
-            let _ = self.shared.outbound.try_send(line);
+            let _ = self.shared.outbound.try_send(line.into());
         }
     }
 
@@ -566,11 +593,11 @@ async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Ar
                         peer.shared.options.max_message_bytes
                     ),
                 );
-                peer.send_line(jsonrpc::encode_error(None, &err)).await;
+                peer.send_line(jsonrpc::encode_error(None, &err), None).await;
             }
             Inbound::Frame(Frame::InvalidUtf8) => {
                 let err = ErrorObject::new(PARSE_ERROR, "Parse error: message is not valid UTF-8");
-                peer.send_line(jsonrpc::encode_error(None, &err)).await;
+                peer.send_line(jsonrpc::encode_error(None, &err), None).await;
             }
             Inbound::Failed(e) => break format!("reading from the peer failed: {e}"),
             Inbound::Ended(why) => break why,
@@ -604,14 +631,18 @@ async fn on_line(peer: &Peer, handler: &Arc<dyn Handler>, line: String) {
         return on_batch(peer, handler, &line).await;
     }
     match Message::parse(&line) {
-        Ok(message) => {
+                Ok(message) => {
+            let related = match &message {
+                Message::Request(req) => Some(req.id.clone()),
+                _ => None,
+            };
             if let Some(reply) = on_message(peer, handler, message, None) {
-                peer.send_line(reply).await;
+                peer.send_line(reply, related).await;
             }
         }
         Err(e) => {
             if e.respond {
-                peer.send_line(jsonrpc::encode_error(e.id.as_ref(), &e.error))
+                peer.send_line(jsonrpc::encode_error(e.id.as_ref(), &e.error), e.id.clone())
                     .await;
             } else {
                 tracing::debug!(error = %e, "ignored a malformed message that wants no answer");
@@ -633,16 +664,21 @@ async fn on_batch(peer: &Peer, handler: &Arc<dyn Handler>, line: &str) {
             peer.protocol_version()
                 .map_or("not negotiated", ProtocolVersion::as_str)
         ));
-        return peer.send_line(jsonrpc::encode_error(None, &err)).await;
+        return peer.send_line(jsonrpc::encode_error(None, &err), None).await;
     }
     let items = match Message::parse_batch(line) {
         Ok(items) => items,
         Err(e) => {
-            return peer
-                .send_line(jsonrpc::encode_error(e.id.as_ref(), &e.error))
+                        return peer
+                .send_line(jsonrpc::encode_error(e.id.as_ref(), &e.error), None)
                 .await;
         }
     };
+        // Streamable HTTP sends a batch's answer on the stream of its first request.
+    let related = items.iter().find_map(|item| match item {
+        Ok(Message::Request(req)) => Some(req.id.clone()),
+        _ => None,
+    });
     // Answer a batch with one array holding the responses to its requests, in order.
     let (tx, mut rx) = mpsc::unbounded_channel::<(usize, String)>();
     for (index, item) in items.into_iter().enumerate() {
@@ -670,7 +706,8 @@ async fn on_batch(peer: &Peer, handler: &Arc<dyn Handler>, line: &str) {
         }
         answers.sort_by_key(|(i, _)| *i);
         let body: Vec<&str> = answers.iter().map(|(_, s)| s.as_str()).collect();
-        peer.send_line(format!("[{}]", body.join(","))).await;
+        peer.send_line(format!("[{}]", body.join(",")), related)
+            .await;
     });
 }
 
@@ -900,7 +937,7 @@ fn dispatch_request(
             Some((index, tx)) => {
                 let _ = tx.send((index, line));
             }
-            None => peer.send_line(line).await,
+            None => peer.send_line(line, Some(id)).await,
         }
     });
     None

@@ -93,7 +93,7 @@ impl Session {
                 };
                 for id in self.listeners_for(wants) {
                     let _ = peer
-                        .notify(method, &on_stream(&id, serde_json::Map::new()))
+                        .notify_related(method, &on_stream(&id, serde_json::Map::new()), Some(&id))
                         .await;
                 }
             }
@@ -121,9 +121,10 @@ impl Session {
         };
         for id in self.listeners_for(wants) {
             let _ = peer
-                .notify(
+                                .notify_related(
                     methods::NOTIFICATIONS_RESOURCES_UPDATED,
                     &on_stream(&id, body.clone()),
+                    Some(&id),
                 )
                 .await;
         }
@@ -751,7 +752,7 @@ async fn listen(
     };
     let _ = ctx
         .peer()
-        .notify(methods::NOTIFICATIONS_SUBSCRIPTIONS_ACKNOWLEDGED, &ack)
+        .notify_related(methods::NOTIFICATIONS_SUBSCRIPTIONS_ACKNOWLEDGED, &ack, Some(&id))
         .await;
     ctx.cancelled().await;
     // The peer drops a cancelled request's answer; this result documents what a graceful

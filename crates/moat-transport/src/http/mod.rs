@@ -1,0 +1,10 @@
+//! MCP over HTTP: Streamable HTTP (2025-03-26 onwards, both eras) and the legacy HTTP+SSE
+//! transport of 2024-11-05, server and client.
+//!
+//! - [`headers`]: the MCP header names and the `Mcp-Name` / `Mcp-Param-*` value encoding.
+//! - [`server`]: one endpoint serving every revision, plus the legacy `/sse` endpoints.
+//! - [`client`]: a [`Connection`](crate::Connection) to a remote server, either transport.
+
+pub mod client;
+pub mod headers;
+pub mod server;

@@ -1,0 +1,1 @@
+//! The HTTP server transport (being written).
