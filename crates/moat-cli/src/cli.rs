@@ -69,9 +69,34 @@ pub struct DemoArgs {
 pub struct ServeArgs {
     /// The server to run.
     pub server: BuiltinServer,
-    /// Serve Streamable HTTP on this address instead of stdio (not available yet).
+    /// Serve over HTTP on this address instead of stdio: Streamable HTTP at /mcp (every
+    /// revision), legacy HTTP+SSE at /sse and /message. ADDR is HOST:PORT or just PORT
+    /// (on 127.0.0.1); port 0 picks a free one.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
+    /// With --http: serve only the stateless 2026-07-28 revision (no sessions).
+    #[arg(long, requires = "http")]
+    pub stateless: bool,
+    /// With --http: require `Authorization: Bearer TOKEN` on every request (needed to
+    /// listen off loopback). Also read from MOAT_HTTP_TOKEN.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "MOAT_HTTP_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// With --http: also accept this host name in Host and Origin (DNS-rebinding
+    /// protection accepts only localhost names by default). Repeatable.
+    #[arg(long, value_name = "HOST", requires = "http")]
+    pub allow_host: Vec<String>,
+    /// With --http: also accept requests from this browser origin (e.g.
+    /// https://app.example). Repeatable.
+    #[arg(long, value_name = "ORIGIN", requires = "http")]
+    pub allow_origin: Vec<String>,
+    /// With --http: close sessions idle for this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 1800, requires = "http")]
+    pub session_idle: u64,
 }
 
 /// How to reach the server: a URL, or a command after `--`.

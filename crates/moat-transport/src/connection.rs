@@ -90,7 +90,7 @@ pub type Closer = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> +
 pub struct Connection {
     /// Frames from the peer; `None` once the stream has ended.
     pub inbound: mpsc::Receiver<Inbound>,
-        /// Messages to the peer.
+    /// Messages to the peer.
     pub outbound: mpsc::Sender<Outgoing>,
     /// Ends the connection for good: closes the write side and releases what is behind it.
     pub closer: Option<Closer>,
@@ -181,7 +181,7 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(
-        mut rx: mpsc::Receiver<Outgoing>,
+    mut rx: mpsc::Receiver<Outgoing>,
     writer: W,
     mut stop: oneshot::Receiver<()>,
 ) {
@@ -243,7 +243,10 @@ mod tests {
             Some(Inbound::Frame(Frame::Line(l))) => assert_eq!(l, "{\"x\":1}"),
             other => panic!("{other:?}"),
         }
-        conn.outbound.send(String::from("{\"y\":2}").into()).await.unwrap();
+        conn.outbound
+            .send(String::from("{\"y\":2}").into())
+            .await
+            .unwrap();
         let mut lines = BufReader::new(br).lines();
         assert_eq!(lines.next_line().await.unwrap().unwrap(), "{\"y\":2}");
         // Closing flushes and ends the write half: the other side sees end of stream.

@@ -11,7 +11,10 @@ fn sh(script: &str) -> ChildConfig {
 #[tokio::test]
 async fn echoes_lines_through_a_real_child() {
     let (mut conn, child) = ChildProcess::spawn(sh("cat")).unwrap();
-    conn.outbound.send(String::from("{\"hello\":1}").into()).await.unwrap();
+    conn.outbound
+        .send(String::from("{\"hello\":1}").into())
+        .await
+        .unwrap();
     match conn.inbound.recv().await {
         Some(Inbound::Frame(Frame::Line(l))) => assert_eq!(l, "{\"hello\":1}"),
         other => panic!("{other:?}"),

@@ -60,6 +60,10 @@ pub enum Error {
     /// I/O failed (serving on stdio, binding, …).
     #[error(transparent)]
     Io(#[from] std::io::Error),
+
+    /// The HTTP server could not start.
+    #[error(transparent)]
+    HttpServer(#[from] moat_transport::http::server::HttpServerError),
 }
 
 impl Error {

@@ -70,7 +70,7 @@ impl Default for PeerOptions {
 pub struct RequestOptions {
     /// Deadline for this call, overriding the peer's default.
     pub timeout: Option<Duration>,
-        /// Receives the progress notifications the other side sends for this call.
+    /// Receives the progress notifications the other side sends for this call.
     pub progress: Option<mpsc::UnboundedSender<ProgressNotificationParams>>,
     /// The other side's request this one is made on behalf of (e.g. an elicitation while
     /// handling a tool call): Streamable HTTP sends it on that request's stream.
@@ -84,7 +84,7 @@ impl RequestOptions {
         self
     }
 
-        /// Ask for progress; notifications arrive on `tx`.
+    /// Ask for progress; notifications arrive on `tx`.
     pub fn progress(mut self, tx: mpsc::UnboundedSender<ProgressNotificationParams>) -> Self {
         self.progress = Some(tx);
         self
@@ -116,7 +116,7 @@ struct State_ {
 }
 
 struct Shared {
-        outbound: mpsc::Sender<Outgoing>,
+    outbound: mpsc::Sender<Outgoing>,
     state: Mutex<State_>,
     options: PeerOptions,
     closed_tx: watch::Sender<bool>,
@@ -268,7 +268,7 @@ impl Peer {
     ) -> Result<Box<RawValue>> {
         let timeout = options.timeout.or(self.shared.options.request_timeout);
         let (tx, rx) = oneshot::channel();
-                let with_progress = options.progress.is_some();
+        let with_progress = options.progress.is_some();
         let related = options.related;
         let (id, modern_meta) = {
             let mut state = self.state();
@@ -322,7 +322,7 @@ impl Peer {
         }
     }
 
-        /// Send a notification.
+    /// Send a notification.
     pub async fn notify<P: Serialize>(&self, method: &str, params: &P) -> Result<()> {
         self.notify_related(method, params, None).await
     }
@@ -340,7 +340,7 @@ impl Peer {
             return Err(Error::Closed(self.close_reason()));
         }
         let line = jsonrpc::encode_notification(method, Some(params))?;
-                self.shared
+        self.shared
             .outbound
             .send(Outgoing::new(line, related.cloned()))
             .await
@@ -349,7 +349,11 @@ impl Peer {
 
     /// Send an already-encoded message as is.
     pub(crate) async fn send_line(&self, line: String, related: Option<RequestId>) {
-        let _ = self.shared.outbound.send(Outgoing::new(line, related)).await;
+        let _ = self
+            .shared
+            .outbound
+            .send(Outgoing::new(line, related))
+            .await;
     }
 
     /// Cancel one of our requests: fail it locally and tell the peer (`notifications/cancelled`).
@@ -593,11 +597,13 @@ async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Ar
                         peer.shared.options.max_message_bytes
                     ),
                 );
-                peer.send_line(jsonrpc::encode_error(None, &err), None).await;
+                peer.send_line(jsonrpc::encode_error(None, &err), None)
+                    .await;
             }
             Inbound::Frame(Frame::InvalidUtf8) => {
                 let err = ErrorObject::new(PARSE_ERROR, "Parse error: message is not valid UTF-8");
-                peer.send_line(jsonrpc::encode_error(None, &err), None).await;
+                peer.send_line(jsonrpc::encode_error(None, &err), None)
+                    .await;
             }
             Inbound::Failed(e) => break format!("reading from the peer failed: {e}"),
             Inbound::Ended(why) => break why,
@@ -631,7 +637,7 @@ async fn on_line(peer: &Peer, handler: &Arc<dyn Handler>, line: String) {
         return on_batch(peer, handler, &line).await;
     }
     match Message::parse(&line) {
-                Ok(message) => {
+        Ok(message) => {
             let related = match &message {
                 Message::Request(req) => Some(req.id.clone()),
                 _ => None,
@@ -664,17 +670,19 @@ async fn on_batch(peer: &Peer, handler: &Arc<dyn Handler>, line: &str) {
             peer.protocol_version()
                 .map_or("not negotiated", ProtocolVersion::as_str)
         ));
-        return peer.send_line(jsonrpc::encode_error(None, &err), None).await;
+        return peer
+            .send_line(jsonrpc::encode_error(None, &err), None)
+            .await;
     }
     let items = match Message::parse_batch(line) {
         Ok(items) => items,
         Err(e) => {
-                        return peer
+            return peer
                 .send_line(jsonrpc::encode_error(e.id.as_ref(), &e.error), None)
                 .await;
         }
     };
-        // Streamable HTTP sends a batch's answer on the stream of its first request.
+    // Streamable HTTP sends a batch's answer on the stream of its first request.
     let related = items.iter().find_map(|item| match item {
         Ok(Message::Request(req)) => Some(req.id.clone()),
         _ => None,

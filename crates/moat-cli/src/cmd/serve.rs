@@ -1,20 +1,74 @@
-//! `moat serve`: run a built-in server.
+//! `moat serve`: run a built-in server on stdio or over HTTP.
 
-use anyhow::anyhow;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use moat::transport::http::server::HttpServerOptions;
 
 use crate::Failure;
 use crate::cli::{BuiltinServer, ServeArgs};
 
 pub async fn run(args: ServeArgs) -> Result<(), Failure> {
-    if let Some(addr) = args.http {
-        return Err(Failure::Usage(anyhow!(
-            "--http {addr}: the Streamable HTTP transport is not in this build yet; serve over stdio (omit --http)"
-        )));
-    }
     let server = match args.server {
         BuiltinServer::Everything => moat_servers::everything::server(),
     };
-    tracing::info!(server = %server.info().name, "serving on stdio");
-    server.serve_stdio().await?;
+    let Some(addr) = &args.http else {
+        tracing::info!(server = %server.info().name, "serving on stdio");
+        server.serve_stdio().await?;
+        return Ok(());
+    };
+    let addr = parse_addr(addr).await.map_err(Failure::Usage)?;
+    let mut options = HttpServerOptions::default();
+    options.stateless = args.stateless;
+    options.token = args.token.clone();
+    options.allowed_hosts = args.allow_host.clone();
+    options.allowed_origins = args.allow_origin.clone();
+    options.session_idle_timeout = Duration::from_secs(args.session_idle.max(1));
+    let http = server
+        .bind_http(addr, options)
+        .await
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let local = http.local_addr().context("reading the bound address")?;
+    let what = if args.stateless {
+        "Streamable HTTP, 2026-07-28 only (stateless)".to_owned()
+    } else {
+        format!("Streamable HTTP, every revision; legacy HTTP+SSE at http://{local}/sse")
+    };
+    eprintln!(
+        "moat: serving {} on http://{local}/mcp ({what})",
+        server.info().name
+    );
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    http.run_until(shutdown).await.context("serving HTTP")?;
     Ok(())
+}
+
+/// `8080`, `:8080`, `127.0.0.1:8080`, `[::1]:8080` or `localhost:8080`.
+async fn parse_addr(text: &str) -> anyhow::Result<SocketAddr> {
+    let text = text.trim();
+    let with_host = if let Some(port) = text.strip_prefix(':') {
+        format!("127.0.0.1:{port}")
+    } else if text.bytes().all(|b| b.is_ascii_digit()) {
+        format!("127.0.0.1:{text}")
+    } else {
+        text.to_owned()
+    };
+    if let Ok(addr) = with_host.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let mut found = tokio::net::lookup_host(&with_host)
+        .await
+        .with_context(|| {
+            format!("--http {text}: expected HOST:PORT or PORT (e.g. 127.0.0.1:8080)")
+        })?
+        .collect::<Vec<_>>();
+    // Prefer IPv4 loopback for `localhost`, as most clients resolve it that way.
+    found.sort_by_key(|a| !a.is_ipv4());
+    found
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow!("--http {text}: the host name resolves to no address"))
 }

@@ -79,9 +79,170 @@ pub fn decode_value(raw: &[u8]) -> Result<String, ValueError> {
     }
 }
 
+/// A tool argument mirrored into a header (`x-mcp-header` in its `inputSchema`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamHeader {
+    /// The chain of `properties` keys leading to the argument.
+    pub path: Vec<String>,
+    /// The name after `Mcp-Param-`, as the schema spells it.
+    pub name: String,
+}
+
+impl ParamHeader {
+    /// The full header name, lower-cased (`mcp-param-region`).
+    pub fn header_name(&self) -> String {
+        format!("{PARAM_PREFIX}{}", self.name.to_ascii_lowercase())
+    }
+
+    /// The argument's value as a header carries it, before encoding: strings as they are,
+    /// integers in decimal, booleans as `true`/`false`. `None` when absent or null.
+    pub fn value_in(&self, arguments: &serde_json::Value) -> Option<String> {
+        let mut at = arguments;
+        for key in &self.path {
+            at = at.get(key)?;
+        }
+        match at {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Bool(b) => Some(b.to_string()),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// The arguments of a tool that its `inputSchema` marks with `x-mcp-header`, or why the
+/// annotations make the tool definition invalid (the spec's constraints: a non-empty
+/// RFC 9110 token, unique case-insensitively, on an integer, string or boolean property
+/// reached only through `properties`).
+pub fn param_headers(input_schema: &serde_json::Value) -> Result<Vec<ParamHeader>, String> {
+    let mut found = Vec::new();
+    collect(input_schema, &mut Vec::new(), true, &mut found)?;
+    let mut seen = std::collections::HashSet::new();
+    for h in &found {
+        if !seen.insert(h.name.to_ascii_lowercase()) {
+            return Err(format!("x-mcp-header {:?} is used twice", h.name));
+        }
+    }
+    Ok(found)
+}
+
+fn is_token(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+fn collect(
+    schema: &serde_json::Value,
+    path: &mut Vec<String>,
+    reachable: bool,
+    found: &mut Vec<ParamHeader>,
+) -> Result<(), String> {
+    let Some(obj) = schema.as_object() else {
+        return Ok(());
+    };
+    if let Some(name) = obj.get(X_MCP_HEADER) {
+        let where_ = if path.is_empty() {
+            "the schema root".to_owned()
+        } else {
+            format!("argument {:?}", path.join("."))
+        };
+        let name = name
+            .as_str()
+            .ok_or_else(|| format!("x-mcp-header on {where_} is not a string"))?;
+        if !reachable || path.is_empty() {
+            return Err(format!(
+                "x-mcp-header {name:?} on {where_} is not reached through `properties` alone"
+            ));
+        }
+        if !is_token(name) {
+            return Err(format!("x-mcp-header {name:?} is not a valid header name"));
+        }
+        let primitive = match obj.get("type") {
+            Some(serde_json::Value::String(t)) => {
+                matches!(t.as_str(), "string" | "integer" | "boolean")
+            }
+            _ => false,
+        };
+        if !primitive {
+            return Err(format!(
+                "x-mcp-header {name:?} is on {where_}, which is not of type string, integer or boolean"
+            ));
+        }
+        found.push(ParamHeader {
+            path: path.clone(),
+            name: name.to_owned(),
+        });
+    }
+    for (key, sub) in obj {
+        match key.as_str() {
+            "properties" => {
+                if let Some(props) = sub.as_object() {
+                    for (prop, sub) in props {
+                        path.push(prop.clone());
+                        let r = collect(sub, path, reachable, found);
+                        path.pop();
+                        r?;
+                    }
+                }
+            }
+            X_MCP_HEADER => {}
+            // Anything below another keyword is not statically reachable.
+            _ => match sub {
+                serde_json::Value::Object(_) => collect(sub, path, false, found)?,
+                serde_json::Value::Array(items) => {
+                    for item in items {
+                        collect(item, path, false, found)?;
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn annotations_are_found_on_reachable_primitives() {
+        let schema = json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "opts": {"type": "object", "properties": {"n": {"type": "integer", "x-mcp-header": "N"}}},
+            "query": {"type": "string"}
+        }});
+        let found = param_headers(&schema).unwrap();
+        assert_eq!(found.len(), 2);
+        let n = found.iter().find(|h| h.name == "N").unwrap();
+        assert_eq!(n.path, ["opts", "n"]);
+        assert_eq!(n.header_name(), "mcp-param-n");
+        assert_eq!(
+            n.value_in(&json!({"opts": {"n": 42}})).as_deref(),
+            Some("42")
+        );
+        assert_eq!(n.value_in(&json!({"opts": {"n": null}})), None);
+        assert_eq!(n.value_in(&json!({})), None);
+    }
+
+    #[test]
+    fn invalid_annotations_are_refused() {
+        let bad = [
+            json!({"properties": {"a": {"type": "number", "x-mcp-header": "A"}}}),
+            json!({"properties": {"a": {"type": "string", "x-mcp-header": ""}}}),
+            json!({"properties": {"a": {"type": "string", "x-mcp-header": "a b"}}}),
+            json!({"properties": {"a": {"type": "string", "x-mcp-header": "X"},
+                                  "b": {"type": "string", "x-mcp-header": "x"}}}),
+            json!({"properties": {"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "A"}}}}),
+            json!({"properties": {"a": {"anyOf": [{"type": "string", "x-mcp-header": "A"}]}}}),
+        ];
+        for schema in bad {
+            assert!(param_headers(&schema).is_err(), "{schema}");
+        }
+    }
 
     #[test]
     fn plain_values_pass_unchanged() {
@@ -92,7 +253,10 @@ mod tests {
 
     #[test]
     fn the_spec_examples_encode_as_given() {
-        assert_eq!(encode_value("Hello, 世界"), "=?base64?SGVsbG8sIOS4lueVjA==?=");
+        assert_eq!(
+            encode_value("Hello, 世界"),
+            "=?base64?SGVsbG8sIOS4lueVjA==?="
+        );
         assert_eq!(encode_value(" padded "), "=?base64?IHBhZGRlZCA=?=");
         assert_eq!(encode_value("line1\nline2"), "=?base64?bGluZTEKbGluZTI=?=");
         assert_eq!(
@@ -103,7 +267,13 @@ mod tests {
 
     #[test]
     fn encoding_round_trips() {
-        for v in ["Hello, 世界", " padded ", "line1\nline2", "=?base64?literal?=", "x"] {
+        for v in [
+            "Hello, 世界",
+            " padded ",
+            "line1\nline2",
+            "=?base64?literal?=",
+            "x",
+        ] {
             assert_eq!(decode_value(encode_value(v).as_bytes()).unwrap(), v);
         }
     }
@@ -111,7 +281,10 @@ mod tests {
     #[test]
     fn bad_values_are_refused() {
         assert_eq!(decode_value(b"a\nb"), Err(ValueError::InvalidCharacters));
-        assert_eq!(decode_value("é".as_bytes()), Err(ValueError::InvalidCharacters));
+        assert_eq!(
+            decode_value("é".as_bytes()),
+            Err(ValueError::InvalidCharacters)
+        );
         assert_eq!(decode_value(b"=?base64?***?="), Err(ValueError::BadBase64));
     }
 }

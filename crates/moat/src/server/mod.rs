@@ -16,6 +16,7 @@
 //! # }
 //! ```
 
+mod http;
 mod pagination;
 mod prompts;
 mod resources;

@@ -1,1 +1,0 @@
-//! The HTTP server transport (being written).

@@ -1,0 +1,125 @@
+//! The HTTP+SSE transport of 2024-11-05: a GET opens the session's one SSE stream, whose
+//! first event names the URL to POST messages to; every answer comes back on that stream.
+//! The session ends when the stream does.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
+
+use super::session::Sessions;
+use super::stream::{Opening, SseBody};
+use super::{Body, Shared, accepts, empty, error, parse, read_body, sse_response};
+
+/// GET on the SSE path: open a session and its stream.
+pub(super) fn open(shared: &Shared, req: &Request<Incoming>, message_path: &str) -> Response<Body> {
+    if !accepts(req).sse {
+        return error(
+            StatusCode::NOT_ACCEPTABLE,
+            -32000,
+            "Not acceptable: this endpoint opens an SSE stream; accept text/event-stream",
+            None,
+        );
+    }
+    if shared.sessions.len() >= shared.options.max_sessions {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            -32000,
+            "Service unavailable: too many sessions; retry later",
+            None,
+        );
+    }
+    let (session, conn) = shared.sessions.open(shared.bounds, shared.options.queue);
+    let Some(stream) = session.standalone(false) else {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            -32603,
+            "could not open the stream",
+            None,
+        );
+    };
+    (shared.on_connection)(conn);
+    let opening = Opening {
+        keepalive: Some(shared.options.keepalive),
+        endpoint: Some(format!("{message_path}?sessionId={}", session.id)),
+        ..Opening::default()
+    };
+    let body = EndsSession {
+        body: stream.body(0, opening),
+        sessions: Arc::downgrade(&shared.sessions),
+        id: session.id.clone(),
+    };
+    sse_response(body)
+}
+
+/// POST on the message path: hand the message to the session named in the query.
+pub(super) async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
+    let id = req
+        .uri()
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("sessionId="))
+        .map(str::to_owned);
+    let Some(id) = id else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            -32000,
+            "Bad request: the sessionId query parameter is required",
+            None,
+        );
+    };
+    let Some(session) = shared.sessions.get(&id) else {
+        return error(StatusCode::NOT_FOUND, -32001, "Session not found", None);
+    };
+    let text = match read_body(shared, req).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    if let Err(r) = parse(&text) {
+        return r;
+    }
+    match session.deliver(text).await {
+        Ok(()) => {
+            let mut r = empty(StatusCode::ACCEPTED);
+            *r.body_mut() = super::full(Bytes::from_static(b"Accepted"));
+            r
+        }
+        Err(_) => error(StatusCode::NOT_FOUND, -32001, "Session not found", None),
+    }
+}
+
+/// The stream's body; when the client goes away, so does the session.
+struct EndsSession {
+    body: SseBody,
+    sessions: Weak<Sessions>,
+    id: String,
+}
+
+impl HttpBody for EndsSession {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for EndsSession {
+    fn drop(&mut self) {
+        if let Some(sessions) = self.sessions.upgrade() {
+            sessions.close(&self.id);
+        }
+    }
+}

@@ -1,0 +1,927 @@
+//! The MCP HTTP server: one endpoint for Streamable HTTP in every revision, and the legacy
+//! HTTP+SSE endpoints of 2024-11-05, on hyper.
+//!
+//! Each handshake-era session, each legacy session and each 2026-07-28 request becomes a
+//! [`Connection`] handed to [`OnConnection`] (the SDK serves MCP on it); this module only
+//! moves messages, checks headers and enforces limits.
+//!
+//! Safe by default: it binds to loopback, checks `Host` and `Origin` against an allow-list
+//! (DNS rebinding), refuses to listen off loopback without a bearer token, bounds bodies,
+//! headers, connections, streams and the time a client may take to send its headers, and
+//! expires idle sessions.
+
+mod guard;
+mod legacy;
+mod modern;
+mod session;
+mod stream;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use moat_protocol::error::{ErrorObject, INVALID_REQUEST, PARSE_ERROR};
+use moat_protocol::jsonrpc::{self, Message};
+use moat_protocol::version::SupportedVersions;
+use moat_protocol::{Era, ProtocolVersion, RequestId};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+pub use modern::{SharedToolHeaders, ToolHeaders};
+
+use super::headers as h;
+use crate::connection::Connection;
+use guard::{Guard, Refusal};
+use session::Sessions;
+use stream::{Opening, StreamBounds};
+
+/// Receives each new connection: a handshake-era session, a legacy session, or a single
+/// 2026-07-28 request. Whoever serves MCP starts a peer on it.
+pub type OnConnection = Arc<dyn Fn(Connection) + Send + Sync>;
+
+/// Settings of the HTTP server. The defaults are the safe ones.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct HttpServerOptions {
+    /// The Streamable HTTP endpoint.
+    pub endpoint: String,
+    /// The legacy HTTP+SSE endpoints (SSE stream, message POST); `None` turns them off.
+    pub legacy: Option<(String, String)>,
+    /// Serve 2026-07-28 only: no sessions, GET and DELETE answer 405.
+    pub stateless: bool,
+    /// Host names accepted in `Host` and `Origin` besides the loopback names (which are
+    /// always accepted when bound to loopback).
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins accepted besides those of allowed hosts.
+    pub allowed_origins: Vec<String>,
+    /// The bearer token every request must carry. Required to bind off loopback.
+    pub token: Option<String>,
+    /// Listen off loopback without a token (for a trusted network behind a proxy that
+    /// authenticates). Off by default.
+    pub allow_unauthenticated: bool,
+    /// Largest request body, in bytes (413 beyond).
+    pub max_body_bytes: usize,
+    /// Largest request head (request line and headers), in bytes.
+    pub max_header_bytes: usize,
+    /// How long a client may take to send its request head.
+    pub header_timeout: Duration,
+    /// How long a client may take to send its request body (408 beyond).
+    pub body_timeout: Duration,
+    /// Most TCP connections served at once; more wait to be accepted.
+    pub max_connections: usize,
+    /// Most live sessions; `initialize` beyond is refused with 503.
+    pub max_sessions: usize,
+    /// A session with no request and no open stream for this long is closed.
+    pub session_idle_timeout: Duration,
+    /// The reconnection delay suggested to SSE clients (`retry`), 2025-11-25 onwards.
+    pub sse_retry: Duration,
+    /// How often an idle SSE stream gets a comment, to keep intermediaries from closing it.
+    pub keepalive: Duration,
+    /// Queue length of each connection handed to MCP.
+    pub queue: usize,
+    /// The revisions accepted in `MCP-Protocol-Version`.
+    pub versions: SupportedVersions,
+    /// Which tool arguments are mirrored into `Mcp-Param-*` headers (2026-07-28).
+    pub tool_headers: SharedToolHeaders,
+}
+
+impl Default for HttpServerOptions {
+    fn default() -> Self {
+        HttpServerOptions {
+            endpoint: "/mcp".into(),
+            legacy: Some(("/sse".into(), "/message".into())),
+            stateless: false,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            token: None,
+            allow_unauthenticated: false,
+            max_body_bytes: crate::Limits::default().max_message_bytes,
+            max_header_bytes: 64 * 1024,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            max_sessions: 10_000,
+            session_idle_timeout: Duration::from_secs(30 * 60),
+            sse_retry: Duration::from_millis(1000),
+            keepalive: Duration::from_secs(15),
+            queue: 256,
+            versions: SupportedVersions::default(),
+            tool_headers: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for HttpServerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpServerOptions")
+            .field("endpoint", &self.endpoint)
+            .field("legacy", &self.legacy)
+            .field("stateless", &self.stateless)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HttpServerError {
+    /// Binding the address failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// Off loopback, a bearer token is required.
+    #[error(
+        "refusing to listen on {0} without a bearer token: anyone on the network could use the \
+         server. Set a token (--token), or bind to 127.0.0.1"
+    )]
+    TokenRequired(SocketAddr),
+}
+
+struct Shared {
+    options: HttpServerOptions,
+    guard: Guard,
+    on_connection: OnConnection,
+    sessions: Arc<Sessions>,
+    bounds: StreamBounds,
+}
+
+/// A bound server, ready to run.
+pub struct HttpServer {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for HttpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpServer")
+            .field("addr", &self.listener.local_addr().ok())
+            .finish()
+    }
+}
+
+impl HttpServer {
+    /// Bind `addr` (port 0 picks a free one).
+    pub async fn bind(
+        addr: SocketAddr,
+        options: HttpServerOptions,
+        on_connection: OnConnection,
+    ) -> Result<HttpServer, HttpServerError> {
+        let loopback = addr.ip().is_loopback();
+        if !loopback && options.token.is_none() && !options.allow_unauthenticated {
+            return Err(HttpServerError::TokenRequired(addr));
+        }
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| HttpServerError::Bind { addr, source })?;
+        let mut hosts = options.allowed_hosts.clone();
+        if loopback {
+            hosts.extend(["localhost", "127.0.0.1", "[::1]"].map(String::from));
+        }
+        let guard = Guard {
+            hosts,
+            origins: options.allowed_origins.clone(),
+            token: options.token.clone(),
+        };
+        Ok(HttpServer {
+            listener,
+            shared: Arc::new(Shared {
+                guard,
+                on_connection,
+                sessions: Arc::new(Sessions::default()),
+                bounds: StreamBounds::default(),
+                options,
+            }),
+        })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serve until the process ends.
+    pub async fn run(self) -> std::io::Result<()> {
+        self.run_until(std::future::pending()).await
+    }
+
+    /// Serve until `shutdown` resolves; then stop accepting and close every session.
+    pub async fn run_until(
+        self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> std::io::Result<()> {
+        let shared = self.shared.clone();
+        let reaper = tokio::spawn(reap(Arc::downgrade(&shared.sessions), {
+            let idle = shared.options.session_idle_timeout;
+            (
+                idle,
+                (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(30)),
+            )
+        }));
+        let slots = Arc::new(Semaphore::new(shared.options.max_connections.max(1)));
+        tokio::pin!(shutdown);
+        loop {
+            let permit = tokio::select! {
+                _ = &mut shutdown => break,
+                p = slots.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+            };
+            let accepted = tokio::select! {
+                _ = &mut shutdown => break,
+                a = self.listener.accept() => a,
+            };
+            let (tcp, _) = match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of descriptors and the like: wait a little rather than spin.
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = tcp.set_nodelay(true);
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                let header_timeout = shared.options.header_timeout;
+                let max_head = shared.options.max_header_bytes.max(8192);
+                let service = hyper::service::service_fn(move |req| {
+                    let shared = shared.clone();
+                    async move { Ok::<_, Infallible>(handle(&shared, req).await) }
+                });
+                let mut builder = hyper::server::conn::http1::Builder::new();
+                builder
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(header_timeout)
+                    .max_buf_size(max_head);
+                let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+                if let Err(e) = conn.await {
+                    tracing::debug!(error = %e, "HTTP connection ended with an error");
+                }
+                drop(permit);
+            });
+        }
+        reaper.abort();
+        self.shared.sessions.close_all();
+        Ok(())
+    }
+}
+
+async fn reap(sessions: std::sync::Weak<Sessions>, (idle, every): (Duration, Duration)) {
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(sessions) = sessions.upgrade() else {
+            return;
+        };
+        sessions.expire(idle);
+    }
+}
+
+type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).boxed_unsync()
+}
+
+fn empty(status: StatusCode) -> Response<Body> {
+    let mut r = Response::new(full(Bytes::new()));
+    *r.status_mut() = status;
+    r
+}
+
+fn json_response(status: StatusCode, json: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(full(json));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// An HTTP error with a JSON-RPC error body (`id` when known).
+fn error(
+    status: StatusCode,
+    code: i64,
+    message: impl Into<String>,
+    id: Option<&RequestId>,
+) -> Response<Body> {
+    let err = ErrorObject::new(code, message.into());
+    json_response(status, jsonrpc::encode_error(id, &err))
+}
+
+fn bad_request(message: impl Into<String>) -> Response<Body> {
+    error(StatusCode::BAD_REQUEST, -32000, message, None)
+}
+
+fn bad_request_for(id: Option<&RequestId>, message: impl Into<String>) -> Response<Body> {
+    error(StatusCode::BAD_REQUEST, -32000, message, id)
+}
+
+fn sse_response(
+    body: impl hyper::body::Body<Data = Bytes, Error = Infallible> + Send + 'static,
+) -> Response<Body> {
+    let mut r = Response::new(body.boxed_unsync());
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    r
+}
+
+fn with_session(mut r: Response<Body>, id: &str) -> Response<Body> {
+    if let Ok(v) = HeaderValue::from_str(id) {
+        r.headers_mut().insert(h::SESSION_ID, v);
+    }
+    r
+}
+
+async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
+    if let Err(refusal) = shared.guard.check(req.headers()) {
+        return match refusal {
+            Refusal::Forbidden(m) => error(StatusCode::FORBIDDEN, -32000, m, None),
+            Refusal::Unauthorized { message, challenge } => {
+                let mut r = error(StatusCode::UNAUTHORIZED, -32000, message, None);
+                if let Ok(v) = HeaderValue::from_str(&challenge) {
+                    r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+                }
+                r
+            }
+        };
+    }
+    let path = req.uri().path();
+    let opts = &shared.options;
+    if path == opts.endpoint {
+        return match *req.method() {
+            Method::POST => post(shared, req).await,
+            Method::GET => get(shared, req),
+            Method::DELETE => delete(shared, &req),
+            _ => not_allowed(shared),
+        };
+    }
+    if let Some((sse, message)) = &opts.legacy {
+        if path == sse && req.method() == Method::GET {
+            return legacy::open(shared, &req, message);
+        }
+        if path == message && req.method() == Method::POST {
+            return legacy::post(shared, req).await;
+        }
+    }
+    error(
+        StatusCode::NOT_FOUND,
+        -32000,
+        format!("Not found: the MCP endpoint is {}", opts.endpoint),
+        None,
+    )
+}
+
+fn not_allowed(shared: &Shared) -> Response<Body> {
+    let mut r = error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        -32000,
+        "Method not allowed",
+        None,
+    );
+    let allow = if shared.options.stateless {
+        "POST"
+    } else {
+        "GET, POST, DELETE"
+    };
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    r
+}
+
+/// What the `Accept` header allows.
+struct Accepts {
+    json: bool,
+    sse: bool,
+}
+
+fn accepts(req: &Request<Incoming>) -> Accepts {
+    let mut a = Accepts {
+        json: false,
+        sse: false,
+    };
+    for value in req.headers().get_all(header::ACCEPT) {
+        for part in value.to_str().unwrap_or("").split(',') {
+            let media = part.split(';').next().unwrap_or("").trim();
+            match media {
+                "application/json" | "application/*" => a.json = true,
+                "text/event-stream" => a.sse = true,
+                "*/*" => {
+                    a.json = true;
+                    a.sse = true;
+                }
+                _ => {}
+            }
+        }
+    }
+    if req.headers().get(header::ACCEPT).is_none() {
+        // No preference stated: anything goes.
+        a.json = true;
+        a.sse = true;
+    }
+    a
+}
+
+/// Read a request body within the size and time limits, as UTF-8 text.
+async fn read_body(shared: &Shared, req: Request<Incoming>) -> Result<String, Response<Body>> {
+    let max = shared.options.max_body_bytes;
+    let too_large = || {
+        error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            INVALID_REQUEST,
+            format!("Payload too large: the limit is {max} bytes"),
+            None,
+        )
+    };
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return Err(too_large());
+    }
+    let collect = Limited::new(req.into_body(), max).collect();
+    let bytes = match tokio::time::timeout(shared.options.body_timeout, collect).await {
+        Err(_) => {
+            return Err(error(
+                StatusCode::REQUEST_TIMEOUT,
+                INVALID_REQUEST,
+                "Request timeout: the body took too long to arrive",
+                None,
+            ));
+        }
+        Ok(Err(e))
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            return Err(too_large());
+        }
+        Ok(Err(e)) => {
+            return Err(bad_request(format!(
+                "Bad request: reading the body failed: {e}"
+            )));
+        }
+        Ok(Ok(c)) => c.to_bytes(),
+    };
+    String::from_utf8(bytes.to_vec()).map_err(|_| {
+        error(
+            StatusCode::BAD_REQUEST,
+            PARSE_ERROR,
+            "Parse error: the body is not valid UTF-8",
+            None,
+        )
+    })
+}
+
+#[derive(serde::Deserialize)]
+struct InitializePeek {
+    #[serde(rename = "protocolVersion", default)]
+    protocol_version: Option<String>,
+}
+
+/// The requests in a body (one message or a batch), or the error to answer with.
+struct Parsed {
+    requests: Vec<RequestId>,
+    /// The single request's method and params, for the checks that look at them.
+    single: Option<(RequestId, String, Option<Box<serde_json::value::RawValue>>)>,
+    /// Whether anything in it is a response (the client answering our request).
+    has_response: bool,
+    batch: bool,
+}
+
+fn parse(text: &str) -> Result<Parsed, Response<Body>> {
+    let invalid = |e: jsonrpc::EnvelopeError| {
+        json_response(
+            StatusCode::BAD_REQUEST,
+            jsonrpc::encode_error(e.id.as_ref(), &e.error),
+        )
+    };
+    let mut parsed = Parsed {
+        requests: Vec::new(),
+        single: None,
+        has_response: false,
+        batch: false,
+    };
+    if jsonrpc::is_batch(text) {
+        parsed.batch = true;
+        for item in Message::parse_batch(text).map_err(invalid)? {
+            match item.map_err(invalid)? {
+                Message::Request(r) => parsed.requests.push(r.id),
+                Message::Response(_) | Message::Error(_) => parsed.has_response = true,
+                _ => {}
+            }
+        }
+        return Ok(parsed);
+    }
+    match Message::parse(text).map_err(invalid)? {
+        Message::Request(r) => {
+            parsed.requests.push(r.id.clone());
+            parsed.single = Some((r.id, r.method.into_owned(), r.params.map(ToOwned::to_owned)));
+        }
+        Message::Response(_) | Message::Error(_) => parsed.has_response = true,
+        _ => {}
+    }
+    Ok(parsed)
+}
+
+async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
+    let content_type_ok = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        });
+    if !content_type_ok {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            -32000,
+            "Unsupported media type: the body must be application/json",
+            None,
+        );
+    }
+    let accept = accepts(&req);
+    if !accept.json {
+        return error(
+            StatusCode::NOT_ACCEPTABLE,
+            -32000,
+            "Not acceptable: the client must accept application/json and text/event-stream",
+            None,
+        );
+    }
+    let session_header = req
+        .headers()
+        .get(h::SESSION_ID)
+        .map(|v| v.to_str().unwrap_or("").to_owned());
+    let version_header = req
+        .headers()
+        .get(h::PROTOCOL_VERSION)
+        .map(|v| v.to_str().unwrap_or("").to_owned());
+    let headers = req.headers().clone();
+    let text = match read_body(shared, req).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let parsed = match parse(&text) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+
+    // 2026-07-28: a request whose `_meta` or header names a modern revision.
+    let body_version = parsed
+        .single
+        .as_ref()
+        .and_then(|(_, _, p)| modern::body_version(p.as_deref()));
+    let is_initialize = parsed
+        .single
+        .as_ref()
+        .is_some_and(|(_, m, _)| m == "initialize");
+    let request_id = parsed.single.as_ref().map(|(id, _, _)| id.clone());
+    let header_era = version_header
+        .as_deref()
+        .map(|v| ProtocolVersion::parse(v).map(ProtocolVersion::era));
+    // Which era is this request in? A session, a handshake-era header, or a bare body
+    // (2025-03-26 clients send no header) mean the handshake era; any other header or a
+    // `_meta` revision means 2026-07-28 rules, including the -32022 answer to a revision
+    // nobody knows.
+    let handshake = match header_era {
+        Some(Some(Era::Handshake)) => true,
+        Some(_) => false,
+        None => session_header.is_some() || body_version.is_none(),
+    };
+    if is_initialize && shared.options.stateless && handshake {
+        let requested = parsed
+            .single
+            .as_ref()
+            .and_then(|(_, _, p)| p.as_deref())
+            .and_then(|p| serde_json::from_str::<InitializePeek>(p.get()).ok())
+            .and_then(|p| p.protocol_version)
+            .unwrap_or_default();
+        let supported: Vec<ProtocolVersion> = shared
+            .options
+            .versions
+            .as_slice()
+            .iter()
+            .copied()
+            .filter(|v| v.era() == Era::Modern)
+            .collect();
+        let err = SupportedVersions::new(supported).unsupported_error(&requested);
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            jsonrpc::encode_error(request_id.as_ref(), &err),
+        );
+    }
+    if shared.options.stateless || !handshake {
+        return post_modern(shared, &headers, text, parsed, accept).await;
+    }
+    if let Some(v) = &version_header {
+        let ok = ProtocolVersion::parse(v)
+            .is_some_and(|v| v.era() == Era::Handshake && shared.options.versions.contains(v));
+        if !ok {
+            return bad_request_for(
+                request_id.as_ref(),
+                format!(
+                    "Bad request: unsupported MCP-Protocol-Version {v:?} (supported: {})",
+                    shared
+                        .options
+                        .versions
+                        .as_slice()
+                        .iter()
+                        .filter(|v| v.era() == Era::Handshake)
+                        .map(|v| v.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+        }
+    }
+
+    let (session, fresh) = match (&session_header, is_initialize) {
+        (Some(id), _) => match shared.sessions.get(id) {
+            Some(s) => (s, false),
+            None => {
+                return error(
+                    StatusCode::NOT_FOUND,
+                    -32001,
+                    "Session not found: it ended or expired; initialize a new one",
+                    request_id.as_ref(),
+                );
+            }
+        },
+        (None, true) => {
+            if shared.sessions.len() >= shared.options.max_sessions {
+                return error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    -32000,
+                    "Service unavailable: too many sessions; retry later",
+                    None,
+                );
+            }
+            let (session, conn) = shared.sessions.open(shared.bounds, shared.options.queue);
+            (shared.on_connection)(conn);
+            (session, true)
+        }
+        (None, false) => {
+            return bad_request_for(
+                request_id.as_ref(),
+                "Bad request: the Mcp-Session-Id header is required (initialize first)",
+            );
+        }
+    };
+    let _ = parsed.has_response;
+
+    if parsed.requests.is_empty() {
+        return match session.deliver(text).await {
+            Ok(()) => empty(StatusCode::ACCEPTED),
+            Err(_) => error(StatusCode::NOT_FOUND, -32001, "Session not found", None),
+        };
+    }
+    let negotiated_new = version_header
+        .as_deref()
+        .and_then(ProtocolVersion::parse)
+        .is_some_and(|v| v >= ProtocolVersion::V2025_11_25);
+    let stream = session.post_stream(&parsed.requests, accept.sse);
+    if session.deliver(text).await.is_err() {
+        return error(StatusCode::NOT_FOUND, -32001, "Session not found", None);
+    }
+    stream.first_event().await;
+    let response = if let Some(json) = stream.take_single() {
+        json_response(StatusCode::OK, json.to_string())
+    } else if accept.sse {
+        let opening = Opening {
+            prime: negotiated_new,
+            retry: negotiated_new.then_some(shared.options.sse_retry),
+            keepalive: Some(shared.options.keepalive),
+            endpoint: None,
+        };
+        sse_response(stream.body(0, opening))
+    } else {
+        match stream.take_last().await {
+            Some(json) => json_response(StatusCode::OK, json.to_string()),
+            None => error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                -32603,
+                "the session ended before answering",
+                None,
+            ),
+        }
+    };
+    if fresh {
+        // An initialize that failed leaves no session behind.
+        let failed = response.status() != StatusCode::OK;
+        if failed {
+            shared.sessions.close(&session.id);
+            return response;
+        }
+        return with_session(response, &session.id);
+    }
+    with_session(response, &session.id)
+}
+
+async fn post_modern(
+    shared: &Shared,
+    headers: &http::HeaderMap,
+    text: String,
+    parsed: Parsed,
+    accept: Accepts,
+) -> Response<Body> {
+    if parsed.batch {
+        return error(
+            StatusCode::BAD_REQUEST,
+            INVALID_REQUEST,
+            "Invalid request: 2026-07-28 does not allow JSON-RPC batches",
+            None,
+        );
+    }
+    if parsed.has_response {
+        return error(
+            StatusCode::BAD_REQUEST,
+            INVALID_REQUEST,
+            "Invalid request: 2026-07-28 clients send no responses over HTTP (input goes in inputResponses)",
+            None,
+        );
+    }
+    let Some((id, method, params)) = parsed.single else {
+        // A notification: nothing in 2026-07-28 needs one over HTTP.
+        return empty(StatusCode::ACCEPTED);
+    };
+    if method == "initialize" {
+        // Removed in 2026-07-28; answered here, where the era is known.
+        let err = ErrorObject::method_not_found(&method);
+        return json_response(
+            StatusCode::NOT_FOUND,
+            jsonrpc::encode_error(Some(&id), &err),
+        );
+    }
+    let body = modern::Body {
+        method: &method,
+        params: params.as_deref(),
+    };
+    if let Err(err) = modern::validate(headers, &body, shared.options.tool_headers.as_deref()) {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            jsonrpc::encode_error(Some(&id), &err),
+        );
+    }
+    let Some(exchange) = modern::start(text, id.clone(), &shared.on_connection).await else {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            -32603,
+            "Internal error: the request ended without an answer",
+            Some(&id),
+        );
+    };
+    if modern::is_answer(&exchange.first) {
+        let mut exchange = exchange;
+        exchange.cancel.answered();
+        let status = modern::status_for(&exchange.first.text);
+        return json_response(status, exchange.first.text);
+    }
+    if accept.sse {
+        return sse_response(modern::sse_body(exchange, shared.options.keepalive));
+    }
+    match modern::answer_only(exchange).await {
+        Some(json) => json_response(modern::status_for(&json), json),
+        None => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            -32603,
+            "Internal error: the request ended without an answer",
+            Some(&id),
+        ),
+    }
+}
+
+fn session_of(
+    shared: &Shared,
+    req: &Request<Incoming>,
+) -> Result<Arc<session::Session>, Response<Body>> {
+    let Some(id) = req.headers().get(h::SESSION_ID) else {
+        return Err(bad_request(
+            "Bad request: the Mcp-Session-Id header is required",
+        ));
+    };
+    shared
+        .sessions
+        .get(id.to_str().unwrap_or(""))
+        .ok_or_else(|| {
+            error(
+                StatusCode::NOT_FOUND,
+                -32001,
+                "Session not found: it ended or expired; initialize a new one",
+                None,
+            )
+        })
+}
+
+fn is_modern_header(req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get(h::PROTOCOL_VERSION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(ProtocolVersion::parse)
+        .is_some_and(|v| v.era() == Era::Modern)
+}
+
+fn get(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
+    if shared.options.stateless || is_modern_header(&req) {
+        return not_allowed(shared);
+    }
+    if !accepts(&req).sse {
+        return error(
+            StatusCode::NOT_ACCEPTABLE,
+            -32000,
+            "Not acceptable: a GET opens an SSE stream; accept text/event-stream",
+            None,
+        );
+    }
+    let session = match session_of(shared, &req) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let new_revision = req
+        .headers()
+        .get(h::PROTOCOL_VERSION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(ProtocolVersion::parse)
+        .is_some_and(|v| v >= ProtocolVersion::V2025_11_25);
+    let opening = Opening {
+        prime: new_revision,
+        retry: new_revision.then_some(shared.options.sse_retry),
+        keepalive: Some(shared.options.keepalive),
+        endpoint: None,
+    };
+    if let Some(last) = req.headers().get(h::LAST_EVENT_ID) {
+        let last = last.to_str().unwrap_or("");
+        let resumed = stream::parse_event_id(last).and_then(|(prefix, seq)| {
+            let stream = session.stream(prefix)?;
+            let from = match seq {
+                Some(seq) => stream.resume_point(seq)?,
+                None => stream.resume_point_start()?,
+            };
+            Some((stream, from))
+        });
+        return match resumed {
+            Some((stream, _)) if stream.is_attached() => error(
+                StatusCode::CONFLICT,
+                -32000,
+                "Conflict: that stream is already being read",
+                None,
+            ),
+            Some((stream, from)) => {
+                let opening = Opening {
+                    prime: false,
+                    ..opening
+                };
+                with_session(sse_response(stream.body(from, opening)), &session.id)
+            }
+            None => error(
+                StatusCode::NOT_FOUND,
+                -32000,
+                format!("Not found: cannot resume after event {last:?}; its events are gone"),
+                None,
+            ),
+        };
+    }
+    match session.standalone(true) {
+        Some(stream) => with_session(sse_response(stream.body(0, opening)), &session.id),
+        None => error(
+            StatusCode::CONFLICT,
+            -32000,
+            "Conflict: this session already has a standalone SSE stream open",
+            None,
+        ),
+    }
+}
+
+fn delete(shared: &Shared, req: &Request<Incoming>) -> Response<Body> {
+    if shared.options.stateless || is_modern_header(req) {
+        return not_allowed(shared);
+    }
+    let Some(id) = req.headers().get(h::SESSION_ID) else {
+        return bad_request("Bad request: the Mcp-Session-Id header is required");
+    };
+    if shared.sessions.close(id.to_str().unwrap_or("")) {
+        empty(StatusCode::OK)
+    } else {
+        error(StatusCode::NOT_FOUND, -32001, "Session not found", None)
+    }
+}

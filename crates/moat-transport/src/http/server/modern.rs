@@ -1,0 +1,484 @@
+//! 2026-07-28 requests: no session; each POST carries one request, checked against its
+//! mirrored headers, served on a connection of its own, and answered as JSON or as an SSE
+//! stream scoped to it. Closing that stream cancels the request.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::HeaderMap;
+use hyper::body::Frame as BodyFrame;
+use moat_protocol::RequestId;
+use moat_protocol::error::{
+    ErrorObject, HEADER_MISMATCH, INVALID_REQUEST, METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION,
+};
+use moat_protocol::jsonrpc::{self, Message};
+use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+
+use crate::connection::{Connection, Inbound, Outgoing};
+use crate::framing::Frame;
+use crate::http::headers::{self as h, ParamHeader};
+
+/// Tells the server which tool arguments are mirrored into `Mcp-Param-*` headers, so it
+/// can hold the headers to the body. Implemented by whoever knows the tools.
+pub trait ToolHeaders: Send + Sync {
+    /// The `x-mcp-header` annotations of `tool`'s `inputSchema` (empty when unknown).
+    fn param_headers(&self, tool: &str) -> Vec<ParamHeader>;
+}
+
+/// What the request body says, for the header checks.
+pub(crate) struct Body<'a> {
+    pub method: &'a str,
+    pub params: Option<&'a RawValue>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct Peek<'a> {
+    #[serde(borrow, default)]
+    name: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    uri: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    arguments: Option<serde_json::Value>,
+    #[serde(rename = "_meta", borrow, default)]
+    meta: Option<MetaPeek<'a>>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct MetaPeek<'a> {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
+    version: Option<std::borrow::Cow<'a, str>>,
+    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
+    client_capabilities: Option<&'a RawValue>,
+}
+
+/// The revision a request's `_meta` names, if any.
+pub(crate) fn body_version(params: Option<&RawValue>) -> Option<String> {
+    let p = params?;
+    if !p.get().contains("io.modelcontextprotocol/protocolVersion") {
+        return None;
+    }
+    let peek: Peek = serde_json::from_str(p.get()).ok()?;
+    peek.meta?.version.map(|v| v.into_owned())
+}
+
+/// Hold the mirrored headers to the body (the spec's "Server Validation") and check the
+/// request metadata every 2026-07-28 request carries. The error — -32020 `HeaderMismatch`,
+/// or -32602 for missing `_meta` fields — is answered with status 400.
+pub(crate) fn validate(
+    headers: &HeaderMap,
+    body: &Body<'_>,
+    tools: Option<&dyn ToolHeaders>,
+) -> Result<(), ErrorObject> {
+    let mismatch = |m: String| ErrorObject::new(HEADER_MISMATCH, format!("Header mismatch: {m}"));
+    let peek: Peek = match body.params {
+        Some(p) => serde_json::from_str(p.get()).unwrap_or_default(),
+        None => Peek::default(),
+    };
+    let header = |name: &str| headers.get(name).map(|v| v.as_bytes());
+
+    let Some(header_version) = header(h::PROTOCOL_VERSION) else {
+        return Err(mismatch(
+            "the MCP-Protocol-Version header is missing".into(),
+        ));
+    };
+    let meta_missing = |what: &str| {
+        ErrorObject::invalid_params(format!(
+            "Invalid params: a 2026-07-28 request must carry {what}"
+        ))
+    };
+    let Some(meta) = peek.meta.as_ref() else {
+        return Err(meta_missing("params._meta"));
+    };
+    let Some(body_version) = meta.version.as_deref() else {
+        return Err(meta_missing(
+            "_meta[\"io.modelcontextprotocol/protocolVersion\"]",
+        ));
+    };
+    if meta.client_capabilities.is_none() {
+        return Err(meta_missing(
+            "_meta[\"io.modelcontextprotocol/clientCapabilities\"]",
+        ));
+    }
+    match (Some(header_version), Some(body_version)) {
+        (Some(hv), Some(bv)) if hv != bv.as_bytes() => {
+            return Err(mismatch(format!(
+                "MCP-Protocol-Version header value '{}' does not match body value '{bv}'",
+                String::from_utf8_lossy(hv)
+            )));
+        }
+        _ => {}
+    }
+    match header(h::METHOD) {
+        None => return Err(mismatch("the Mcp-Method header is missing".into())),
+        Some(m) if m != body.method.as_bytes() => {
+            return Err(mismatch(format!(
+                "Mcp-Method header value '{}' does not match body value '{}'",
+                String::from_utf8_lossy(m),
+                body.method
+            )));
+        }
+        _ => {}
+    }
+    let name = match body.method {
+        "tools/call" | "prompts/get" => Some(peek.name.as_deref().unwrap_or("")),
+        "resources/read" => Some(peek.uri.as_deref().unwrap_or("")),
+        _ => None,
+    };
+    if let Some(expected) = name {
+        let raw =
+            header(h::NAME).ok_or_else(|| mismatch("the Mcp-Name header is missing".into()))?;
+        let got = h::decode_value(raw).map_err(|e| mismatch(format!("the Mcp-Name header {e}")))?;
+        if got != expected {
+            return Err(mismatch(format!(
+                "Mcp-Name header value '{got}' does not match body value '{expected}'"
+            )));
+        }
+    }
+    if body.method == "tools/call" {
+        let declared = match (tools, peek.name.as_deref()) {
+            (Some(t), Some(name)) => t.param_headers(name),
+            _ => Vec::new(),
+        };
+        let null = serde_json::Value::Null;
+        let args = peek.arguments.as_ref().unwrap_or(&null);
+        for p in &declared {
+            let header_name = p.header_name();
+            let expected = p.value_in(args);
+            let got = match header(&header_name) {
+                Some(raw) => Some(
+                    h::decode_value(raw)
+                        .map_err(|e| mismatch(format!("the Mcp-Param-{} header {e}", p.name)))?,
+                ),
+                None => None,
+            };
+            let Some(want) = expected else { continue };
+            let Some(got) = got else {
+                return Err(mismatch(format!(
+                    "the Mcp-Param-{} header is missing; the body has '{want}'",
+                    p.name
+                )));
+            };
+            if !same_value(&want, &got) {
+                return Err(mismatch(format!(
+                    "Mcp-Param-{} header value '{got}' does not match body value '{want}'",
+                    p.name
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Integers compare numerically (`42` and `42.0` are the same).
+fn same_value(body: &str, header: &str) -> bool {
+    body == header
+        || matches!((body.parse::<f64>(), header.parse::<f64>()), (Ok(a), Ok(b)) if a == b)
+}
+
+/// The HTTP status for a final JSON-RPC answer in this era.
+pub(crate) fn status_for(json: &str) -> http::StatusCode {
+    if !json.contains("\"error\"") {
+        return http::StatusCode::OK;
+    }
+    match Message::parse(json) {
+        Ok(Message::Error(e)) => match e.error.code {
+            METHOD_NOT_FOUND => http::StatusCode::NOT_FOUND,
+            HEADER_MISMATCH
+            | UNSUPPORTED_PROTOCOL_VERSION
+            | MISSING_REQUIRED_CLIENT_CAPABILITY
+            | INVALID_REQUEST => http::StatusCode::BAD_REQUEST,
+            _ => http::StatusCode::OK,
+        },
+        _ => http::StatusCode::OK,
+    }
+}
+
+/// A request's own connection, as handed to the MCP side.
+pub(crate) struct Exchange {
+    pub first: Outgoing,
+    pub rest: mpsc::Receiver<Outgoing>,
+    pub cancel: CancelOnDrop,
+}
+
+/// Serve one request on a connection of its own; returns its first outgoing message and
+/// the rest of the exchange. `None`: the MCP side ended without answering.
+pub(crate) async fn start(
+    text: String,
+    id: RequestId,
+    on_connection: &super::OnConnection,
+) -> Option<Exchange> {
+    let (in_tx, in_rx) = mpsc::channel(4);
+    let (out_tx, mut out_rx) = mpsc::channel(64);
+    on_connection(Connection {
+        inbound: in_rx,
+        outbound: out_tx,
+        closer: None,
+    });
+    in_tx.send(Inbound::Frame(Frame::Line(text))).await.ok()?;
+    let cancel = CancelOnDrop {
+        inbound: Some(in_tx),
+        id,
+    };
+    let first = out_rx.recv().await?;
+    Some(Exchange {
+        first,
+        rest: out_rx,
+        cancel,
+    })
+}
+
+/// Until the answer is out, dropping this cancels the request (the client closed the
+/// stream); afterwards it just ends the connection.
+pub(crate) struct CancelOnDrop {
+    inbound: Option<mpsc::Sender<Inbound>>,
+    id: RequestId,
+}
+
+impl CancelOnDrop {
+    /// The answer was delivered: end the connection without cancelling.
+    pub(crate) fn answered(&mut self) {
+        self.inbound = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(tx) = self.inbound.take() {
+            let params = serde_json::json!({
+                "requestId": self.id,
+                "reason": "the client closed the response stream",
+            });
+            if let Ok(line) = jsonrpc::encode_notification("notifications/cancelled", Some(&params))
+            {
+                let _ = tx.try_send(Inbound::Frame(Frame::Line(line)));
+            }
+        }
+    }
+}
+
+/// Whether `msg` is the final answer.
+pub(crate) fn is_answer(msg: &Outgoing) -> bool {
+    matches!(
+        Message::parse(&msg.text),
+        Ok(Message::Response(_)) | Ok(Message::Error(_))
+    )
+}
+
+type Item = Result<BodyFrame<Bytes>, Infallible>;
+
+/// The SSE body of an exchange: its messages until the answer, comments while idle.
+pub(crate) fn sse_body(exchange: Exchange, keepalive: Duration) -> super::stream::SseBody {
+    struct St {
+        first: Option<Outgoing>,
+        rest: mpsc::Receiver<Outgoing>,
+        cancel: CancelOnDrop,
+        done: bool,
+        keepalive: Duration,
+    }
+    let st = St {
+        first: Some(exchange.first),
+        rest: exchange.rest,
+        cancel: exchange.cancel,
+        done: false,
+        keepalive,
+    };
+    let stream = futures_util::stream::unfold(st, |mut st| async move {
+        if st.done {
+            return None;
+        }
+        let msg = match st.first.take() {
+            Some(m) => m,
+            None => match tokio::time::timeout(st.keepalive, st.rest.recv()).await {
+                Ok(Some(m)) => m,
+                Ok(None) => return None,
+                Err(_) => {
+                    let item: Item = Ok(BodyFrame::data(Bytes::from_static(b":\n\n")));
+                    return Some((item, st));
+                }
+            },
+        };
+        if is_answer(&msg) {
+            st.cancel.answered();
+            st.done = true;
+        }
+        let text = super::stream::encode_event(None, &msg.text);
+        let item: Item = Ok(BodyFrame::data(Bytes::from(text)));
+        Some((item, st))
+    });
+    http_body_util::StreamBody::new(Box::pin(stream))
+}
+
+/// Wait for the answer, dropping what comes before it (a client that takes no SSE).
+pub(crate) async fn answer_only(mut exchange: Exchange) -> Option<String> {
+    let mut msg = exchange.first;
+    loop {
+        if is_answer(&msg) {
+            exchange.cancel.answered();
+            return Some(msg.text);
+        }
+        msg = exchange.rest.recv().await?;
+    }
+}
+
+/// A shared, optional [`ToolHeaders`].
+pub type SharedToolHeaders = Option<Arc<dyn ToolHeaders>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (k, v) in pairs {
+            map.insert(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        map
+    }
+
+    struct Region;
+    impl ToolHeaders for Region {
+        fn param_headers(&self, tool: &str) -> Vec<ParamHeader> {
+            if tool == "sql" {
+                vec![ParamHeader {
+                    path: vec!["region".into()],
+                    name: "Region".into(),
+                }]
+            } else {
+                vec![]
+            }
+        }
+    }
+
+    fn check(hs: &[(&str, &str)], method: &str, params: &str) -> Result<(), ErrorObject> {
+        let raw = RawValue::from_string(params.to_owned()).unwrap();
+
+        let body = Body {
+            method,
+            params: Some(&raw),
+        };
+        validate(&headers(hs), &body, Some(&Region))
+    }
+
+    const V: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+
+    #[test]
+    fn matching_headers_pass() {
+        let p = format!(r#"{{{V},"name":"sql","arguments":{{"region":"us-west1","q":"x"}}}}"#);
+        let ok = [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "sql"),
+            ("mcp-param-region", "us-west1"),
+        ];
+        assert!(check(&ok, "tools/call", &p).is_ok());
+        let list = format!("{{{V}}}");
+        assert!(
+            check(
+                &[
+                    ("mcp-protocol-version", "2026-07-28"),
+                    ("mcp-method", "tools/list")
+                ],
+                "tools/list",
+                &list
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn each_mismatch_is_refused_with_32020() {
+        let p = format!(r#"{{{V},"name":"sql","arguments":{{"region":"us-west1"}}}}"#);
+        let cases: [&[(&str, &str)]; 6] = [
+            &[
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "sql"),
+                ("mcp-param-region", "us-west1"),
+            ],
+            &[
+                ("mcp-protocol-version", "2025-11-25"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "sql"),
+                ("mcp-param-region", "us-west1"),
+            ],
+            &[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/list"),
+                ("mcp-name", "sql"),
+                ("mcp-param-region", "us-west1"),
+            ],
+            &[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "other"),
+                ("mcp-param-region", "us-west1"),
+            ],
+            &[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "sql"),
+            ],
+            &[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "sql"),
+                ("mcp-param-region", "eu"),
+            ],
+        ];
+        for hs in cases {
+            let err = check(hs, "tools/call", &p).unwrap_err();
+            assert_eq!(err.code, HEADER_MISMATCH, "{hs:?}");
+        }
+    }
+
+    #[test]
+    fn missing_request_metadata_is_invalid_params() {
+        let hs = [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/list"),
+        ];
+        for params in [
+            "{}",
+            r#"{"_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}"#,
+            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#,
+        ] {
+            let err = check(&hs, "tools/list", params).unwrap_err();
+            assert_eq!(err.code, moat_protocol::error::INVALID_PARAMS, "{params}");
+        }
+    }
+
+    #[test]
+    fn encoded_names_are_decoded_before_comparing() {
+        let p = format!(r#"{{{V},"name":"日本"}}"#);
+        let enc = h::encode_value("日本");
+        let hs = [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "prompts/get"),
+            ("mcp-name", enc.as_str()),
+        ];
+        assert!(check(&hs, "prompts/get", &p).is_ok());
+    }
+
+    #[test]
+    fn statuses_follow_the_error() {
+        assert_eq!(status_for(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), 200);
+        assert_eq!(
+            status_for(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"x"}}"#),
+            404
+        );
+        assert_eq!(
+            status_for(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"x"}}"#),
+            400
+        );
+        assert_eq!(
+            status_for(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x"}}"#),
+            200
+        );
+    }
+}

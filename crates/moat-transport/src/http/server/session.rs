@@ -1,0 +1,339 @@
+//! Handshake-era sessions (2025-03-26 … 2025-11-25, and the legacy HTTP+SSE transport):
+//! one [`Connection`] per session, and a router that sends each outgoing message to the
+//! stream it belongs to — the POST stream of the request it relates to, else the
+//! standalone stream (GET, or the legacy transport's one SSE stream).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Instant;
+
+use moat_protocol::RequestId;
+use moat_protocol::jsonrpc::Message;
+use tokio::sync::mpsc;
+
+use super::stream::{Pushed, Stream, StreamBounds};
+use crate::connection::{Closer, Connection, Inbound, Outgoing};
+use crate::framing::Frame;
+
+/// Live sessions by id.
+#[derive(Default)]
+pub(crate) struct Sessions {
+    map: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+impl Sessions {
+    fn map(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Session>> {
+        let session = self.map().get(id).cloned()?;
+        session.touch();
+        Some(session)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    /// Open a session: the returned connection goes to whoever serves MCP on it.
+    pub(crate) fn open(
+        self: &Arc<Self>,
+        bounds: StreamBounds,
+        queue: usize,
+    ) -> (Arc<Session>, Connection) {
+        let id = new_session_id();
+        let (in_tx, in_rx) = mpsc::channel(queue);
+        let (out_tx, out_rx) = mpsc::channel(queue);
+        let session = Arc::new(Session {
+            id: id.clone(),
+            inbound: Mutex::new(Some(in_tx)),
+            state: Mutex::new(Routes::default()),
+            last_active: Mutex::new(Instant::now()),
+            bounds,
+        });
+        self.map().insert(id.clone(), session.clone());
+        tokio::spawn(route(Arc::downgrade(&session), out_rx));
+        let table = Arc::downgrade(self);
+        let closer: Closer = Box::new(move || {
+            Box::pin(async move {
+                if let Some(table) = table.upgrade() {
+                    table.close(&id);
+                }
+            })
+        });
+        let conn = Connection {
+            inbound: in_rx,
+            outbound: out_tx,
+            closer: Some(closer),
+        };
+        (session, conn)
+    }
+
+    /// End a session: its streams finish, and its connection sees the end of input.
+    pub(crate) fn close(&self, id: &str) -> bool {
+        let session = self.map().remove(id);
+        match session {
+            Some(s) => {
+                s.end();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Close sessions idle longer than `idle` with no stream a client is reading.
+    pub(crate) fn expire(&self, idle: std::time::Duration) -> usize {
+        let now = Instant::now();
+        let stale: Vec<String> = self
+            .map()
+            .iter()
+            .filter(|(_, s)| now.duration_since(s.last_active()) > idle && !s.has_reader())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &stale {
+            tracing::debug!(session = %id, "session expired after being idle");
+            self.close(id);
+        }
+        stale.len()
+    }
+
+    pub(crate) fn close_all(&self) {
+        let all: Vec<Arc<Session>> = self.map().drain().map(|(_, s)| s).collect();
+        for s in all {
+            s.end();
+        }
+    }
+}
+
+/// A session id: 32 bytes from a CSPRNG (seeded from the OS), hex-encoded (visible ASCII).
+fn new_session_id() -> String {
+    let bytes: [u8; 32] = rand::random();
+    let mut id = String::with_capacity(64);
+    for b in bytes {
+        id.push_str(&format!("{b:02x}"));
+    }
+    id
+}
+
+#[derive(Default)]
+struct Routes {
+    /// POST streams by the id of a request whose answer they await.
+    by_request: HashMap<RequestId, Stream>,
+    /// Streams that can be resumed, by id prefix.
+    streams: HashMap<String, Stream>,
+    /// Where messages tied to no request go.
+    standalone: Option<Stream>,
+    next_stream: u64,
+    ended: bool,
+}
+
+/// One session.
+pub(crate) struct Session {
+    pub(crate) id: String,
+    inbound: Mutex<Option<mpsc::Sender<Inbound>>>,
+    state: Mutex<Routes>,
+    last_active: Mutex<Instant>,
+    bounds: StreamBounds,
+}
+
+/// Why a message could not be handed to the session.
+#[derive(Debug)]
+pub(crate) enum Closed {
+    Gone,
+}
+
+impl Session {
+    fn routes(&self) -> MutexGuard<'_, Routes> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn touch(&self) {
+        *self.last_active.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    fn last_active(&self) -> Instant {
+        *self.last_active.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn has_reader(&self) -> bool {
+        let routes = self.routes();
+        routes.streams.values().any(Stream::is_attached)
+            || routes.standalone.as_ref().is_some_and(Stream::is_attached)
+    }
+
+    /// Hand one message (or batch) from the client to MCP.
+    pub(crate) async fn deliver(&self, text: String) -> Result<(), Closed> {
+        let tx = self
+            .inbound
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let tx = tx.ok_or(Closed::Gone)?;
+        tx.send(Inbound::Frame(Frame::Line(text)))
+            .await
+            .map_err(|_| Closed::Gone)
+    }
+
+    /// A new stream for the answers to `requests` (which must not be in flight already).
+    pub(crate) fn post_stream(&self, requests: &[RequestId], resumable: bool) -> Stream {
+        let mut routes = self.routes();
+        let prefix = resumable.then(|| {
+            routes.next_stream += 1;
+            format!("{}", routes.next_stream)
+        });
+        let stream = Stream::new(prefix.clone(), requests.len(), self.bounds);
+        if routes.ended {
+            stream.finish();
+        }
+        for id in requests {
+            routes.by_request.insert(id.clone(), stream.clone());
+        }
+        if let Some(p) = prefix {
+            prune(&mut routes);
+            routes.streams.insert(p, stream.clone());
+        }
+        stream
+    }
+
+    /// The stream for messages tied to no request; `None` when one is already being read.
+    pub(crate) fn standalone(&self, resumable: bool) -> Option<Stream> {
+        let mut routes = self.routes();
+        if let Some(s) = &routes.standalone {
+            if s.is_attached() {
+                return None;
+            }
+            if !s.is_finished() {
+                return Some(s.clone());
+            }
+        }
+        let prefix = resumable.then(|| {
+            routes.next_stream += 1;
+            format!("{}", routes.next_stream)
+        });
+        let stream = Stream::new(prefix.clone(), 0, self.bounds);
+        if routes.ended {
+            stream.finish();
+        }
+        if let Some(p) = prefix {
+            routes.streams.insert(p, stream.clone());
+        }
+        routes.standalone = Some(stream.clone());
+        Some(stream)
+    }
+
+    /// A stream a client may resume, by the prefix of its event ids.
+    pub(crate) fn stream(&self, prefix: &str) -> Option<Stream> {
+        self.routes().streams.get(prefix).cloned()
+    }
+
+    /// Whether any POST stream waits for an answer.
+    fn end(&self) {
+        self.inbound
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let mut routes = self.routes();
+        routes.ended = true;
+        for s in routes.by_request.values() {
+            s.finish();
+        }
+        for s in routes.streams.values() {
+            s.finish();
+        }
+        if let Some(s) = &routes.standalone {
+            s.finish();
+        }
+        routes.by_request.clear();
+    }
+}
+
+/// Forget streams nobody can need any more: finished and fully delivered, or (beyond a
+/// few) finished and abandoned.
+fn prune(routes: &mut Routes) {
+    routes.streams.retain(|_, s| !s.is_spent());
+    const KEEP_ABANDONED: usize = 32;
+    if routes.streams.len() > KEEP_ABANDONED {
+        let mut finished: Vec<(u64, String)> = routes
+            .streams
+            .iter()
+            .filter(|(_, s)| s.is_finished() && !s.is_attached())
+            .map(|(p, _)| (p.parse().unwrap_or(0), p.clone()))
+            .collect();
+        finished.sort();
+        let excess = routes.streams.len() - KEEP_ABANDONED;
+        for (_, p) in finished.into_iter().take(excess) {
+            routes.streams.remove(&p);
+        }
+    }
+}
+
+/// Send each outgoing message to its stream. Never waits for a client: streams queue.
+async fn route(session: Weak<Session>, mut outbound: mpsc::Receiver<Outgoing>) {
+    while let Some(msg) = outbound.recv().await {
+        let Some(session) = session.upgrade() else {
+            return;
+        };
+        let responses = answers(&msg);
+        let json: Arc<str> = Arc::from(msg.text);
+        let mut routes = session.routes();
+        let target = match msg.related.as_ref() {
+            Some(id) if responses > 0 => routes.by_request.remove(id),
+            Some(id) => routes.by_request.get(id).cloned(),
+            None => None,
+        };
+        // A batch answer settles every request of the batch.
+        if responses > 1 {
+            if let Some(t) = &target {
+                routes.by_request.retain(|_, s| !same(s, t));
+            }
+        }
+        let target = match target {
+            Some(t) => t,
+            None => match &routes.standalone {
+                Some(s) if !s.is_finished() => s.clone(),
+                _ => {
+                    // No stream yet: keep it for the GET stream the client may open.
+                    let prefix = {
+                        routes.next_stream += 1;
+                        format!("{}", routes.next_stream)
+                    };
+                    let s = Stream::new(Some(prefix.clone()), 0, session.bounds);
+                    routes.streams.insert(prefix, s.clone());
+                    routes.standalone = Some(s.clone());
+                    s
+                }
+            },
+        };
+        drop(routes);
+        if target.push(json, responses) == Pushed::Overflowed {
+            tracing::warn!(
+                session = %session.id,
+                "a client stopped reading an SSE stream; the stream was ended"
+            );
+        }
+    }
+    // The MCP side is gone: nothing more will be sent on any stream.
+    if let Some(session) = session.upgrade() {
+        session.end();
+    }
+}
+
+fn same(a: &Stream, b: &Stream) -> bool {
+    a.ptr_eq(b)
+}
+
+/// How many requests `msg` answers: 1 for a response, the number of answers for a batch.
+fn answers(msg: &Outgoing) -> usize {
+    let text = msg.text.trim_start();
+    if text.starts_with('[') {
+        return match serde_json::from_str::<Vec<&serde_json::value::RawValue>>(text) {
+            Ok(items) => items.len(),
+            Err(_) => 0,
+        };
+    }
+    match Message::parse(text) {
+        Ok(Message::Response(_)) | Ok(Message::Error(_)) => 1,
+        _ => 0,
+    }
+}
