@@ -55,6 +55,7 @@ pub enum Inbound {
 
 /// A message on its way to the peer.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Outgoing {
     /// One encoded JSON-RPC message (or batch), without a trailing newline.
     pub text: String,
@@ -62,21 +63,34 @@ pub struct Outgoing {
     /// request sent while handling it. Streamable HTTP routes a message to the stream of
     /// that request; line transports ignore it.
     pub related: Option<RequestId>,
+    /// Not a message: a request to end the stream carrying `related`'s answer now, to be
+    /// resumed by the client later (SSE polling, 2025-11-25). Line transports ignore it.
+    pub hang_up: bool,
 }
 
 impl Outgoing {
     /// A message that belongs to the peer's request `related`, if any.
     pub fn new(text: String, related: Option<RequestId>) -> Self {
-        Outgoing { text, related }
+        Outgoing {
+            text,
+            related,
+            hang_up: false,
+        }
+    }
+
+    /// Ask the transport to end the stream of the peer's request `related` for now.
+    pub fn hang_up(related: RequestId) -> Self {
+        Outgoing {
+            text: String::new(),
+            related: Some(related),
+            hang_up: true,
+        }
     }
 }
 
 impl From<String> for Outgoing {
     fn from(text: String) -> Self {
-        Outgoing {
-            text,
-            related: None,
-        }
+        Outgoing::new(text, None)
     }
 }
 
@@ -223,6 +237,9 @@ async fn write_one<W: AsyncWrite + Unpin>(
     out: &mut BufWriter<W>,
     msg: &str,
 ) -> std::io::Result<()> {
+    if msg.is_empty() {
+        return Ok(()); // a control item (`hang_up`), not a message
+    }
     out.write_all(msg.as_bytes()).await?;
     out.write_all(b"\n").await
 }

@@ -356,6 +356,17 @@ impl Peer {
             .await;
     }
 
+    /// End the stream that carries the answer to the other side's request `id` for now;
+    /// the client resumes it later and misses nothing (2025-11-25 SSE polling over
+    /// Streamable HTTP). Other transports ignore it.
+    pub async fn hang_up(&self, id: &RequestId) {
+        let _ = self
+            .shared
+            .outbound
+            .send(Outgoing::hang_up(id.clone()))
+            .await;
+    }
+
     /// Cancel one of our requests: fail it locally and tell the peer (`notifications/cancelled`).
     pub fn cancel(&self, id: &RequestId, reason: &str) {
         let cancelled = self.state().pending.cancel(id, Some(reason.to_owned()));

@@ -86,6 +86,9 @@ pub struct HttpServerOptions {
     pub keepalive: Duration,
     /// Queue length of each connection handed to MCP.
     pub queue: usize,
+    /// Bytes of messages one SSE stream may hold for a client that does not read them;
+    /// beyond, the stream is ended (memory stays bounded whatever clients do).
+    pub sse_buffer_bytes: usize,
     /// The revisions accepted in `MCP-Protocol-Version`.
     pub versions: SupportedVersions,
     /// Which tool arguments are mirrored into `Mcp-Param-*` headers (2026-07-28).
@@ -112,6 +115,7 @@ impl Default for HttpServerOptions {
             sse_retry: Duration::from_millis(1000),
             keepalive: Duration::from_secs(15),
             queue: 256,
+            sse_buffer_bytes: StreamBounds::default().max_queued_bytes,
             versions: SupportedVersions::default(),
             tool_headers: None,
         }
@@ -154,6 +158,27 @@ struct Shared {
     on_connection: OnConnection,
     sessions: Arc<Sessions>,
     bounds: StreamBounds,
+}
+
+/// Reports on a running [`HttpServer`].
+#[derive(Clone)]
+pub struct HttpServerHandle {
+    sessions: std::sync::Weak<Sessions>,
+}
+
+impl std::fmt::Debug for HttpServerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpServerHandle")
+            .field("live_sessions", &self.live_sessions())
+            .finish()
+    }
+}
+
+impl HttpServerHandle {
+    /// Sessions alive now (handshake era and legacy); 0 once the server has stopped.
+    pub fn live_sessions(&self) -> usize {
+        self.sessions.upgrade().map_or(0, |s| s.len())
+    }
 }
 
 /// A bound server, ready to run.
@@ -199,7 +224,10 @@ impl HttpServer {
                 guard,
                 on_connection,
                 sessions: Arc::new(Sessions::default()),
-                bounds: StreamBounds::default(),
+                bounds: StreamBounds {
+                    max_queued_bytes: options.sse_buffer_bytes.max(1),
+                    ..StreamBounds::default()
+                },
                 options,
             }),
         })
@@ -208,6 +236,13 @@ impl HttpServer {
     /// The address it listens on.
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// A handle that reports on the server while it runs.
+    pub fn handle(&self) -> HttpServerHandle {
+        HttpServerHandle {
+            sessions: Arc::downgrade(&self.shared.sessions),
+        }
     }
 
     /// Serve until the process ends.
@@ -696,11 +731,16 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             Err(_) => error(StatusCode::NOT_FOUND, -32001, "Session not found", None),
         };
     }
-    let negotiated_new = version_header
-        .as_deref()
-        .and_then(ProtocolVersion::parse)
+    // SSE polling (priming events, `retry`, hanging up) is a 2025-11-25 feature of the
+    // session, whatever revision a later request's header names.
+    let negotiated_new = session
+        .version()
+        .or_else(|| version_header.as_deref().and_then(ProtocolVersion::parse))
         .is_some_and(|v| v >= ProtocolVersion::V2025_11_25);
     let stream = session.post_stream(&parsed.requests, accept.sse);
+    if negotiated_new && accept.sse {
+        stream.allow_hang_up();
+    }
     if session.deliver(text).await.is_err() {
         return error(StatusCode::NOT_FOUND, -32001, "Session not found", None);
     }
@@ -857,11 +897,8 @@ fn get(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         Ok(s) => s,
         Err(r) => return r,
     };
-    let new_revision = req
-        .headers()
-        .get(h::PROTOCOL_VERSION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(ProtocolVersion::parse)
+    let new_revision = session
+        .version()
         .is_some_and(|v| v >= ProtocolVersion::V2025_11_25);
     let opening = Opening {
         prime: new_revision,

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
-use moat_protocol::RequestId;
 use moat_protocol::jsonrpc::Message;
+use moat_protocol::{ProtocolVersion, RequestId};
 use tokio::sync::mpsc;
 
 use super::stream::{Pushed, Stream, StreamBounds};
@@ -51,6 +51,7 @@ impl Sessions {
             state: Mutex::new(Routes::default()),
             last_active: Mutex::new(Instant::now()),
             bounds,
+            version: std::sync::OnceLock::new(),
         });
         self.map().insert(id.clone(), session.clone());
         tokio::spawn(route(Arc::downgrade(&session), out_rx));
@@ -135,6 +136,8 @@ pub(crate) struct Session {
     state: Mutex<Routes>,
     last_active: Mutex<Instant>,
     bounds: StreamBounds,
+    /// The revision `initialize` settled on, once its answer went out.
+    version: std::sync::OnceLock<ProtocolVersion>,
 }
 
 /// Why a message could not be handed to the session.
@@ -146,6 +149,11 @@ pub(crate) enum Closed {
 impl Session {
     fn routes(&self) -> MutexGuard<'_, Routes> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The revision negotiated on this session, once known.
+    pub(crate) fn version(&self) -> Option<ProtocolVersion> {
+        self.version.get().copied()
     }
 
     fn touch(&self) {
@@ -274,7 +282,22 @@ async fn route(session: Weak<Session>, mut outbound: mpsc::Receiver<Outgoing>) {
         let Some(session) = session.upgrade() else {
             return;
         };
+        if msg.hang_up {
+            let stream = msg
+                .related
+                .as_ref()
+                .and_then(|id| session.routes().by_request.get(id).cloned());
+            if let Some(stream) = stream {
+                stream.hang_up();
+            }
+            continue;
+        }
         let responses = answers(&msg);
+        if responses == 1 && session.version.get().is_none() {
+            if let Some(v) = negotiated(&msg.text) {
+                let _ = session.version.set(v);
+            }
+        }
         let json: Arc<str> = Arc::from(msg.text);
         let mut routes = session.routes();
         let target = match msg.related.as_ref() {
@@ -321,6 +344,24 @@ async fn route(session: Weak<Session>, mut outbound: mpsc::Receiver<Outgoing>) {
 
 fn same(a: &Stream, b: &Stream) -> bool {
     a.ptr_eq(b)
+}
+
+/// The revision in an `initialize` answer.
+fn negotiated(text: &str) -> Option<ProtocolVersion> {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        result: Init,
+    }
+    #[derive(serde::Deserialize)]
+    struct Init {
+        #[serde(rename = "protocolVersion")]
+        protocol_version: String,
+    }
+    if !text.contains("\"protocolVersion\"") {
+        return None;
+    }
+    let answer: Answer = serde_json::from_str(text).ok()?;
+    ProtocolVersion::parse(&answer.result.protocol_version)
 }
 
 /// How many requests `msg` answers: 1 for a response, the number of answers for a batch.

@@ -48,9 +48,17 @@ struct State {
     delivered: u64,
     /// Responses still to come before the stream is complete (POST streams).
     awaiting: usize,
+    /// A standalone stream: it carries answers too (legacy transport) but never completes.
+    open_ended: bool,
     finished: bool,
     /// Whether a body is reading this stream now.
     attached: bool,
+    /// Bumped to end the bodies reading the stream without ending the stream.
+    generation: u64,
+    /// Hung up before any body read it: the next body ends after its opening.
+    hang_up_pending: bool,
+    /// Whether the client can resume after a hang-up (it was told event ids and `retry`).
+    may_hang_up: bool,
 }
 
 /// A stream's shared state; cheap to clone.
@@ -93,8 +101,12 @@ impl Stream {
                     next_seq: 0,
                     delivered: 0,
                     awaiting,
+                    open_ended: awaiting == 0,
                     finished: false,
                     attached: false,
+                    generation: 0,
+                    hang_up_pending: false,
+                    may_hang_up: false,
                 }),
                 version: watch::channel(0).0,
             }),
@@ -136,7 +148,7 @@ impl Stream {
                 st.queued_bytes += json.len();
                 st.events.push_back(Event { seq, json });
                 st.awaiting = st.awaiting.saturating_sub(responses);
-                if responses > 0 && st.awaiting == 0 {
+                if responses > 0 && st.awaiting == 0 && !st.open_ended {
                     st.finished = true;
                     Pushed::Completed
                 } else {
@@ -146,6 +158,29 @@ impl Stream {
         };
         self.wake();
         outcome
+    }
+
+    /// End the body reading this stream now, keeping the stream for the client to resume
+    /// (SSE polling).
+    pub(crate) fn hang_up(&self) {
+        {
+            let mut st = self.state();
+            if !st.may_hang_up {
+                return; // the client could not resume: keep the stream open
+            }
+            if st.attached {
+                st.generation += 1;
+                st.attached = false;
+            } else {
+                st.hang_up_pending = true;
+            }
+        }
+        self.wake();
+    }
+
+    /// Let [`hang_up`](Self::hang_up) end bodies: the client knows how to resume.
+    pub(crate) fn allow_hang_up(&self) {
+        self.state().may_hang_up = true;
     }
 
     /// End the stream (the session closed): bodies end after what is queued.
@@ -174,7 +209,7 @@ impl Stream {
         loop {
             {
                 let st = self.state();
-                if st.finished || !st.events.is_empty() {
+                if st.finished || !st.events.is_empty() || st.hang_up_pending {
                     return;
                 }
             }
@@ -236,7 +271,18 @@ impl Stream {
     /// resume even before the first message) with a `retry` hint, then events from
     /// `from_seq`, comments as keep-alives while idle, until the stream is finished.
     pub(crate) fn body(&self, from_seq: u64, opening: Opening) -> SseBody {
-        self.state().attached = true;
+        let generation = {
+            let mut st = self.state();
+            st.attached = true;
+            if std::mem::take(&mut st.hang_up_pending) {
+                // Hung up before anyone read it: this body gets its opening (the priming
+                // event and `retry`) and ends; the client comes back for the rest.
+                st.attached = false;
+                st.generation.wrapping_sub(1)
+            } else {
+                st.generation
+            }
+        };
         let mut first = String::new();
         if let Some(retry) = opening.retry {
             first.push_str(&format!("retry: {}\n", retry.as_millis()));
@@ -256,6 +302,7 @@ impl Stream {
             first.push('\n');
         }
         let reader = Reader {
+            generation,
             stream: self.clone(),
             cursor: from_seq,
             rx: self.inner.version.subscribe(),
@@ -283,6 +330,7 @@ pub(crate) type SseBody = StreamBody<
 >;
 
 struct Reader {
+    generation: u64,
     stream: Stream,
     cursor: u64,
     rx: watch::Receiver<u64>,
@@ -303,6 +351,9 @@ impl Reader {
         loop {
             let ready = {
                 let mut st = self.stream.state();
+                if st.generation != self.generation {
+                    return None; // hung up: the client will resume
+                }
                 match st.events.iter().find(|e| e.seq >= self.cursor) {
                     Some(e) => {
                         let seq = e.seq;
@@ -337,7 +388,17 @@ impl Reader {
 
 impl Drop for Reader {
     fn drop(&mut self) {
-        self.stream.state().attached = false;
+        let mut st = self.stream.state();
+        if st.generation == self.generation {
+            st.attached = false;
+        }
+    }
+}
+
+#[cfg(test)]
+impl Stream {
+    fn pending_hang_up(&self) -> bool {
+        self.state().hang_up_pending
     }
 }
 
@@ -442,6 +503,42 @@ mod tests {
         );
         assert_eq!(parse_event_id("s1.p"), Some(("s1", None)));
         assert_eq!(parse_event_id("a.b.7"), Some(("a.b", Some(7))));
+    }
+
+    #[tokio::test]
+    async fn a_hung_up_stream_ends_its_body_and_resumes_later() {
+        let s = Stream::new(Some("s1".into()), 1, StreamBounds::default());
+        s.allow_hang_up();
+        s.push("{\"n\":0}".into(), 0);
+        let body = s.body(0, Opening::default());
+        s.hang_up();
+        assert_eq!(read_all(body).await, "");
+        assert!(!s.is_finished());
+        assert!(!s.is_attached());
+        s.push("{\"id\":1}".into(), 1);
+        // The client saw only the priming event: it resumes from the start.
+        let from = s.resume_point_start().unwrap();
+        let rest = read_all(s.body(from, Opening::default())).await;
+        assert_eq!(rest.matches("data:").count(), 2, "{rest}");
+    }
+
+    #[tokio::test]
+    async fn hanging_up_before_the_first_event_sends_only_the_opening() {
+        let s = Stream::new(Some("s1".into()), 1, StreamBounds::default());
+        s.allow_hang_up();
+        s.hang_up();
+        s.first_event().await; // returns: there is something to decide on
+        assert!(s.pending_hang_up());
+        let opening = Opening {
+            prime: true,
+            retry: Some(Duration::from_millis(500)),
+            ..Opening::default()
+        };
+        let text = read_all(s.body(0, opening)).await;
+        assert_eq!(text, "retry: 500\nid: s1.p\ndata: \n\n");
+        s.push("{\"id\":1}".into(), 1);
+        let rest = read_all(s.body(s.resume_point_start().unwrap(), Opening::default())).await;
+        assert!(rest.contains("{\"id\":1}"));
     }
 
     #[test]
