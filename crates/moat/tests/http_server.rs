@@ -369,3 +369,37 @@ async fn legacy_sse_sessions_work_and_end_with_their_stream() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(handle.live_sessions(), 0, "the session outlived its stream");
 }
+
+#[tokio::test]
+async fn slow_clients_are_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut options = HttpServerOptions::default();
+    options.header_timeout = Duration::from_millis(300);
+    options.body_timeout = Duration::from_millis(300);
+    let (addr, _) = start(options).await;
+
+    // Headers that never finish: the connection is closed.
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: localhost\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), slow.read_to_end(&mut buf)).await;
+    assert!(read.is_ok(), "the server kept a half-sent request open");
+
+    // A body that never finishes: 408.
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    slow.write_all(
+        b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+          Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"",
+    )
+    .await
+    .unwrap();
+    let mut buf = vec![0; 1024];
+    let n = tokio::time::timeout(Duration::from_secs(5), slow.read(&mut buf))
+        .await
+        .expect("no answer to a stalled body")
+        .unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]);
+    assert!(head.starts_with("HTTP/1.1 408"), "{head}");
+}
