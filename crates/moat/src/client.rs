@@ -9,6 +9,18 @@
 //! client.close().await;
 //! # Ok(()) }
 //! ```
+//!
+//! A server behind a URL is one call too, over Streamable HTTP or, for old servers, the
+//! legacy HTTP+SSE transport (found automatically; see [`HttpOptions`]):
+//!
+//! ```no_run
+//! # async fn run() -> moat::Result<()> {
+//! use moat::client::HttpOptions;
+//! let client = moat::Client::builder()
+//!     .connect_url("https://example.com/mcp", HttpOptions::default().bearer_token("s3cret"))
+//!     .await?;
+//! # client.close().await; Ok(()) }
+//! ```
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -41,6 +53,14 @@ use tokio::sync::broadcast;
 use crate::error::{Error, Result};
 use crate::handler::{BoxFuture, Handler, HandlerResult, IncomingRequest, RequestContext};
 use crate::peer::{Peer, PeerOptions, RequestOptions};
+
+/// Why an HTTP connection could not be set up (it reaches callers as [`Error::Http`]).
+pub use moat_transport::http::client::ClientError as HttpError;
+/// How to reach a server over HTTP: transport mode, headers, bearer token, timeouts, limits,
+/// redirects and reconnection. See [`ClientBuilder::connect_url`].
+pub use moat_transport::http::client::ClientOptions as HttpOptions;
+/// Which HTTP transport to speak: `Auto` (default), `StreamableHttp` or `LegacySse`.
+pub use moat_transport::http::client::TransportMode as HttpTransport;
 
 /// A notification from the server (`notifications/message`, `…/list_changed`, `…/updated`, …).
 #[derive(Debug, Clone, PartialEq)]
@@ -187,6 +207,23 @@ impl ClientBuilder {
                 Err(e)
             }
         }
+    }
+
+    /// Connect to the server at an `http://` or `https://` URL.
+    ///
+    /// With [`HttpTransport::Auto`] (the default) the first request goes out as a
+    /// Streamable HTTP POST; a server that refuses it the way pre-2025-03-26 servers do is
+    /// spoken to over the legacy HTTP+SSE transport instead (then `url` is its SSE endpoint).
+    /// The revision is negotiated as for any connection ([`protocol`](Self::protocol)).
+    /// Sessions, resumption of dropped streams and the 2026-07-28 request headers are the
+    /// transport's business; HTTP failures reach the caller as JSON-RPC errors of the
+    /// requests they hit. A URL that cannot be used, or a legacy SSE endpoint that cannot be
+    /// opened, fails here with [`Error::Http`].
+    pub async fn connect_url(self, url: &str, options: HttpOptions) -> Result<Client> {
+        let conn = moat_transport::http::client::connect(url, options)
+            .await
+            .map_err(http_error)?;
+        self.connect(conn).await
     }
 
     /// Connect over an existing connection.
@@ -484,6 +521,14 @@ impl Client {
         S: Into<OsString>,
     {
         Client::builder().connect_command(argv).await
+    }
+
+    /// Connect to the server at an `http://` or `https://` URL with default settings
+    /// (see [`ClientBuilder::connect_url`]).
+    pub async fn connect_url(url: &str) -> Result<Client> {
+        Client::builder()
+            .connect_url(url, HttpOptions::default())
+            .await
     }
 
     fn with_child(mut self, child: ChildProcess) -> Self {
@@ -827,6 +872,11 @@ impl Client {
     pub async fn close(self) {
         self.peer.close().await;
     }
+}
+
+/// An HTTP setup failure as an SDK error.
+fn http_error(e: HttpError) -> Error {
+    Error::Http(e)
 }
 
 fn paginated(cursor: Option<String>) -> PaginatedRequestParams {

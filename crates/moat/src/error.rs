@@ -61,6 +61,11 @@ pub enum Error {
     #[error(transparent)]
     Io(#[from] std::io::Error),
 
+        /// An HTTP connection could not be set up (bad URL or header, unreachable server, an
+    /// endpoint that is not MCP).
+    #[error(transparent)]
+    Http(#[from] moat_transport::http::client::ClientError),
+
     /// The HTTP server could not start.
     #[error(transparent)]
     HttpServer(#[from] moat_transport::http::server::HttpServerError),

@@ -44,7 +44,9 @@ pub mod peer;
 pub mod schema;
 pub mod server;
 
-pub use client::{Client, ClientBuilder, Listening, ServerNotification};
+pub use client::{
+    Client, ClientBuilder, HttpError, HttpOptions, HttpTransport, Listening, ServerNotification,
+};
 pub use error::{Error, Result};
 pub use handler::{Handler, RequestContext};
 pub use mrtr::StateKey;

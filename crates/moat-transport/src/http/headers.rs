@@ -26,16 +26,14 @@ pub const X_MCP_HEADER: &str = "x-mcp-header";
 const SENTINEL_START: &str = "=?base64?";
 const SENTINEL_END: &str = "?=";
 
-/// Encode a value for `Mcp-Name` or `Mcp-Param-*`: as is when it is plain visible ASCII
-/// (spaces inside allowed, not at either end) and does not look like the sentinel itself,
-/// otherwise base64 of its UTF-8 bytes inside the sentinel.
+/// Encode a value for `Mcp-Name` or `Mcp-Param-*`: as is when it is printable ASCII
+/// (spaces inside allowed, not at either end; no tabs or controls) and does not look like
+/// the sentinel itself, otherwise base64 of its UTF-8 bytes inside the sentinel.
 pub fn encode_value(value: &str) -> String {
-    let plain = value
-        .bytes()
-        .all(|b| b == b' ' || b == b'\t' || (0x21..=0x7e).contains(&b))
-        && !value.starts_with([' ', '\t'])
-        && !value.ends_with([' ', '\t'])
-        && !(value.starts_with(SENTINEL_START) && value.ends_with(SENTINEL_END));
+    let printable = value.bytes().all(|b| (0x20..=0x7e).contains(&b));
+    let padded = value.starts_with(' ') || value.ends_with(' ');
+    let looks_encoded = value.starts_with(SENTINEL_START) && value.ends_with(SENTINEL_END);
+    let plain = printable && !padded && !looks_encoded;
     if plain {
         value.to_owned()
     } else {
@@ -247,7 +245,8 @@ mod tests {
     #[test]
     fn plain_values_pass_unchanged() {
         assert_eq!(encode_value("us-west1"), "us-west1");
-        assert_eq!(encode_value("a b"), "a b");
+                assert_eq!(encode_value("a b"), "a b");
+        assert_eq!(encode_value("a\tb"), "=?base64?YQli?=");
         assert_eq!(decode_value(b"us-west1").unwrap(), "us-west1");
     }
 

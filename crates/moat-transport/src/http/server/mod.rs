@@ -542,6 +542,8 @@ struct Parsed {
     batch: bool,
 }
 
+// The error is the HTTP answer itself, built once on a cold path: boxing it buys nothing.
+#[allow(clippy::result_large_err)]
 fn parse(text: &str) -> Result<Parsed, Response<Body>> {
     let invalid = |e: jsonrpc::EnvelopeError| {
         json_response(
@@ -851,6 +853,7 @@ async fn post_modern(
     }
 }
 
+#[allow(clippy::result_large_err)] // as for `parse`
 fn session_of(
     shared: &Shared,
     req: &Request<Incoming>,

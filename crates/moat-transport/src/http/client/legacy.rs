@@ -1,0 +1,161 @@
+//! The HTTP+SSE transport of 2024-11-05: one long GET whose first event, `endpoint`, names
+//! where to POST; every `message` event carries one message from the server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::HeaderValue;
+use http::header::{ACCEPT, CONTENT_TYPE};
+use moat_protocol::ErrorObject;
+use url::Url;
+
+use super::body::{self, Events, StreamError};
+use super::errors::{challenge, describe_status, http_failure};
+use super::streamable::request_ids;
+use super::{ClientError, Shared, content_type, error_chain, is_event_stream};
+
+/// How long the GET and its `endpoint` event may take when no request timeout is set.
+const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+
+/// Open the event stream, wait for the `endpoint` event, and start delivering `message`
+/// events. Returns the endpoint to POST to.
+pub(super) async fn open(shared: &Arc<Shared>) -> Result<Url, ClientError> {
+    let url = shared.url.to_string();
+    let wait = shared.options.request_timeout.unwrap_or(DEFAULT_WAIT);
+    let mut headers = shared.headers();
+    headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+    let fut = shared.get.get(shared.url.clone()).headers(headers).send();
+    let resp = match tokio::time::timeout(wait, fut).await {
+        Ok(Ok(resp)) => resp,
+        Ok(Err(e)) => {
+            return Err(ClientError::Unreachable {
+                url,
+                detail: error_chain(&e),
+            });
+        }
+        Err(_) => {
+            return Err(ClientError::Unreachable {
+                url,
+                detail: format!("no response within {wait:?}"),
+            });
+        }
+    };
+    let status = resp.status();
+    if !status.is_success() {
+        let final_url = resp.url().clone();
+        let ch = challenge(&resp);
+        let text = body::read_error_body(resp).await;
+        return Err(ClientError::Status {
+            url,
+            status: status.as_u16(),
+            detail: describe_status(shared, status, &final_url, &text, ch.as_deref()),
+        });
+    }
+    if !is_event_stream(&resp) {
+        return Err(ClientError::NotSse {
+            url,
+            detail: format!(
+                "GET answered with Content-Type {}, not text/event-stream",
+                content_type(&resp).unwrap_or_else(|| "(none)".to_owned())
+            ),
+        });
+    }
+    let base = resp.url().clone();
+    let mut events = body::events(resp, shared.options.max_message_bytes);
+    let first = tokio::time::timeout(wait, async {
+        loop {
+            match events.next().await {
+                Some(Ok(ev)) if ev.event.as_deref() == Some("endpoint") => return Ok(ev.data),
+                // A priming event or keep-alive before it.
+                Some(Ok(ev)) if ev.data.trim().is_empty() => {}
+                Some(Ok(ev)) => {
+                    return Err(format!(
+                        "the first event is {:?}, not \"endpoint\"",
+                        ev.event.as_deref().unwrap_or("message")
+                    ));
+                }
+                Some(Err(e)) => return Err(e.to_string()),
+                None => return Err("the stream ended before the endpoint event".to_owned()),
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| Err(format!("no endpoint event within {wait:?}")));
+    let data = first.map_err(|detail| ClientError::NotSse {
+        url: url.clone(),
+        detail,
+    })?;
+    let endpoint = base.join(data.trim()).map_err(|e| ClientError::NotSse {
+        url: url.clone(),
+        detail: format!(
+            "the endpoint event names no usable URL ({:?}: {e})",
+            data.trim()
+        ),
+    })?;
+    if endpoint.origin() != shared.url.origin() {
+        return Err(ClientError::CrossOrigin {
+            url,
+            endpoint: endpoint.to_string(),
+        });
+    }
+    tracing::debug!(%endpoint, "legacy HTTP+SSE endpoint");
+    let task = shared.clone();
+    shared.spawn(async move { read(&task, events).await });
+    Ok(endpoint)
+}
+
+/// Deliver every `message` event; when the stream ends, so does the connection.
+async fn read(shared: &Shared, mut events: Events) {
+    let why = loop {
+        match events.next().await {
+            Some(Ok(ev)) if ev.is_message() => shared.deliver(ev.data).await,
+            Some(Ok(ev)) => {
+                if ev.event.as_deref() == Some("endpoint") {
+                    tracing::debug!("ignoring a second endpoint event");
+                }
+            }
+            Some(Err(e @ StreamError::TooLarge(_))) => {
+                break format!("{e}; closing the connection");
+            }
+            Some(Err(StreamError::Broken(e))) => {
+                break format!("the SSE stream from {} failed: {e}", shared.url);
+            }
+            None => break format!("the server closed the SSE stream ({})", shared.url),
+        }
+    };
+    shared.end(why).await;
+}
+
+/// POST one message to the endpoint (in order: the driver waits). A refused request gets
+/// an error response.
+pub(super) async fn send(shared: &Shared, endpoint: &Url, text: String) {
+    let (ids, method) = request_ids(&text);
+    let method = method.unwrap_or_else(|| "a response".to_owned());
+    let mut headers = shared.headers();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let fut = shared
+        .post
+        .post(endpoint.clone())
+        .headers(headers)
+        .body(Bytes::from(text))
+        .send();
+    let wait = shared.options.request_timeout.unwrap_or(DEFAULT_WAIT);
+    let failed = match tokio::time::timeout(wait, fut).await {
+        Ok(Ok(resp)) if resp.status().is_success() => return,
+        Ok(Ok(resp)) => {
+            let mut pending = ids;
+            return http_failure(shared, &method, resp, &mut pending).await;
+        }
+        Ok(Err(e)) => error_chain(&e),
+        Err(_) => format!("no response within {wait:?}"),
+    };
+    if ids.is_empty() {
+        tracing::warn!(%method, error = %failed, "could not send a message");
+    }
+    let err = ErrorObject::internal(format!("POST {endpoint} for {method} failed: {failed}"));
+    for id in &ids {
+        shared.deliver_error(id, &err).await;
+    }
+}
