@@ -3,10 +3,13 @@
 
 Usage:
     interop/.venv/bin/python py_client.py [options] -- CMD [ARGS...]
+    interop/.venv/bin/python py_client.py [options] --url URL [--transport streamable|sse]
 
-Spawns CMD over stdio, connects (handshake or `server/discover`), runs a fixed
-script and prints ONE JSON object on stdout with the same shape as
-ts_client.mjs:
+Spawns CMD over stdio, or connects to the HTTP server at URL with the SDK's own
+HTTP transport (`streamable_http_client` by default; `--transport sse`: the
+legacy 2024-11-05 HTTP+SSE `sse_client`, URL being the SSE endpoint). Connects
+(handshake or `server/discover`), runs a fixed script and prints ONE JSON
+object on stdout with the same shape as ts_client.mjs:
 
     {"client": {...}, "protocolVersion": "...", "serverInfo": {...} | null,
      "capabilities": {...}, "instructions": ...,
@@ -35,6 +38,14 @@ Options:
     --read URI             read a resource (repeatable)
     --prompt NAME JSONARGS get a prompt (repeatable)
     --timeout SECONDS      overall deadline (default 60)
+    --url URL              connect over HTTP instead of spawning a command
+    --transport KIND       with --url: streamable (default; Streamable HTTP, URL
+                           is the MCP endpoint) or sse (legacy HTTP+SSE, URL is
+                           the SSE endpoint, e.g. http://HOST/sse)
+
+Over HTTP the output also has "transport" ("streamable" | "sse") and, for
+Streamable HTTP, "sessionId" (the Mcp-Session-Id the server assigned, null when
+there is none, as in 2026-07-28). Over stdio both are absent.
 """
 
 from __future__ import annotations
@@ -48,7 +59,7 @@ from typing import Any, NoReturn
 PROG = "py_client"
 USAGE = (
     "usage: py_client.py [--protocol REV|auto] [--call NAME JSON]... [--read URI]... "
-    "[--prompt NAME JSON]... [--timeout SECS] -- CMD [ARGS...]"
+    "[--prompt NAME JSON]... [--timeout SECS] (-- CMD [ARGS...] | --url URL [--transport streamable|sse])"
 )
 
 
@@ -74,7 +85,15 @@ def parse_json_obj(flag: str, text: str) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str]) -> dict[str, Any]:
-    opts: dict[str, Any] = {"protocol": None, "calls": [], "reads": [], "prompts": [], "timeout": 60.0}
+    opts: dict[str, Any] = {
+        "protocol": None,
+        "calls": [],
+        "reads": [],
+        "prompts": [],
+        "timeout": 60.0,
+        "url": None,
+        "transport": None,
+    }
     i = 0
 
     def need(flag: str, n: int) -> None:
@@ -111,17 +130,37 @@ def parse_args(argv: list[str]) -> dict[str, Any]:
             if opts["timeout"] <= 0:
                 usage("--timeout must be positive")
             i += 2
+        elif a == "--url":
+            need(a, 1)
+            opts["url"] = argv[i + 1]
+            i += 2
+        elif a == "--transport":
+            need(a, 1)
+            opts["transport"] = argv[i + 1]
+            if opts["transport"] not in ("streamable", "sse"):
+                usage("--transport must be streamable or sse")
+            i += 2
         elif a in ("-h", "--help"):
             print(__doc__)
             sys.exit(0)
         else:
             usage(f"unknown option {a!r} (put the server command after --)")
-    if i >= len(argv):
-        usage("missing server command after --")
-    opts["command"] = argv[i]
-    opts["args"] = argv[i + 1 :]
     if opts["protocol"] == "auto":
         opts["protocol"] = None
+    if opts["url"] is not None:
+        if i < len(argv):
+            usage("give either --url or a server command after --, not both")
+        if not opts["url"].startswith(("http://", "https://")):
+            usage(f"--url: expected an http:// or https:// URL, got {opts['url']!r}")
+        if opts["transport"] is None:
+            opts["transport"] = "streamable"
+        return opts
+    if opts["transport"] is not None:
+        usage("--transport needs --url")
+    if i >= len(argv):
+        usage("missing server command after -- (or --url URL)")
+    opts["command"] = argv[i]
+    opts["args"] = argv[i + 1 :]
     return opts
 
 
@@ -153,9 +192,14 @@ def describe(e: BaseException) -> str:
     # anyio task groups wrap failures in ExceptionGroups; show the leaves.
     if isinstance(e, _GROUP):
         return "; ".join(describe(x) for x in e.exceptions)  # type: ignore[attr-defined]
-    code = getattr(getattr(e, "error", None), "code", None)
+    error = getattr(e, "error", None)
+    code = getattr(error, "code", None)
     suffix = f" (code {code})" if code is not None else ""
-    return f"{type(e).__name__}{suffix}: {e}"
+    text = f"{type(e).__name__}{suffix}: {e}"
+    data = getattr(error, "data", None)
+    if data is not None:
+        text += f" (data: {json.dumps(data, default=str)})"
+    return text
 
 
 async def step(what: str, coro: Any) -> Any:
@@ -190,9 +234,16 @@ async def run(opts: dict[str, Any]) -> dict[str, Any]:
             2,
         )
 
-    params = StdioServerParameters(command=opts["command"], args=opts["args"], env=dict(os.environ))
+    session: dict[str, str | None] = {"id": None}
+    server: Any
+    if opts["url"] is None:
+        server = StdioServerParameters(command=opts["command"], args=opts["args"], env=dict(os.environ))
+        target = opts["command"]
+    else:
+        server = http_transport(opts["url"], opts["transport"], session)
+        target = f"{opts['url']} ({opts['transport']})"
     client = Client(
-        params,
+        server,
         mode=mode,
         client_info=Implementation(name="moat-interop-py-client", version=sdk_version()),
         read_timeout_seconds=opts["timeout"],
@@ -201,7 +252,7 @@ async def run(opts: dict[str, Any]) -> dict[str, Any]:
     try:
         await client.__aenter__()
     except Exception as e:  # noqa: BLE001
-        raise RuntimeError(f"connect ({mode}) to {opts['command']} failed: {describe(e)}") from e
+        raise RuntimeError(f"connect ({mode}) to {target} failed: {describe(e)}") from e
     try:
         negotiated = client.protocol_version
         if rev is not None and negotiated != rev:
@@ -222,6 +273,10 @@ async def run(opts: dict[str, Any]) -> dict[str, Any]:
             "reads": [],
             "gets": [],
         }
+        if opts["url"] is not None:
+            out["transport"] = opts["transport"]
+            if opts["transport"] == "streamable":
+                out["sessionId"] = session["id"]
         if caps.tools is not None:
             out["toolDetails"] = await step("tools/list", list_all(client.list_tools, "tools"))
             out["tools"] = [t["name"] for t in out["toolDetails"]]
@@ -248,6 +303,38 @@ async def run(opts: dict[str, Any]) -> dict[str, Any]:
             await client.__aexit__(None, None, None)
         except Exception as e:  # noqa: BLE001 - shutdown noise must not mask the result
             sys.stderr.write(f"{PROG}: warning: shutdown: {describe(e)}\n")
+
+
+def http_transport(url: str, kind: str, session: dict[str, str | None]) -> Any:
+    """The SDK's HTTP transport for `url`, as a `Transport` for `Client`.
+
+    Streamable HTTP goes through an httpx2 client of the SDK's own making whose
+    response hook records the `Mcp-Session-Id` the server assigns (the SDK keeps
+    it private).
+    """
+    from contextlib import asynccontextmanager
+
+    if kind == "sse":
+        from mcp.client.sse import sse_client
+
+        return sse_client(url)
+
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async def remember_session(response: Any) -> None:
+        sid = response.headers.get("mcp-session-id")
+        if sid:
+            session["id"] = sid
+
+    @asynccontextmanager
+    async def transport() -> Any:
+        async with create_mcp_http_client() as http:
+            http.event_hooks = {"request": [], "response": [remember_session]}
+            async with streamable_http_client(url, http_client=http) as streams:
+                yield streams
+
+    return transport()
 
 
 def sdk_version() -> str:

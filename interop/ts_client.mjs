@@ -5,9 +5,13 @@
 //
 // Usage:
 //   node ts_client.mjs [options] -- CMD [ARGS...]
+//   node ts_client.mjs [options] --url URL [--transport streamable|sse]
 //
-// Spawns CMD over stdio, connects (initialize handshake, or server/discover
-// with --sdk v2), then runs a fixed script and prints ONE JSON object on stdout:
+// Spawns CMD over stdio, or connects to the HTTP server at URL with the SDK's
+// own HTTP transport (Streamable HTTP by default; --transport sse: the legacy
+// 2024-11-05 HTTP+SSE transport, URL being the SSE endpoint). Connects
+// (initialize handshake, or server/discover with --sdk v2), then runs a fixed
+// script and prints ONE JSON object on stdout:
 //
 //   { "client": {...}, "protocolVersion": "...", "serverInfo": {...},
 //     "capabilities": {...}, "instructions": ...,
@@ -37,6 +41,14 @@
 //   --read URI             read a resource (repeatable)
 //   --prompt NAME JSONARGS get a prompt (repeatable)
 //   --timeout SECONDS      overall deadline (default 60)
+//   --url URL              connect over HTTP instead of spawning a command
+//   --transport KIND       with --url: streamable (default; Streamable HTTP,
+//                          URL is the MCP endpoint) or sse (legacy HTTP+SSE,
+//                          URL is the SSE endpoint, e.g. http://HOST/sse)
+//
+// Over HTTP the output also has "transport" ("streamable" | "sse") and, for
+// Streamable HTTP, "sessionId" (the Mcp-Session-Id the server assigned, null
+// when there is none, as in 2026-07-28). Over stdio both are absent.
 
 import { readFileSync } from 'node:fs';
 
@@ -44,12 +56,14 @@ const SDKS = {
   v1: {
     pkg: '@modelcontextprotocol/sdk',
     load: async () => {
-      const [{ Client }, stdio, types] = await Promise.all([
+      const [{ Client }, stdio, streamable, sse, types] = await Promise.all([
         import('@modelcontextprotocol/sdk/client/index.js'),
         import('@modelcontextprotocol/sdk/client/stdio.js'),
+        import('@modelcontextprotocol/sdk/client/streamableHttp.js'),
+        import('@modelcontextprotocol/sdk/client/sse.js'),
         import('@modelcontextprotocol/sdk/types.js'),
       ]);
-      return { Client, ...stdio, ...types, modern: [] };
+      return { Client, ...stdio, ...streamable, ...sse, ...types, modern: [] };
     },
   },
   v2: {
@@ -61,6 +75,8 @@ const SDKS = {
       ]);
       // SUPPORTED_PROTOCOL_VERSIONS lists the handshake era only; the
       // stateless revisions are negotiated through server/discover.
+      // StreamableHTTPClientTransport and SSEClientTransport come from the
+      // main entry point.
       return { ...client, ...stdio, modern: ['2026-07-28'] };
     },
   },
@@ -68,7 +84,8 @@ const SDKS = {
 
 const USAGE =
   'usage: node ts_client.mjs [--sdk v1|v2] [--protocol REV|auto] [--call NAME JSON]... ' +
-  '[--read URI]... [--prompt NAME JSON]... [--timeout SECS] -- CMD [ARGS...]';
+  '[--read URI]... [--prompt NAME JSON]... [--timeout SECS] ' +
+  '(-- CMD [ARGS...] | --url URL [--transport streamable|sse])';
 
 // The spawned server: its transport is closed (stdin EOF, then signals) and
 // the child killed if still alive before we exit, so no server outlives us.
@@ -117,7 +134,18 @@ function parseJsonArg(flag, text) {
 }
 
 function parseArgs(argv) {
-  const opts = { sdk: 'v1', protocol: null, calls: [], reads: [], prompts: [], timeout: 60, command: null, args: [] };
+  const opts = {
+    sdk: 'v1',
+    protocol: null,
+    calls: [],
+    reads: [],
+    prompts: [],
+    timeout: 60,
+    command: null,
+    args: [],
+    url: null,
+    transport: null,
+  };
   let i = 0;
   const need = (flag, n) => {
     if (i + n >= argv.length) usage(`${flag} needs ${n} value(s)`);
@@ -157,6 +185,17 @@ function parseArgs(argv) {
         opts.timeout = Number(argv[++i]);
         if (!(opts.timeout > 0)) usage('--timeout must be a positive number of seconds');
         break;
+      case '--url':
+        need(a, 1);
+        opts.url = argv[++i];
+        break;
+      case '--transport':
+        need(a, 1);
+        opts.transport = argv[++i];
+        if (opts.transport !== 'streamable' && opts.transport !== 'sse') {
+          usage('--transport must be streamable or sse');
+        }
+        break;
       case '-h':
       case '--help':
         process.stdout.write(`${USAGE}\n(see the header of ts_client.mjs)\n`);
@@ -166,10 +205,21 @@ function parseArgs(argv) {
         usage(`unknown option ${JSON.stringify(a)} (put the server command after --)`);
     }
   }
-  if (i >= argv.length) usage('missing server command after --');
+  if (opts.protocol === 'auto') opts.protocol = null;
+  if (opts.url !== null) {
+    if (i < argv.length) usage('give either --url or a server command after --, not both');
+    try {
+      opts.url = new URL(opts.url);
+    } catch (e) {
+      usage(`--url: invalid URL ${JSON.stringify(opts.url)}: ${e.message}`);
+    }
+    opts.transport ??= 'streamable';
+    return opts;
+  }
+  if (opts.transport !== null) usage('--transport needs --url');
+  if (i >= argv.length) usage('missing server command after -- (or --url URL)');
   opts.command = argv[i];
   opts.args = argv.slice(i + 1);
-  if (opts.protocol === 'auto') opts.protocol = null;
   return opts;
 }
 
@@ -265,18 +315,29 @@ async function main() {
     );
   }
 
-  const inner = new api.StdioClientTransport({
-    command: opts.command,
-    args: opts.args,
-    env: { ...api.getDefaultEnvironment(), ...process.env },
-    stderr: 'inherit',
-  });
+  let inner;
+  let target;
+  if (opts.url !== null) {
+    target = `${opts.url.href} (${opts.transport})`;
+    inner =
+      opts.transport === 'sse'
+        ? new api.SSEClientTransport(opts.url)
+        : new api.StreamableHTTPClientTransport(opts.url);
+  } else {
+    target = opts.command;
+    inner = new api.StdioClientTransport({
+      command: opts.command,
+      args: opts.args,
+      env: { ...api.getDefaultEnvironment(), ...process.env },
+      stderr: 'inherit',
+    });
+    const start = inner.start.bind(inner);
+    inner.start = async () => {
+      await start();
+      serverProcess = inner._process ?? null; // private, but the only handle on the child
+    };
+  }
   activeTransport = inner;
-  const start = inner.start.bind(inner);
-  inner.start = async () => {
-    await start();
-    serverProcess = inner._process ?? null; // private, but the only handle on the child
-  };
   const clientOptions = { capabilities: {} };
   let transport = inner;
   let tap = null;
@@ -294,10 +355,15 @@ async function main() {
     clientOptions.versionNegotiation = { mode: 'auto' };
   }
   const client = new api.Client({ name: 'moat-interop-ts-client', version }, clientOptions);
-  client.onerror = (e) => process.stderr.write(`ts_client: transport error: ${e && e.message ? e.message : e}\n`);
+  let closing = false;
+  client.onerror = (e) => {
+    // Closing an HTTP transport aborts its open requests (e.g. the SSE GET); not news.
+    if (closing) return;
+    process.stderr.write(`ts_client: transport error: ${e && e.message ? e.message : e}\n`);
+  };
 
   const reqOpts = { timeout: opts.timeout * 1000 };
-  await step(`connect (${opts.command})`, () => client.connect(transport, reqOpts));
+  await step(`connect (${target})`, () => client.connect(transport, reqOpts));
 
   const negotiated = tap ? tap.negotiated : client.getNegotiatedProtocolVersion();
   if (rev && negotiated !== rev) {
@@ -319,6 +385,10 @@ async function main() {
     reads: [],
     gets: [],
   };
+  if (opts.url !== null) {
+    out.transport = opts.transport;
+    if (opts.transport === 'streamable') out.sessionId = inner.sessionId ?? null;
+  }
 
   if (caps.tools) {
     out.toolDetails = await step('tools/list', () => listAll((p) => client.listTools(p, reqOpts), 'tools'));
@@ -351,6 +421,7 @@ async function main() {
     out.gets.push({ name: p.name, arguments: p.arguments, result });
   }
 
+  closing = true;
   await client.close().catch(() => {});
   activeTransport = null;
   clearTimeout(timer);

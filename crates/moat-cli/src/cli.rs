@@ -109,6 +109,16 @@ pub struct Target {
     /// Seconds to wait for each answer from the server.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     pub timeout: u64,
+    /// With a URL: which HTTP transport to use. auto tries Streamable HTTP and falls back
+    /// to the legacy HTTP+SSE transport (2024-11-05) when the server refuses it.
+    #[arg(long, value_name = "KIND", default_value = "auto", value_parser = ["auto", "streamable", "sse"])]
+    pub transport: String,
+    /// With a URL: send `Authorization: Bearer TOKEN`. Also read from MOAT_TOKEN.
+    #[arg(long, value_name = "TOKEN", env = "MOAT_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// With a URL: send this extra HTTP header on every request (`Name: value`). Repeatable.
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
     /// The server's command line, after `--` (e.g. `-- npx -y @modelcontextprotocol/server-everything`).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -42,6 +42,15 @@ fn main() -> ExitCode {
         }
     };
     init_tracing(cli.verbose);
+    if prints_results(&cli.command) {
+        // Printing commands end quietly when their reader goes away (`moat tools … | head`),
+        // as Unix filters do. Servers keep ignoring SIGPIPE: a closed pipe is an error they
+        // handle, not a reason to die mid-answer.
+        // SAFETY: called before any thread exists; SIG_DFL is a valid disposition.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -67,6 +76,19 @@ fn main() -> ExitCode {
         }
         Err(Failure::ToolError) => ExitCode::from(3),
     }
+}
+
+/// Whether the command's job is to print a result to stdout.
+fn prints_results(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Tools(_)
+            | Command::Call(_)
+            | Command::Resources(_)
+            | Command::Read(_)
+            | Command::Prompts(_)
+            | Command::Prompt(_)
+    )
 }
 
 async fn run(command: Command) -> Result<(), Failure> {

@@ -5,36 +5,49 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use moat::{Client, RequestOptions, VersionPreference};
+use moat::{Client, HttpOptions, HttpTransport, RequestOptions, VersionPreference};
 use serde_json::{Value, json};
 
 use crate::Failure;
 use crate::cli::{CallArgs, ListArgs, PromptArgs, ReadArgs, Target};
 use crate::output;
 
-/// Connect to the target: a command after `--`, or (later) a URL.
+/// Connect to the target: a URL, or a command after `--`.
 async fn connect(url: Option<&str>, target: &Target) -> Result<Client, Failure> {
     let preference: VersionPreference = target
         .protocol
         .parse()
         .map_err(|e| Failure::Usage(anyhow!("--protocol: {e}")))?;
+    let timeout = Duration::from_secs(target.timeout.max(1));
     if let Some(url) = url {
         if !target.command.is_empty() {
             return Err(Failure::Usage(anyhow!(
                 "give either a URL or a command after `--`, not both"
             )));
         }
-        return Err(Failure::Usage(anyhow!(
-            "{url}: HTTP targets need the Streamable HTTP transport, which is not in this build yet; \
-             give the server's command after `--` instead"
-        )));
+        let options = http_options(target)?;
+        let client = Client::builder()
+            .protocol(preference)
+            .request_timeout(Some(timeout))
+            .discover_timeout(timeout.min(Duration::from_secs(5)))
+            .connect_url(url, options)
+            .await
+            .map_err(|e| match e {
+                moat::Error::Http(e) if is_usage(&e) => Failure::Usage(anyhow!(e)),
+                e => Failure::Connection(anyhow!(e).context(format!("could not connect to {url}"))),
+            })?;
+        tracing::info!(
+            server = %client.server_info().name,
+            version = ?client.protocol_version(),
+            "connected"
+        );
+        return Ok(client);
     }
     if target.command.is_empty() {
         return Err(Failure::Usage(anyhow!(
             "no server given: put its command after `--`, e.g. `moat tools -- npx -y @modelcontextprotocol/server-everything`"
         )));
     }
-    let timeout = Duration::from_secs(target.timeout.max(1));
     let shown = target.command.join(" ");
     let client = Client::builder()
         .protocol(preference)
@@ -51,6 +64,36 @@ async fn connect(url: Option<&str>, target: &Target) -> Result<Client, Failure> 
         "connected"
     );
     Ok(client)
+}
+
+/// The HTTP settings a target's flags ask for.
+fn http_options(target: &Target) -> Result<HttpOptions, Failure> {
+    let mut options = HttpOptions::default();
+    options.mode = match target.transport.as_str() {
+        "streamable" => HttpTransport::StreamableHttp,
+        "sse" => HttpTransport::LegacySse,
+        _ => HttpTransport::Auto,
+    };
+    if let Some(token) = &target.token {
+        options = options.bearer_token(token.clone());
+    }
+    for h in &target.headers {
+        let Some((name, value)) = h.split_once(':') else {
+            return Err(Failure::Usage(anyhow!(
+                "--header {h:?}: expected `Name: value`, e.g. --header 'X-Api-Key: abc'"
+            )));
+        };
+        options = options.header(name.trim(), value.trim());
+    }
+    Ok(options)
+}
+
+/// Whether an HTTP setup error is the user's to fix (a malformed URL or header).
+fn is_usage(e: &moat::HttpError) -> bool {
+    matches!(
+        e,
+        moat::HttpError::InvalidUrl { .. } | moat::HttpError::InvalidHeader { .. }
+    )
 }
 
 fn parse_object(flag: &str, text: &str) -> Result<Value, Failure> {

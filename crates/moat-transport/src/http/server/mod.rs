@@ -52,7 +52,8 @@ pub type OnConnection = Arc<dyn Fn(Connection) + Send + Sync>;
 pub struct HttpServerOptions {
     /// The Streamable HTTP endpoint.
     pub endpoint: String,
-    /// The legacy HTTP+SSE endpoints (SSE stream, message POST); `None` turns them off.
+    /// The legacy HTTP+SSE endpoints (SSE stream, message POST); `None` turns them off
+    /// (as does `stateless`).
     pub legacy: Option<(String, String)>,
     /// Serve 2026-07-28 only: no sessions, GET and DELETE answer 405.
     pub stateless: bool,
@@ -408,7 +409,8 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             _ => not_allowed(shared),
         };
     }
-    if let Some((sse, message)) = &opts.legacy {
+    // Legacy sessions are sessions: a stateless server has none.
+    if let Some((sse, message)) = opts.legacy.as_ref().filter(|_| !opts.stateless) {
         if path == sse && req.method() == Method::GET {
             return legacy::open(shared, &req, message);
         }
