@@ -1,5 +1,10 @@
 //! The "everything" server: every tool, resource, template and prompt the official MCP
-//! conformance suite exercises, with the names and outputs its scenarios expect.
+//! conformance suite exercises, with the names and outputs its scenarios expect, in every
+//! revision: the 2025 scenarios, and the 2026-07-28 ones (the `server-stateless`
+//! diagnostics, the `input-required-result-*` multi-round-trip tools and prompt, a tool
+//! with an `x-mcp-header` argument). The multi-round-trip tools ask through
+//! [`RequestContext`] like any other: the SDK turns their questions into requests to the
+//! client in the handshake era and into `InputRequiredResult`s in 2026-07-28.
 //!
 //! Besides the fixture proper, `test://watched-resource` really is watched: while any
 //! connection subscribes to it, a ticker sends `notifications/resources/updated` for it
@@ -7,14 +12,15 @@
 //! [`server()`] itself.
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use moat::schemars::{self, JsonSchema};
 use moat::types::{
     BlobResourceContents, ContentBlock, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequestParams, LoggingLevel, Prompt, PromptMessage, Resource, ResourceTemplate, Role,
-    SamplingMessage, TextResourceContents, Tool,
+    ElicitRequestParams, ElicitResult, ElicitValue, LoggingLevel, Prompt, PromptMessage, Resource,
+    ResourceTemplate, Role, SamplingMessage, TextResourceContents, Tool,
 };
 use moat::{NoArgs, RequestContext, ResourceRequest, Server, WeakServer};
 use serde::Deserialize;
@@ -304,21 +310,403 @@ fn tools(server: Server) -> Server {
             ))
         },
     );
-    server.tool_def(
+    let server = server.tool_def(
         tool(
             "test_reconnection",
-            "Tests SSE stream disconnection and client reconnection (SEP-1699)",
+            "Tests SSE stream disconnection and client reconnection (SEP-1699). The server \
+             closes the stream mid-call and the client gets the result when it resumes",
+        ),
+        move |ctx: RequestContext, _: NoArgs| async move {
+            ctx.progress(0.0, Some(100.0), Some("Closing the stream".to_owned()))
+                .await;
+            ctx.log(
+                LoggingLevel::Info,
+                None,
+                json!("Closing the stream; resume it to get the result"),
+            )
+            .await;
+            // The client resumes with `Last-Event-ID` after the `retry` delay and receives
+            // the result, sent meanwhile.
+            ctx.close_stream().await;
+            tokio::time::sleep(RECONNECTION_DELAY).await;
+            ctx.progress(100.0, Some(100.0), None).await;
+            Ok::<_, String>(
+                "Reconnection test completed successfully. If you received this, the client \
+                 properly reconnected after stream closure.",
+            )
+        },
+    );
+    let server = diagnostic_tools(server);
+    input_required_tools(server)
+}
+
+/// How long `test_reconnection` works after closing its stream.
+const RECONNECTION_DELAY: Duration = Duration::from_millis(300);
+
+/// The 2026-07-28 diagnostic tools of the `server-stateless` scenario, and a tool with an
+/// `x-mcp-header` argument. They work in every revision.
+fn diagnostic_tools(server: Server) -> Server {
+    let server = server.tool_def(
+        tool(
+            "test_missing_capability",
+            "Tests a tool that needs sampling: a client that did not declare it gets \
+             MissingRequiredClientCapabilityError (-32021) in 2026-07-28",
+        ),
+        move |ctx: RequestContext, _: NoArgs| async move {
+            let params = CreateMessageRequestParams {
+                messages: vec![SamplingMessage::user_text("Say hello")],
+                max_tokens: 20,
+                ..Default::default()
+            };
+            let result = ctx.create_message(params).await?;
+            Ok::<_, moat::Error>(format!("Sampling answered: {}", sampled_text(&result)))
+        },
+    );
+    let server = server.tool_def(
+        tool(
+            "test_streaming_elicitation",
+            "Tests elicitation during a call: a request on the response stream in the \
+             handshake era, an input request of an InputRequiredResult in 2026-07-28",
+        ),
+        move |ctx: RequestContext, _: NoArgs| async move {
+            ctx.progress(50.0, Some(100.0), None).await;
+            let answer = ctx
+                .elicit(form(
+                    "Continue?",
+                    json!({ "ok": { "type": "boolean" } }),
+                    &["ok"],
+                ))
+                .await?;
+            Ok::<_, moat::Error>(format!("Streaming complete: action={}", action(&answer)))
+        },
+    );
+    let server = server.tool_def(
+        tool(
+            "test_logging_tool",
+            "Tests logging: logs at info only if the request asked for log messages",
+        ),
+        move |ctx: RequestContext, _: NoArgs| async move {
+            ctx.log(
+                LoggingLevel::Info,
+                None,
+                json!("Diagnostic trace logging activated"),
+            )
+            .await;
+            Ok::<_, String>("Logging evaluated")
+        },
+    );
+    let weak = server.downgrade();
+    let changes = Arc::new(AtomicUsize::new(0));
+    let server = server.tool_def(
+        tool(
+            "test_trigger_tool_change",
+            "Changes the tool list (registers or updates test_dynamic_tool), so that \
+             clients are told it changed",
         ),
         move |_: RequestContext, _: NoArgs| {
+            let (weak, changes) = (weak.clone(), changes.clone());
             async move {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                Ok::<_, String>(
-                    "Reconnection test completed successfully. If you received this, the client properly \
-                     reconnected after stream closure.",
-                )
+                let server = weak.upgrade().ok_or("the server is gone")?;
+                let n = changes.fetch_add(1, Ordering::Relaxed) + 1;
+                server.tool_def(
+                    tool(
+                        "test_dynamic_tool",
+                        &format!("A tool registered by test_trigger_tool_change (change {n})"),
+                    ),
+                    move |_: RequestContext, _: NoArgs| async move {
+                        Ok::<_, String>(format!("Dynamic tool, change {n}"))
+                    },
+                );
+                Ok::<_, &str>("Tool list changed")
             }
         },
+    );
+    let weak = server.downgrade();
+    let changes = Arc::new(AtomicUsize::new(0));
+    let server = server.tool_def(
+        tool(
+            "test_trigger_prompt_change",
+            "Changes the prompt list (registers or updates test_dynamic_prompt), so that \
+             clients are told it changed",
+        ),
+        move |_: RequestContext, _: NoArgs| {
+            let (weak, changes) = (weak.clone(), changes.clone());
+            async move {
+                let server = weak.upgrade().ok_or("the server is gone")?;
+                let n = changes.fetch_add(1, Ordering::Relaxed) + 1;
+                server.prompt_def(
+                    prompt(
+                        "test_dynamic_prompt",
+                        "Dynamic Prompt",
+                        &format!("A prompt registered by test_trigger_prompt_change (change {n})"),
+                    ),
+                    move |_: RequestContext, _: NoArgs| async move {
+                        Ok::<_, String>(PromptMessage::user_text(format!(
+                            "Dynamic prompt, change {n}"
+                        )))
+                    },
+                );
+                Ok::<_, &str>("Prompt list changed")
+            }
+        },
+    );
+    server.tool_def(
+        Tool::new(
+            "test_custom_header",
+            json!({
+                "type": "object",
+                "properties": {
+                    "message": {
+                        "type": "string",
+                        "description": "The message to echo; mirrored in the Mcp-Param-Message header",
+                        "x-mcp-header": "Message",
+                    },
+                },
+                "required": ["message"],
+            }),
+        )
+        .with_description(
+            "Echoes its message, which 2026-07-28 clients also send as the Mcp-Param-Message \
+             header (SEP-2243)",
+        ),
+        move |_: RequestContext, args: EchoArgs| async move {
+            Ok::<_, String>(format!("Echo: {}", args.message))
+        },
     )
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct EchoArgs {
+    message: String,
+}
+
+/// The tools of the 2026-07-28 `input-required-result-*` scenarios (SEP-2322). They ask
+/// through [`RequestContext`] like any tool, so they work in the handshake era too (as
+/// requests to the client); the keys name the input requests of 2026-07-28.
+fn input_required_tools(server: Server) -> Server {
+    let server = server.tool_def(
+        tool(
+            "test_input_required_result_elicitation",
+            "MRTR: asks the user's name (input request user_name), then greets them",
+        ),
+        move |ctx: RequestContext, _: NoArgs| async move {
+            let answer = ctx
+                .keyed("user_name")
+                .elicit(ask_name("What is your name?"))
+                .await?;
+            Ok::<_, moat::Error>(format!("Hello, {}!", field(&answer, "name")))
+        },
+    );
+    let server = server.tool_def(
+        tool(
+            "test_input_required_result_sampling",
+            "MRTR: asks the client's LLM a question (input request capital_question)",
+        ),
+        move |ctx: RequestContext, _: NoArgs| async move {
+            let params = CreateMessageRequestParams {
+                messages: vec![SamplingMessage::user_text("What is the capital of France?")],
+                max_tokens: 100,
+                ..Default::default()
+            };
+            let result = ctx.keyed("capital_question").create_message(params).await?;
+            Ok::<_, moat::Error>(format!("Sampling result: {}", sampled_text(&result)))
+        },
+    );
+    let server = server.tool_def(
+        tool(
+            "test_input_required_result_list_roots",
+            "MRTR: asks the client for its roots (input request client_roots)",
+        ),
+        move |ctx: RequestContext, _: NoArgs| async move {
+            let roots = ctx.keyed("client_roots").list_roots().await?;
+            let uris: Vec<&str> = roots.roots.iter().map(|r| r.uri.as_str()).collect();
+            Ok::<_, moat::Error>(format!("Found {} root(s): {}", uris.len(), uris.join(", ")))
+        },
+    );
+    let server = server.tool_def(
+        tool(
+            "test_input_required_result_request_state",
+            "MRTR: asks for a confirmation (input request confirm); earlier answers travel in \
+             the sealed requestState",
+        ),
+        move |ctx: RequestContext, _: NoArgs| async move {
+            let answer = ctx.keyed("confirm").elicit(confirm()).await?;
+            Ok::<_, moat::Error>(format!(
+                "state-ok: action={}, ok={}",
+                action(&answer),
+                field(&answer, "ok")
+            ))
+        },
+    );
+    let server = server.tool_def(
+        tool(
+            "test_input_required_result_multiple_inputs",
+            "MRTR: asks for a name, an LLM greeting and the roots at once (user_name, \
+             greeting, client_roots)",
+        ),
+        move |ctx: RequestContext, _: NoArgs| async move {
+            let greeting = CreateMessageRequestParams {
+                messages: vec![SamplingMessage::user_text("Generate a greeting")],
+                max_tokens: 50,
+                ..Default::default()
+            };
+            // Asked together, so the client gets all three in one InputRequiredResult.
+            let (name, greeting, roots) = tokio::join!(
+                ctx.keyed("user_name")
+                    .elicit(ask_name("What is your name?")),
+                ctx.keyed("greeting").create_message(greeting),
+                ctx.keyed("client_roots").list_roots(),
+            );
+            let (name, greeting, roots) = (name?, greeting?, roots?);
+            Ok::<_, moat::Error>(format!(
+                "Name: {}; Greeting: {}; Roots: {}",
+                field(&name, "name"),
+                sampled_text(&greeting),
+                roots.roots.len()
+            ))
+        },
+    );
+    let server = server.tool_def(
+        tool(
+            "test_input_required_result_multi_round",
+            "MRTR: asks for a name (step1), then a favourite colour (step2), in two rounds",
+        ),
+        move |ctx: RequestContext, _: NoArgs| async move {
+            let name = ctx
+                .keyed("step1")
+                .elicit(ask_name("Step 1: What is your name?"))
+                .await?;
+            let color = ctx
+                .keyed("step2")
+                .elicit(form(
+                    "Step 2: What is your favorite color?",
+                    json!({ "color": { "type": "string" } }),
+                    &["color"],
+                ))
+                .await?;
+            Ok::<_, moat::Error>(format!(
+                "Multi-round complete for {} who likes {}",
+                field(&name, "name"),
+                field(&color, "color")
+            ))
+        },
+    );
+    let server = server.tool_def(
+        tool(
+            "test_input_required_result_tampered_state",
+            "MRTR: asks for a confirmation with an HMAC-sealed requestState; a tampered state \
+             is refused with -32602",
+        ),
+        move |ctx: RequestContext, _: NoArgs| async move {
+            let answer = ctx.keyed("confirm").elicit(confirm()).await?;
+            Ok::<_, moat::Error>(format!("integrity-ok: action={}", action(&answer)))
+        },
+    );
+    server.tool_def(
+        tool(
+            "test_input_required_result_capabilities",
+            "MRTR: asks only for what the client declared (elicitation, sampling, roots)",
+        ),
+        move |ctx: RequestContext, _: NoArgs| async move {
+            let caps = ctx.client_capabilities().cloned().unwrap_or_default();
+            let sample = CreateMessageRequestParams {
+                messages: vec![SamplingMessage::user_text("Sample request")],
+                max_tokens: 50,
+                ..Default::default()
+            };
+            let elicitation = form(
+                "Elicitation input",
+                json!({ "value": { "type": "string" } }),
+                &["value"],
+            );
+            let (elicited, sampled, roots) = tokio::join!(
+                async {
+                    match caps.elicitation {
+                        Some(_) => Some(ctx.keyed("elicit_input").elicit(elicitation).await),
+                        None => None,
+                    }
+                },
+                async {
+                    match caps.sampling {
+                        Some(_) => Some(ctx.keyed("sample_input").create_message(sample).await),
+                        None => None,
+                    }
+                },
+                async {
+                    match caps.roots {
+                        Some(_) => Some(ctx.keyed("roots_input").list_roots().await),
+                        None => None,
+                    }
+                },
+            );
+            let mut received = Vec::new();
+            if let Some(answer) = elicited {
+                received.push(format!("elicitation ({})", action(&answer?)));
+            }
+            if let Some(answer) = sampled {
+                received.push(format!("sampling ({})", sampled_text(&answer?)));
+            }
+            if let Some(answer) = roots {
+                received.push(format!("roots ({})", answer?.roots.len()));
+            }
+            Ok::<_, moat::Error>(if received.is_empty() {
+                "No supported capabilities declared".to_owned()
+            } else {
+                format!("capabilities-ok: received {}", received.join(", "))
+            })
+        },
+    )
+}
+
+/// A form elicitation with string-keyed `properties` and the `required` ones.
+fn form(message: &str, properties: Value, required: &[&str]) -> ElicitRequestParams {
+    let params = json!({
+        "message": message,
+        "requestedSchema": { "type": "object", "properties": properties, "required": required },
+    });
+    serde_json::from_value(params).expect("a well-formed elicitation request")
+}
+
+fn ask_name(message: &str) -> ElicitRequestParams {
+    form(message, json!({ "name": { "type": "string" } }), &["name"])
+}
+
+fn confirm() -> ElicitRequestParams {
+    form(
+        "Please confirm",
+        json!({ "ok": { "type": "boolean" } }),
+        &["ok"],
+    )
+}
+
+/// `accept`, `decline` or `cancel`.
+fn action(result: &ElicitResult) -> String {
+    serde_json::to_value(result.action)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// A submitted field as text (`?` when absent).
+fn field(result: &ElicitResult, name: &str) -> String {
+    match result.content.as_ref().and_then(|c| c.get(name)) {
+        Some(ElicitValue::String(s)) => s.clone(),
+        Some(other) => serde_json::to_value(other)
+            .map(|v| v.to_string())
+            .unwrap_or_default(),
+        None => "?".to_owned(),
+    }
+}
+
+/// The text an LLM answered.
+fn sampled_text(result: &CreateMessageResult) -> String {
+    result
+        .content
+        .blocks()
+        .iter()
+        .find_map(|b| b.as_text())
+        .unwrap_or("[non-text content]")
+        .to_owned()
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -605,7 +993,7 @@ fn prompts(server: Server) -> Server {
             ])
         },
     );
-    server.prompt_def(
+    let server = server.prompt_def(
         prompt(
             "test_prompt_with_image",
             "Prompt With Image",
@@ -616,6 +1004,27 @@ fn prompts(server: Server) -> Server {
                 PromptMessage::new(Role::User, ContentBlock::image(PNG_BASE64, "image/png")),
                 PromptMessage::user_text("Please analyze the image above."),
             ])
+        },
+    );
+    server.prompt_def(
+        prompt(
+            "test_input_required_result_prompt",
+            "Prompt Needing Input",
+            "MRTR: asks the user for context (input request user_context) before answering",
+        ),
+        move |ctx: RequestContext, _: NoArgs| async move {
+            let answer = ctx
+                .keyed("user_context")
+                .elicit(form(
+                    "What context should the prompt use?",
+                    json!({ "context": { "type": "string" } }),
+                    &["context"],
+                ))
+                .await?;
+            Ok::<_, moat::Error>(PromptMessage::user_text(format!(
+                "Prompt with context: {}",
+                field(&answer, "context")
+            )))
         },
     )
 }

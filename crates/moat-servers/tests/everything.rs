@@ -11,8 +11,8 @@ use moat::transport::{Connection, Limits};
 use moat::types::{
     CompleteArgument, CompleteRequestParams, CompletionReference, ContentBlock,
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-    ElicitValue, LoggingLevel, PromptReference, ResourceContents, Role, SamplingContent,
-    SamplingMessageContentBlock,
+    ElicitValue, LoggingLevel, PromptReference, ResourceContents, Role, Root, SamplingContent,
+    SamplingMessageContentBlock, SubscriptionFilter,
 };
 use moat::{Client, ProtocolVersion, RequestOptions, VersionPreference};
 use moat_servers::everything::server;
@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::io::BufReader;
 use tokio::sync::mpsc;
 
-const TOOLS: [&str; 14] = [
+const TOOLS: [&str; 28] = [
     "test_simple_text",
     "test_image_content",
     "test_audio_content",
@@ -35,7 +35,32 @@ const TOOLS: [&str; 14] = [
     "test_elicitation_sep1330_enums",
     "json_schema_2020_12_tool",
     "test_reconnection",
+    "test_missing_capability",
+    "test_streaming_elicitation",
+    "test_logging_tool",
+    "test_trigger_tool_change",
+    "test_trigger_prompt_change",
+    "test_custom_header",
+    "test_input_required_result_elicitation",
+    "test_input_required_result_sampling",
+    "test_input_required_result_list_roots",
+    "test_input_required_result_request_state",
+    "test_input_required_result_multiple_inputs",
+    "test_input_required_result_multi_round",
+    "test_input_required_result_tampered_state",
+    "test_input_required_result_capabilities",
 ];
+
+const PROMPTS: [&str; 5] = [
+    "test_simple_prompt",
+    "test_prompt_with_arguments",
+    "test_prompt_with_embedded_resource",
+    "test_prompt_with_image",
+    "test_input_required_result_prompt",
+];
+
+/// What the test client answers `sampling/createMessage` with (as the harness does).
+const SAMPLED: &str = "This is a test response from the client";
 
 /// What the test client saw of the server's requests to it.
 #[derive(Default)]
@@ -64,6 +89,23 @@ fn elicitation_answer(params: &Value) -> ElicitResult {
             ("email", s("test@example.com")),
         ]
         .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+    } else if ["name", "color", "ok", "context", "value"]
+        .iter()
+        .any(|k| props.get(k).is_some())
+        && props.get("verified").is_none()
+    {
+        // The MRTR tools' one-field forms.
+        [
+            ("name", s("Alice")),
+            ("color", s("blue")),
+            ("ok", ElicitValue::Boolean(true)),
+            ("context", s("test context")),
+            ("value", s("v")),
+        ]
+        .into_iter()
+        .filter(|(k, _)| props.get(k).is_some())
         .map(|(k, v)| (k.to_owned(), v))
         .collect()
     } else if props.get("verified").is_some() {
@@ -106,9 +148,7 @@ async fn connect(version: ProtocolVersion) -> (Client, Arc<Seen>) {
             async {
                 Ok(CreateMessageResult {
                     role: Role::Assistant,
-                    content: SamplingContent::Single(SamplingMessageContentBlock::text(
-                        "This is a test response from the client",
-                    )),
+                    content: SamplingContent::Single(SamplingMessageContentBlock::text(SAMPLED)),
                     model: "test-model".to_owned(),
                     stop_reason: Some("endTurn".to_owned()),
                     meta: None,
@@ -121,6 +161,7 @@ async fn connect(version: ProtocolVersion) -> (Client, Arc<Seen>) {
             s2.elicitation.lock().unwrap().push(value);
             async move { Ok(answer) }
         })
+        .roots(vec![Root::new("file:///test/root")])
         .connect(client_side)
         .await
         .expect("connect");
@@ -172,11 +213,16 @@ async fn lists_every_tool_with_description_and_object_schema() {
         );
     }
     let by_name = |n: &str| tools.iter().find(|t| t.name == n).unwrap();
+    assert_eq!(
+        names[0], "test_simple_text",
+        "the first tool is the simple one"
+    );
     for name in TOOLS.iter().filter(|n| {
         ![
             "test_sampling",
             "test_elicitation",
             "json_schema_2020_12_tool",
+            "test_custom_header",
         ]
         .contains(n)
     }) {
@@ -653,6 +699,23 @@ async fn resources_and_template() {
     assert!(err.is_err());
 }
 
+/// An unknown URI: -32002 until 2025-11-25, -32602 in 2026-07-28 (SEP-2164), with the URI
+/// in `data` either way.
+#[tokio::test]
+async fn unknown_resources_are_errors_naming_the_uri() {
+    let uri = "test://nonexistent-resource-for-conformance-testing";
+    for (version, code) in [
+        (ProtocolVersion::V2025_11_25, -32002),
+        (ProtocolVersion::V2026_07_28, -32602),
+    ] {
+        let (client, _) = connect(version).await;
+        let err = client.read_resource(uri).await.unwrap_err();
+        let err = err.remote().expect("a JSON-RPC error");
+        assert_eq!(err.code, code, "{version}");
+        assert_eq!(err.data, Some(json!({ "uri": uri })), "{version}");
+    }
+}
+
 #[tokio::test]
 async fn watched_resource_updates_reach_subscribers_only() {
     let (client, _) = connect(ProtocolVersion::V2025_11_25).await;
@@ -694,15 +757,7 @@ async fn prompts() {
     let (client, _) = connect(ProtocolVersion::V2025_11_25).await;
     let prompts = client.list_all_prompts().await.unwrap();
     let names: Vec<&str> = prompts.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(
-        names,
-        [
-            "test_simple_prompt",
-            "test_prompt_with_arguments",
-            "test_prompt_with_embedded_resource",
-            "test_prompt_with_image"
-        ]
-    );
+    assert_eq!(names, PROMPTS);
     for p in &prompts {
         assert!(p.description.as_deref().is_some_and(|d| !d.is_empty()));
         assert!(p.title.is_some());
@@ -828,6 +883,295 @@ async fn completion_is_empty() {
     assert_eq!(result.completion.has_more, Some(false));
 }
 
+/// Every tool and prompt of the 2026-07-28 scenarios, driven by a client that declares
+/// everything: in the handshake era as requests to the client, in 2026-07-28 as
+/// multi-round-trip results the client's retry loop answers.
+#[tokio::test]
+async fn input_required_tools_complete_in_both_eras() {
+    let expected = [
+        (
+            "test_input_required_result_elicitation",
+            "Hello, Alice!".to_owned(),
+        ),
+        (
+            "test_input_required_result_sampling",
+            format!("Sampling result: {SAMPLED}"),
+        ),
+        (
+            "test_input_required_result_list_roots",
+            "Found 1 root(s): file:///test/root".to_owned(),
+        ),
+        (
+            "test_input_required_result_request_state",
+            "state-ok: action=accept, ok=true".to_owned(),
+        ),
+        (
+            "test_input_required_result_multiple_inputs",
+            format!("Name: Alice; Greeting: {SAMPLED}; Roots: 1"),
+        ),
+        (
+            "test_input_required_result_multi_round",
+            "Multi-round complete for Alice who likes blue".to_owned(),
+        ),
+        (
+            "test_input_required_result_tampered_state",
+            "integrity-ok: action=accept".to_owned(),
+        ),
+        (
+            "test_input_required_result_capabilities",
+            format!(
+                "capabilities-ok: received elicitation (accept), sampling ({SAMPLED}), roots (1)"
+            ),
+        ),
+        (
+            "test_missing_capability",
+            format!("Sampling answered: {SAMPLED}"),
+        ),
+        (
+            "test_streaming_elicitation",
+            "Streaming complete: action=accept".to_owned(),
+        ),
+        ("test_logging_tool", "Logging evaluated".to_owned()),
+    ];
+    for version in [ProtocolVersion::V2025_11_25, ProtocolVersion::V2026_07_28] {
+        let (client, _) = connect(version).await;
+        for (tool, text) in &expected {
+            assert_eq!(
+                &call_text(&client, tool, json!({})).await,
+                text,
+                "{tool} in {version}"
+            );
+        }
+        assert_eq!(
+            call_text(&client, "test_custom_header", json!({"message": "Hello"})).await,
+            "Echo: Hello"
+        );
+        let prompt = client
+            .get_prompt("test_input_required_result_prompt", BTreeMap::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            prompt.messages[0].content.as_text(),
+            Some("Prompt with context: test context"),
+            "{version}"
+        );
+    }
+}
+
+/// The first round of each MRTR tool on the wire: the input requests under the keys the
+/// scenarios name, and a sealed state.
+#[tokio::test]
+async fn input_requests_carry_the_scenario_keys() {
+    let (client, _) = connect(ProtocolVersion::V2026_07_28).await;
+    let first = |method: &'static str, name: &'static str| {
+        let peer = client.peer().clone();
+        async move {
+            let r: Value = peer
+                .request(method, &json!({ "name": name, "arguments": {} }))
+                .await
+                .unwrap();
+            assert_eq!(r["resultType"], "input_required", "{name}: {r}");
+            assert!(r["requestState"].is_string(), "{name}: {r}");
+            let requests = r["inputRequests"].as_object().unwrap().clone();
+            requests
+                .into_iter()
+                .map(|(k, v)| (k, v["method"].as_str().unwrap().to_owned()))
+                .collect::<BTreeMap<String, String>>()
+        }
+    };
+    let keys = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, m)| ((*k).to_owned(), (*m).to_owned()))
+            .collect()
+    };
+    let elicit = "elicitation/create";
+    let sample = "sampling/createMessage";
+    let roots = "roots/list";
+    for (method, name, expected) in [
+        (
+            "tools/call",
+            "test_input_required_result_elicitation",
+            keys(&[("user_name", elicit)]),
+        ),
+        (
+            "tools/call",
+            "test_input_required_result_sampling",
+            keys(&[("capital_question", sample)]),
+        ),
+        (
+            "tools/call",
+            "test_input_required_result_list_roots",
+            keys(&[("client_roots", roots)]),
+        ),
+        (
+            "tools/call",
+            "test_input_required_result_request_state",
+            keys(&[("confirm", elicit)]),
+        ),
+        (
+            "tools/call",
+            "test_input_required_result_multiple_inputs",
+            keys(&[
+                ("user_name", elicit),
+                ("greeting", sample),
+                ("client_roots", roots),
+            ]),
+        ),
+        (
+            "tools/call",
+            "test_input_required_result_multi_round",
+            keys(&[("step1", elicit)]),
+        ),
+        (
+            "tools/call",
+            "test_input_required_result_tampered_state",
+            keys(&[("confirm", elicit)]),
+        ),
+        (
+            "prompts/get",
+            "test_input_required_result_prompt",
+            keys(&[("user_context", elicit)]),
+        ),
+    ] {
+        assert_eq!(first(method, name).await, expected, "{name}");
+    }
+
+    // The elicitation's exact request.
+    let r: Value = client
+        .peer()
+        .request(
+            "tools/call",
+            &json!({ "name": "test_input_required_result_elicitation", "arguments": {} }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        r["inputRequests"]["user_name"]["params"],
+        json!({
+            "message": "What is your name?",
+            "requestedSchema": {
+                "type": "object",
+                "properties": { "name": { "type": "string" } },
+                "required": ["name"],
+            },
+        })
+    );
+
+    // A tampered state is refused.
+    let state = format!("{}-TAMPERED", r["requestState"].as_str().unwrap());
+    let err = client
+        .peer()
+        .request::<_, Value>(
+            "tools/call",
+            &json!({
+                "name": "test_input_required_result_elicitation",
+                "arguments": {},
+                "inputResponses": { "user_name": { "action": "accept", "content": { "name": "A" } } },
+                "requestState": state,
+            }),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.remote().unwrap().code, -32602);
+}
+
+/// A 2026-07-28 client that declares nothing: the tools that need a capability say which
+/// (-32021), and the one that adapts asks for nothing.
+#[tokio::test]
+async fn undeclared_capabilities_in_2026() {
+    let (server_side, client_side) = conn_pair();
+    server().start(server_side);
+    let client = Client::builder()
+        .protocol(VersionPreference::Exact(ProtocolVersion::V2026_07_28))
+        .connect(client_side)
+        .await
+        .unwrap();
+    for (tool, capability) in [
+        ("test_missing_capability", "sampling"),
+        ("test_streaming_elicitation", "elicitation"),
+        ("test_input_required_result_list_roots", "roots"),
+    ] {
+        let err = client.call_tool(tool, json!({})).await.unwrap_err();
+        let err = err.remote().unwrap();
+        assert_eq!(err.code, -32021, "{tool}");
+        assert_eq!(
+            err.data.as_ref().unwrap()["requiredCapabilities"],
+            json!({ capability: {} }),
+            "{tool}"
+        );
+    }
+    assert_eq!(
+        call_text(
+            &client,
+            "test_input_required_result_capabilities",
+            json!({})
+        )
+        .await,
+        "No supported capabilities declared"
+    );
+}
+
+/// The trigger tools change the lists, and listen streams that asked are told.
+#[tokio::test]
+async fn triggers_change_the_lists_and_listeners_hear_it() {
+    let (client, _) = connect(ProtocolVersion::V2026_07_28).await;
+    let _listening = client
+        .listen(SubscriptionFilter {
+            tools_list_changed: Some(true),
+            prompts_list_changed: Some(true),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut notes = client.notifications();
+    let next = |notes: &mut tokio::sync::broadcast::Receiver<moat::ServerNotification>| {
+        let mut notes = notes.resubscribe();
+        async move {
+            loop {
+                let n = tokio::time::timeout(Duration::from_secs(2), notes.recv())
+                    .await
+                    .expect("a notification")
+                    .unwrap();
+                if n.method.ends_with("list_changed") {
+                    return n.method;
+                }
+            }
+        }
+    };
+    let heard = next(&mut notes);
+    call_text(&client, "test_trigger_tool_change", json!({})).await;
+    assert_eq!(heard.await, "notifications/tools/list_changed");
+    let heard = next(&mut notes);
+    call_text(&client, "test_trigger_prompt_change", json!({})).await;
+    assert_eq!(heard.await, "notifications/prompts/list_changed");
+
+    let tools = client.list_all_tools().await.unwrap();
+    assert_eq!(tools[0].name, "test_simple_text");
+    assert_eq!(tools.last().unwrap().name, "test_dynamic_tool");
+    // Changing again updates the tool in place: same list, same order.
+    call_text(&client, "test_trigger_tool_change", json!({})).await;
+    let again = client.list_all_tools().await.unwrap();
+    let names = |t: &[moat::types::Tool]| t.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&tools), names(&again));
+    assert_eq!(
+        call_text(&client, "test_dynamic_tool", json!({})).await,
+        "Dynamic tool, change 2"
+    );
+    let prompts = client.list_all_prompts().await.unwrap();
+    assert_eq!(prompts.last().unwrap().name, "test_dynamic_prompt");
+}
+
+#[tokio::test]
+async fn reconnection_tool_answers_on_a_line_transport() {
+    let (client, _) = connect(ProtocolVersion::V2025_11_25).await;
+    let text = call_text(&client, "test_reconnection", json!({})).await;
+    assert!(
+        text.starts_with("Reconnection test completed successfully."),
+        "{text}"
+    );
+}
+
 /// Listing and the calls that need nothing from the client, in any revision.
 async fn smoke(version: ProtocolVersion) {
     let (client, _) = connect(version).await;
@@ -871,7 +1215,10 @@ async fn smoke(version: ProtocolVersion) {
         .await
         .unwrap();
     assert!(matches!(&read.contents[..], [ResourceContents::Text(t)] if t.text.contains("42")));
-    assert_eq!(client.list_all_prompts().await.unwrap().len(), 4);
+    assert_eq!(
+        client.list_all_prompts().await.unwrap().len(),
+        PROMPTS.len()
+    );
     let r = client
         .get_prompt("test_simple_prompt", BTreeMap::new())
         .await

@@ -167,74 +167,154 @@ impl RequestContext {
             .await;
     }
 
+    /// End, for now, the stream that carries this request's answer, so that the client
+    /// resumes it later (2025-11-25 SSE polling over Streamable HTTP: the client reconnects
+    /// with `Last-Event-ID` and receives what was sent meanwhile, the answer included).
+    /// Handy before long work that needs no open connection. Transports without resumable
+    /// streams ignore it, and so does 2026-07-28, whose streams do not resume.
+    pub async fn close_stream(&self) {
+        if self.version.map(ProtocolVersion::era) == Some(moat_protocol::Era::Modern) {
+            return;
+        }
+        self.peer.hang_up(&self.id).await;
+    }
+
     /// Ask the client's LLM for a completion (`sampling/createMessage`). In the handshake era
     /// this is a request to the client; in 2026-07-28 it becomes an input request of a
     /// multi-round-trip answer, transparently.
+    ///
+    /// Fails with [`Error::ClientLacks`] if the client did not declare `sampling`. In
+    /// 2026-07-28, a handler that then fails (an error, or an `isError` tool result) is
+    /// answered with `MissingRequiredClientCapabilityError` (-32021) naming the capability,
+    /// as the revision requires; a handler that falls back to something else succeeds.
     pub async fn create_message(
         &self,
         params: CreateMessageRequestParams,
     ) -> Result<CreateMessageResult, Error> {
-        self.require(|c| c.sampling.is_some(), "sampling")?;
-        self.ask(
-            methods::SAMPLING_CREATE_MESSAGE,
-            InputRequest::CreateMessage(params),
-        )
-        .await
+        self.input(None, InputRequest::CreateMessage(params)).await
     }
 
     /// Ask the user for input (`elicitation/create`), as [`create_message`](Self::create_message) does.
     pub async fn elicit(&self, params: ElicitRequestParams) -> Result<ElicitResult, Error> {
-        self.require(|c| c.elicitation.is_some(), "elicitation")?;
-        self.ask(methods::ELICITATION_CREATE, InputRequest::Elicit(params))
-            .await
+        self.input(None, InputRequest::Elicit(params)).await
     }
 
     /// Ask the client for its roots (`roots/list`), as [`create_message`](Self::create_message) does.
     pub async fn list_roots(&self) -> Result<ListRootsResult, Error> {
-        self.require(|c| c.roots.is_some(), "roots")?;
-        self.ask(methods::ROOTS_LIST, InputRequest::ListRoots(None))
-            .await
+        self.input(None, InputRequest::ListRoots(None)).await
     }
 
-    /// Servers must not ask for what the client did not declare.
-    fn require(
-        &self,
-        has: impl Fn(&ClientCapabilities) -> bool,
-        what: &'static str,
-    ) -> Result<(), Error> {
-        match self.client_capabilities() {
-            Some(caps) if has(caps) => Ok(()),
-            _ => Err(Error::ClientLacks(what)),
+    /// Name the next request to the client: in 2026-07-28, `key` is its key in the
+    /// `inputRequests` of the multi-round-trip answer (and in the client's
+    /// `inputResponses`); in the handshake era it is not sent anywhere. Without a name, a
+    /// request is keyed by kind and call order (`elicitation-0`, `sampling-1`, …). Keys must
+    /// be unique within a request.
+    ///
+    /// ```no_run
+    /// # async fn f(ctx: moat::RequestContext, params: moat::types::ElicitRequestParams) -> moat::Result<()> {
+    /// let answer = ctx.keyed("user_name").elicit(params).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Requests made together (with `tokio::join!`) go to the client together, in one
+    /// `InputRequiredResult`.
+    pub fn keyed(&self, key: impl Into<String>) -> Keyed<'_> {
+        Keyed {
+            ctx: self,
+            key: key.into(),
         }
     }
 
-    async fn ask<R: serde::de::DeserializeOwned>(
+    /// Servers must not ask for what the client did not declare.
+    fn require(&self, request: &InputRequest) -> Result<(), Error> {
+        let (what, has): (&'static str, fn(&ClientCapabilities) -> bool) = match request {
+            InputRequest::CreateMessage(_) => ("sampling", |c| c.sampling.is_some()),
+            InputRequest::Elicit(_) => ("elicitation", |c| c.elicitation.is_some()),
+            InputRequest::ListRoots(_) => ("roots", |c| c.roots.is_some()),
+            _ => return Ok(()),
+        };
+        match self.client_capabilities() {
+            Some(caps) if has(caps) => Ok(()),
+            _ => {
+                if let Some(round) = &self.round {
+                    round.lacks(what);
+                }
+                Err(Error::ClientLacks(what))
+            }
+        }
+    }
+
+    async fn input<R: serde::de::DeserializeOwned>(
         &self,
-        method: &str,
+        key: Option<String>,
         request: InputRequest,
     ) -> Result<R, Error> {
-        let answer = match &self.round {
-            Some(round) => round.ask(request).await,
-            None => {
-                                let options = RequestOptions::default().related_to(self.id.clone());
-                let answer: serde_json::Value = match &request {
-                    InputRequest::CreateMessage(p) => {
-                        self.peer.request_with(method, p, options).await?
-                    }
-                    InputRequest::Elicit(p) => self.peer.request_with(method, p, options).await?,
-                    _ => {
-                        self.peer
-                            .request_with(method, &RequestParams::default(), options)
-                            .await?
-                    }
-                };
-                answer
-            }
+        self.require(&request)?;
+        let method = request.method().to_owned();
+        let Some(round) = &self.round else {
+            let options = RequestOptions::default().related_to(self.id.clone());
+            let answer: serde_json::Value = match &request {
+                InputRequest::CreateMessage(p) => {
+                    self.peer.request_with(&method, p, options).await?
+                }
+                InputRequest::Elicit(p) => self.peer.request_with(&method, p, options).await?,
+                _ => {
+                    self.peer
+                        .request_with(&method, &RequestParams::default(), options)
+                        .await?
+                }
+            };
+            return serde_json::from_value(answer).map_err(|e| Error::Decode {
+                method,
+                detail: e.to_string(),
+            });
         };
-        serde_json::from_value(answer).map_err(|e| Error::Decode {
-            method: method.to_owned(),
-            detail: e.to_string(),
-        })
+        let key = key.unwrap_or_else(|| round.next_key(&request));
+        let answer = round.ask(key.clone(), request).await;
+        match serde_json::from_value(answer) {
+            Ok(answer) => Ok(answer),
+            // The client's answer is input like any other: one of the wrong shape fails
+            // the request, rather than reaching the handler as an error it might swallow.
+            Err(e) => round
+                .fail(ErrorObject::invalid_params(format!(
+                    "Invalid params: inputResponses[{key:?}] is not a valid {method} result: {e}"
+                )))
+                .await,
+        }
+    }
+}
+
+/// A request to the client under a key of the handler's choosing; see
+/// [`RequestContext::keyed`].
+#[derive(Debug)]
+pub struct Keyed<'a> {
+    ctx: &'a RequestContext,
+    key: String,
+}
+
+impl Keyed<'_> {
+    /// [`RequestContext::create_message`], under this key.
+    pub async fn create_message(
+        self,
+        params: CreateMessageRequestParams,
+    ) -> Result<CreateMessageResult, Error> {
+        self.ctx
+            .input(Some(self.key), InputRequest::CreateMessage(params))
+            .await
+    }
+
+    /// [`RequestContext::elicit`], under this key.
+    pub async fn elicit(self, params: ElicitRequestParams) -> Result<ElicitResult, Error> {
+        self.ctx
+            .input(Some(self.key), InputRequest::Elicit(params))
+            .await
+    }
+
+    /// [`RequestContext::list_roots`], under this key.
+    pub async fn list_roots(self) -> Result<ListRootsResult, Error> {
+        self.ctx
+            .input(Some(self.key), InputRequest::ListRoots(None))
+            .await
     }
 }
 

@@ -8,9 +8,16 @@
 //! retries with `inputResponses`, the handler runs again from the start, and this time the
 //! call returns the client's answer. Answers from earlier rounds travel in `requestState`,
 //! which is attacker-controlled input: it is bound to the request (method, name, a digest of
-//! the arguments), carries an expiry, and is protected with HMAC-SHA256.
+//! the arguments), carries an expiry, and is protected with HMAC-SHA256. Only the answers
+//! the handler used are sealed, and a retry cannot replace them.
+//!
+//! Input requests are keyed by kind and call order (`elicitation-0`, …) unless the handler
+//! names them ([`RequestContext::keyed`](crate::RequestContext::keyed)); those asked in the
+//! same poll (under `join!`) go out together. An answer of the wrong shape fails the
+//! request with -32602, and a handler that fails after asking for a capability the client
+//! did not declare is answered with -32021 naming it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -18,6 +25,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use moat_protocol::ErrorObject;
+use moat_protocol::error::MISSING_REQUIRED_CLIENT_CAPABILITY;
 use moat_protocol::types::InputRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -198,13 +206,37 @@ pub(crate) fn open(
     Ok(payload.responses)
 }
 
-/// One round of a modern-era request: the answers known so far and the questions asked.
+/// One round of a modern-era request: the answers known so far, the questions asked, and
+/// whatever stops the handler from going on (an unanswered question, an invalid answer, a
+/// capability the client lacks).
 #[derive(Debug, Default)]
 pub(crate) struct Round {
     answers: BTreeMap<String, Value>,
-    asked: Mutex<Vec<(String, InputRequest)>>,
-    counter: Mutex<usize>,
+    state: Mutex<RoundState>,
     notify: Notify,
+}
+
+#[derive(Debug, Default)]
+struct RoundState {
+    /// Questions asked and not answered, in the order asked.
+    asked: Vec<(String, InputRequest)>,
+    /// Keys whose answers the handler used (the only ones carried into the next round).
+    used: BTreeSet<String>,
+    /// Auto-assigned keys handed out so far.
+    counter: usize,
+    /// An answer the handler cannot use: the request fails with this error.
+    failure: Option<ErrorObject>,
+    /// Capabilities the handler needed and the client did not declare.
+    lacking: BTreeSet<&'static str>,
+}
+
+/// What stopped a round's handler.
+#[derive(Debug)]
+pub(crate) enum Stall {
+    /// It asked for input the client has not given yet.
+    NeedsInput(Vec<(String, InputRequest)>),
+    /// An answer was invalid.
+    Failed(ErrorObject),
 }
 
 impl Round {
@@ -215,46 +247,93 @@ impl Round {
         }
     }
 
-    /// The answer to the next input request, or (never returning) a note that it is needed.
-    /// Keys are assigned in call order, so the same handler code gets the same keys on
-    /// every run.
-    pub(crate) async fn ask(&self, request: InputRequest) -> Value {
-        let key = {
-            let mut n = self.counter.lock().unwrap_or_else(|e| e.into_inner());
-            let kind = match &request {
-                InputRequest::CreateMessage(_) => "sampling",
-                InputRequest::Elicit(_) => "elicitation",
-                InputRequest::ListRoots(_) => "roots",
-                _ => "input",
-            };
-            let key = format!("{kind}-{n}");
-            *n += 1;
-            key
+    fn state(&self) -> std::sync::MutexGuard<'_, RoundState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A key for a request the handler did not name: by kind and call order, so the same
+    /// handler code gets the same keys on every run.
+    pub(crate) fn next_key(&self, request: &InputRequest) -> String {
+        let kind = match request {
+            InputRequest::CreateMessage(_) => "sampling",
+            InputRequest::Elicit(_) => "elicitation",
+            InputRequest::ListRoots(_) => "roots",
+            _ => "input",
         };
+        let mut st = self.state();
+        let key = format!("{kind}-{}", st.counter);
+        st.counter += 1;
+        key
+    }
+
+    /// The answer to input request `key`, or (never returning) a note that it is needed.
+    pub(crate) async fn ask(&self, key: String, request: InputRequest) -> Value {
         if let Some(answer) = self.answers.get(&key) {
+            self.state().used.insert(key);
             return answer.clone();
         }
-        self.asked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((key, request));
+        self.state().asked.push((key, request));
         self.notify.notify_one();
         std::future::pending().await
     }
 
-    /// Resolves once the handler has asked for something not yet answered.
-    pub(crate) async fn needs_input(&self) {
-        self.notify.notified().await
+    /// Fail the request with `error` (an answer the handler cannot use); never returns.
+    pub(crate) async fn fail(&self, error: ErrorObject) -> ! {
+        self.state().failure.get_or_insert(error);
+        self.notify.notify_one();
+        std::future::pending().await
     }
 
-    /// The questions asked and not answered.
-    pub(crate) fn take_asked(&self) -> Vec<(String, InputRequest)> {
-        std::mem::take(&mut *self.asked.lock().unwrap_or_else(|e| e.into_inner()))
+    /// Note that the handler needed a capability the client did not declare.
+    pub(crate) fn lacks(&self, capability: &'static str) {
+        self.state().lacking.insert(capability);
     }
 
-    /// The answers known in this round (to carry into the next).
-    pub(crate) fn answers(&self) -> &BTreeMap<String, Value> {
-        &self.answers
+    /// If the handler needed capabilities the client did not declare, the error that says
+    /// so (`-32021`, with `data.requiredCapabilities` naming them).
+    pub(crate) fn missing_capabilities(&self) -> Option<ErrorObject> {
+        let st = self.state();
+        if st.lacking.is_empty() {
+            return None;
+        }
+        let names: Vec<&str> = st.lacking.iter().copied().collect();
+        let required: serde_json::Map<String, Value> = names
+            .iter()
+            .map(|n| ((*n).to_owned(), Value::Object(serde_json::Map::new())))
+            .collect();
+        Some(
+            ErrorObject::new(
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                format!(
+                    "Missing required client capability: {} (declare it in \
+                     io.modelcontextprotocol/clientCapabilities)",
+                    names.join(", ")
+                ),
+            )
+            .with_data(serde_json::json!({ "requiredCapabilities": required })),
+        )
+    }
+
+    /// Resolves once the handler is stuck: it asked for something not yet answered, or
+    /// an answer was unusable. Requests made in the same poll (e.g. under `join!`) are
+    /// all collected.
+    pub(crate) async fn stalled(&self) -> Stall {
+        self.notify.notified().await;
+        let mut st = self.state();
+        match st.failure.take() {
+            Some(error) => Stall::Failed(error),
+            None => Stall::NeedsInput(std::mem::take(&mut st.asked)),
+        }
+    }
+
+    /// The answers the handler used in this round (to carry into the next).
+    pub(crate) fn used_answers(&self) -> BTreeMap<String, Value> {
+        let st = self.state();
+        self.answers
+            .iter()
+            .filter(|(k, _)| st.used.contains(*k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 }
 

@@ -148,15 +148,32 @@ async fn tampered_request_state_is_refused() {
     );
 }
 
+/// A client that declares nothing: no elicitation, no sampling, no roots.
+async fn bare_client(conn: Connection, version: ProtocolVersion) -> Client {
+    Client::builder()
+        .protocol(VersionPreference::Exact(version))
+        .connect(conn)
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
-async fn no_capability_no_request() {
+async fn a_missing_capability_is_32021_in_2026_and_an_error_result_before() {
     let (s, c) = pair();
     let _peer = server().start(s);
-    let client = Client::builder()
-        .protocol(VersionPreference::Exact(ProtocolVersion::V2026_07_28))
-        .connect(c)
-        .await
-        .unwrap();
+    let client = bare_client(c, ProtocolVersion::V2026_07_28).await;
+    let err = client.call_tool("interview", json!({})).await.unwrap_err();
+    let err = err.remote().expect("a JSON-RPC error");
+    assert_eq!(err.code, -32021, "{err:?}");
+    assert_eq!(
+        err.data.as_ref().unwrap()["requiredCapabilities"],
+        json!({ "elicitation": {} })
+    );
+
+    // The handshake era has no such error: the tool's own failure is the answer.
+    let (s, c) = pair();
+    let _peer = server().start(s);
+    let client = bare_client(c, ProtocolVersion::V2025_11_25).await;
     let out = client.call_tool("interview", json!({})).await.unwrap();
     assert!(out.is_error());
     assert!(
@@ -165,4 +182,210 @@ async fn no_capability_no_request() {
             .unwrap()
             .contains("does not support elicitation")
     );
+}
+
+#[tokio::test]
+async fn a_handler_that_falls_back_succeeds_without_the_capability() {
+    let server = Server::new("fallback", "1").tool_with_context(
+        "maybe_sample",
+        "Samples if it can",
+        |ctx: RequestContext, _: NoArgs| async move {
+            let params = CreateMessageRequestParams {
+                messages: vec![SamplingMessage::user_text("hi")],
+                max_tokens: 5,
+                ..Default::default()
+            };
+            Ok::<_, String>(match ctx.create_message(params).await {
+                Ok(_) => "sampled",
+                Err(moat::Error::ClientLacks(_)) => "fell back",
+                Err(e) => return Err(e.to_string()),
+            })
+        },
+    );
+    let (s, c) = pair();
+    let _peer = server.start(s);
+    let client = bare_client(c, ProtocolVersion::V2026_07_28).await;
+    let out = client.call_tool("maybe_sample", json!({})).await.unwrap();
+    assert!(!out.is_error());
+    assert_eq!(out.content[0].as_text(), Some("fell back"));
+}
+
+/// A tool that asks three things at once, under keys of its own.
+fn together() -> Server {
+    Server::new("together", "1").tool_with_context(
+        "three",
+        "Ask three things at once",
+        |ctx: RequestContext, _: NoArgs| async move {
+            let sample = CreateMessageRequestParams {
+                messages: vec![SamplingMessage::user_text("greet")],
+                max_tokens: 10,
+                ..Default::default()
+            };
+            let (name, greeting, roots) = tokio::join!(
+                ctx.keyed("user_name").elicit(ask("name?")),
+                ctx.keyed("greeting").create_message(sample),
+                ctx.keyed("client_roots").list_roots(),
+            );
+            let (name, greeting, roots) = (name?, greeting?, roots?);
+            let name = match name.content.as_ref().and_then(|c| c.get("name")) {
+                Some(ElicitValue::String(s)) => s.clone(),
+                _ => "?".to_owned(),
+            };
+            let greeting = match &greeting.content {
+                SamplingContent::Single(b) => b.as_text().unwrap_or("").to_owned(),
+                _ => String::new(),
+            };
+            Ok::<_, moat::Error>(format!("{name} {greeting} {}", roots.roots.len()))
+        },
+    )
+}
+
+#[tokio::test]
+async fn keyed_requests_made_together_are_asked_together() {
+    let (s, c) = pair();
+    let _peer = together().start(s);
+    let roots = vec![moat::types::Root::new("file:///work")];
+    let conn_client = |c| async {
+        let answers = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        Client::builder()
+            .protocol(VersionPreference::Exact(ProtocolVersion::V2026_07_28))
+            .roots(roots.clone())
+            .on_elicitation(move |_p| {
+                answers.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async move {
+                    let mut content = BTreeMap::new();
+                    content.insert("name".to_owned(), ElicitValue::String("Ada".into()));
+                    Ok(ElicitResult::accept(content))
+                }
+            })
+            .on_sampling(|_p| async {
+                Ok(CreateMessageResult {
+                    role: Role::Assistant,
+                    content: SamplingContent::Single(SamplingMessageContentBlock::text("hello")),
+                    model: "test".into(),
+                    stop_reason: Some("endTurn".into()),
+                    meta: None,
+                })
+            })
+            .connect(c)
+            .await
+            .unwrap()
+    };
+    let client = conn_client(c).await;
+
+    let first: serde_json::Value = client
+        .peer()
+        .request("tools/call", &json!({ "name": "three", "arguments": {} }))
+        .await
+        .unwrap();
+    assert_eq!(first["resultType"], "input_required");
+    let requests = first["inputRequests"].as_object().unwrap();
+    let methods: BTreeMap<&str, &str> = requests
+        .iter()
+        .map(|(k, v)| (k.as_str(), v["method"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        methods,
+        BTreeMap::from([
+            ("client_roots", "roots/list"),
+            ("greeting", "sampling/createMessage"),
+            ("user_name", "elicitation/create"),
+        ])
+    );
+    assert!(first["requestState"].is_string());
+
+    // The client's own retry loop answers all three in one round.
+    let out = client.call_tool("three", json!({})).await.unwrap();
+    assert!(!out.is_error(), "{out:?}");
+    assert_eq!(out.content[0].as_text(), Some("Ada hello 1"));
+}
+
+#[tokio::test]
+async fn malformed_answers_are_invalid_params_and_missing_ones_are_asked_again() {
+    let (s, c) = pair();
+    let _peer = together().start(s);
+    let client = Client::builder()
+        .protocol(VersionPreference::Exact(ProtocolVersion::V2026_07_28))
+        .roots(vec![])
+        .on_elicitation(|_p| async { Ok(ElicitResult::accept(BTreeMap::new())) })
+        .on_sampling(|_p| async { Err(moat::protocol::ErrorObject::internal("unused")) })
+        .connect(c)
+        .await
+        .unwrap();
+    let call = |params: serde_json::Value| {
+        let peer = client.peer().clone();
+        async move {
+            peer.request::<_, serde_json::Value>("tools/call", &params)
+                .await
+        }
+    };
+
+    // An answer that is not an ElicitResult, and inputResponses that are not an object.
+    for responses in [json!({ "user_name": 12345 }), json!(null), json!([])] {
+        let err = call(json!({ "name": "three", "arguments": {}, "inputResponses": responses }))
+            .await
+            .unwrap_err();
+        assert_eq!(err.remote().unwrap().code, -32602, "{responses}: {err}");
+    }
+
+    // Answers under keys nobody asked are ignored: the questions come again.
+    let again = call(json!({
+        "name": "three",
+        "arguments": {},
+        "inputResponses": { "wrong_key": { "action": "accept", "content": {} } },
+    }))
+    .await
+    .unwrap();
+    assert_eq!(again["resultType"], "input_required");
+    assert_eq!(again["inputRequests"].as_object().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn answers_sealed_in_the_state_cannot_be_replaced() {
+    let (s, c) = pair();
+    let _peer = server().start(s);
+    let client = client(c, ProtocolVersion::V2026_07_28).await;
+    let call = |params: serde_json::Value| {
+        let peer = client.peer().clone();
+        async move {
+            peer.request::<_, serde_json::Value>("tools/call", &params)
+                .await
+                .unwrap()
+        }
+    };
+    let answer = |name: &str| json!({ "action": "accept", "content": { "name": name } });
+
+    let r1 = call(json!({ "name": "interview", "arguments": {} })).await;
+    let r2 = call(json!({
+        "name": "interview",
+        "arguments": {},
+        "inputResponses": { "elicitation-0": answer("Ada") },
+        "requestState": r1["requestState"],
+    }))
+    .await;
+    assert!(r2["inputRequests"]["elicitation-1"].is_object(), "{r2}");
+    assert_ne!(r1["requestState"], r2["requestState"]);
+
+    // The retry tries to change the first answer: the sealed one stands.
+    let r3 = call(json!({
+        "name": "interview",
+        "arguments": {},
+        "inputResponses": { "elicitation-0": answer("Mallory"), "elicitation-1": answer("Bob") },
+        "requestState": r2["requestState"],
+    }))
+    .await;
+    assert!(r3["inputRequests"]["sampling-2"].is_object(), "{r3}");
+    let done = call(json!({
+        "name": "interview",
+        "arguments": {},
+        "inputResponses": { "sampling-2": {
+            "role": "assistant",
+            "content": { "type": "text", "text": "ok" },
+            "model": "m",
+        } },
+        "requestState": r3["requestState"],
+    }))
+    .await;
+    assert_eq!(done["resultType"], "complete", "{done}");
+    assert_eq!(done["content"][0]["text"], "Ada Bob ok");
 }

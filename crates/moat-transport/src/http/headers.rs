@@ -245,7 +245,7 @@ mod tests {
     #[test]
     fn plain_values_pass_unchanged() {
         assert_eq!(encode_value("us-west1"), "us-west1");
-                assert_eq!(encode_value("a b"), "a b");
+        assert_eq!(encode_value("a b"), "a b");
         assert_eq!(encode_value("a\tb"), "=?base64?YQli?=");
         assert_eq!(decode_value(b"us-west1").unwrap(), "us-west1");
     }

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use moat_protocol::error::{ErrorObject, RESOURCE_NOT_FOUND};
+use moat_protocol::error::{ErrorObject, INVALID_PARAMS, RESOURCE_NOT_FOUND};
 use moat_protocol::jsonrpc::decode_params;
 use moat_protocol::types::{
     CacheScope, CompleteRequestParams, CompleteResult, DiscoverResult, EmptyResult,
@@ -24,7 +24,7 @@ use serde_json::value::RawValue;
 
 use super::{ResourceRequest, ServerInner, pagination};
 use crate::handler::{BoxFuture, Handler, HandlerResult, IncomingRequest, RequestContext};
-use crate::mrtr::{self, Binding, Round};
+use crate::mrtr::{self, Binding, Round, Stall};
 use crate::peer::Peer;
 
 /// What belongs to one connection.
@@ -121,7 +121,7 @@ impl Session {
         };
         for id in self.listeners_for(wants) {
             let _ = peer
-                                .notify_related(
+                .notify_related(
                     methods::NOTIFICATIONS_RESOURCES_UPDATED,
                     &on_stream(&id, body.clone()),
                     Some(&id),
@@ -404,6 +404,7 @@ async fn dispatch(
         methods::RESOURCES_READ => {
             let p: ReadResourceRequestParams = decode_params(params)?;
             if is_modern(&ctx) {
+                check_input_responses(params)?;
                 let uri = p.uri.clone();
                 let binding = move || Binding::new(methods::RESOURCES_READ, &uri, None);
                 let responses = responses_as_values(p.input_responses);
@@ -497,6 +498,7 @@ async fn dispatch(
                 encode(&result)
             };
             if is_modern(&ctx) {
+                check_input_responses(params)?;
                 let name = p.name.clone();
                 let binding = move || Binding::new(methods::PROMPTS_GET, &name, Some(&args_value));
                 let responses = responses_as_values(p.input_responses);
@@ -595,6 +597,7 @@ async fn call_tool(
         result.result_type = marker;
         return encode(&result);
     }
+    check_input_responses(params)?;
     let raw_args = p.arguments;
     let name = p.name.clone();
     let binding = move || {
@@ -609,7 +612,13 @@ async fn call_tool(
         p.request_state,
         p.input_responses,
         move |ctx| async move {
+            let round = ctx.round.clone();
             let mut result = call(ctx, args).await;
+            if result.is_error() {
+                if let Some(error) = round.and_then(|r| r.missing_capabilities()) {
+                    return Err(error);
+                }
+            }
             result.result_type = marker;
             encode(&result)
         },
@@ -619,7 +628,8 @@ async fn call_tool(
 
 /// Run a modern-era handler that may need input from the client: answer normally if it
 /// finishes, or with an `InputRequiredResult` (and a sealed `requestState`) as soon as it
-/// asks for something the client has not answered yet.
+/// asks for something the client has not answered yet. A handler that fails after asking
+/// for a capability the client did not declare gets `-32021` instead of its own error.
 async fn in_rounds<B, F, Fut>(
     server: &ServerInner,
     mut ctx: RequestContext,
@@ -651,20 +661,69 @@ where
         Some(state) => mrtr::open(key, &state, &bound())?,
         None => BTreeMap::new(),
     };
-    answers.extend(input_responses.unwrap_or_default());
+    // Answers sealed in the state were given in earlier rounds: a retry cannot change them.
+    for (k, v) in input_responses.unwrap_or_default() {
+        answers.entry(k).or_insert(v);
+    }
     let round = Arc::new(Round::new(answers));
     ctx.round = Some(round.clone());
     tokio::select! {
         biased;
-        result = run(ctx) => result,
-        () = round.needs_input() => {
-            let asked: InputRequests = round.take_asked().into_iter().collect();
-            encode(&InputRequiredResult {
-                input_requests: Some(asked),
-                request_state: Some(mrtr::seal(key, &bound(), round.answers())),
-                ..Default::default()
-            })
-        }
+        result = run(ctx) => match result {
+            Err(_) => round.missing_capabilities().map_or(result, Err),
+            ok => ok,
+        },
+        stall = round.stalled() => match stall {
+            Stall::Failed(error) => Err(error),
+            Stall::NeedsInput(asked) => {
+                let asked: InputRequests = asked.into_iter().collect();
+                encode(&InputRequiredResult {
+                    input_requests: Some(asked),
+                    request_state: Some(mrtr::seal(key, &bound(), &round.used_answers())),
+                    ..Default::default()
+                })
+            }
+        },
+    }
+}
+
+/// `inputResponses` is optional, but when present it is an object of answers: an explicit
+/// `null` (or any other non-object) is a malformed retry, refused with -32602 rather than
+/// taken for a first call.
+fn check_input_responses(params: Option<&RawValue>) -> Result<(), ErrorObject> {
+    #[derive(Deserialize)]
+    struct Peek<'a> {
+        // Present (even as `null`) → `Some`, absent → `None`.
+        #[serde(
+            rename = "inputResponses",
+            borrow,
+            default,
+            deserialize_with = "present"
+        )]
+        input_responses: Option<&'a RawValue>,
+    }
+    fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+        <&RawValue>::deserialize(d).map(Some)
+    }
+    // Only a params text that names the field needs the look.
+    let Some(text) = params.map(RawValue::get) else {
+        return Ok(());
+    };
+    if !text.contains("\"inputResponses\"") {
+        return Ok(());
+    }
+    let Ok(Peek {
+        input_responses: Some(raw),
+    }) = serde_json::from_str::<Peek>(text)
+    else {
+        return Ok(());
+    };
+    if raw.get().trim_start().starts_with('{') {
+        Ok(())
+    } else {
+        Err(ErrorObject::invalid_params(
+            "Invalid params: inputResponses must be an object of answers keyed by input request",
+        ))
     }
 }
 
@@ -695,10 +754,14 @@ async fn read_resource(server: &ServerInner, uri: String, ctx: RequestContext) -
         }
     };
     let Some(read) = read else {
-        return Err(
-            ErrorObject::new(RESOURCE_NOT_FOUND, format!("Resource not found: {uri}"))
-                .with_data(serde_json::json!({ "uri": uri })),
-        );
+        // -32002 until 2025-11-25; 2026-07-28 retired it for Invalid params (SEP-2164).
+        let code = if is_modern(&ctx) {
+            INVALID_PARAMS
+        } else {
+            RESOURCE_NOT_FOUND
+        };
+        return Err(ErrorObject::new(code, format!("Resource not found: {uri}"))
+            .with_data(serde_json::json!({ "uri": uri })));
     };
     let (result_type, ttl_ms, cache_scope) = server.cache_hints(&ctx);
     let mut result = read(ResourceRequest { uri, vars, ctx }).await?;
@@ -752,7 +815,11 @@ async fn listen(
     };
     let _ = ctx
         .peer()
-        .notify_related(methods::NOTIFICATIONS_SUBSCRIPTIONS_ACKNOWLEDGED, &ack, Some(&id))
+        .notify_related(
+            methods::NOTIFICATIONS_SUBSCRIPTIONS_ACKNOWLEDGED,
+            &ack,
+            Some(&id),
+        )
         .await;
     ctx.cancelled().await;
     // The peer drops a cancelled request's answer; this result documents what a graceful

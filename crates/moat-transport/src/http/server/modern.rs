@@ -223,7 +223,13 @@ pub(crate) async fn start(
         inbound: Some(in_tx),
         id,
     };
-    let first = out_rx.recv().await?;
+        // Hang-ups are for resumable streams; this era has none.
+    let first = loop {
+        let msg = out_rx.recv().await?;
+        if !msg.hang_up {
+            break msg;
+        }
+    };
     Some(Exchange {
         first,
         rest: out_rx,
@@ -292,7 +298,12 @@ pub(crate) fn sse_body(exchange: Exchange, keepalive: Duration) -> super::stream
         }
         let msg = match st.first.take() {
             Some(m) => m,
-            None => match tokio::time::timeout(st.keepalive, st.rest.recv()).await {
+                        None => match tokio::time::timeout(st.keepalive, st.rest.recv()).await {
+                Ok(Some(m)) if m.hang_up => {
+                    // Not resumable in this era: nothing to say; keep streaming.
+                    let item: Item = Ok(BodyFrame::data(Bytes::from_static(b":\n\n")));
+                    return Some((item, st));
+                }
                 Ok(Some(m)) => m,
                 Ok(None) => return None,
                 Err(_) => {
@@ -316,7 +327,7 @@ pub(crate) fn sse_body(exchange: Exchange, keepalive: Duration) -> super::stream
 pub(crate) async fn answer_only(mut exchange: Exchange) -> Option<String> {
     let mut msg = exchange.first;
     loop {
-        if is_answer(&msg) {
+                if !msg.hang_up && is_answer(&msg) {
             exchange.cancel.answered();
             return Some(msg.text);
         }
