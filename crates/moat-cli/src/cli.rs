@@ -204,9 +204,17 @@ pub struct SandboxArgs {
     /// A path readable and writable inside; repeatable.
     #[arg(long, value_name = "PATH")]
     pub rw: Vec<std::path::PathBuf>,
-    /// Network access.
+    /// Network access (none: loopback only; host: the host's network, unfiltered).
     #[arg(long, value_enum, default_value = "none")]
     pub net: SandboxNet,
+    /// Allow connections to these hosts only, through a proxy outside the sandbox (inside:
+    /// HTTP_PROXY, HTTPS_PROXY and ALL_PROXY point at it; needs user namespaces).
+    /// PATTERN is HOST[:PORTS]: HOST an exact name, *.suffix, *, an address (127.0.0.1,
+    /// [::1]) or a range (10.0.0.0/8); PORTS a port, a list or range (80,443 or
+    /// 8000-8100) or *; default 80,443. Non-public addresses are reached only when listed
+    /// as addresses. Repeatable, or comma-separated: github.com:22,443,*.github.io.
+    #[arg(long, value_name = "PATTERN")]
+    pub allow_net: Vec<String>,
     /// Wall-clock limit in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     pub timeout: f64,

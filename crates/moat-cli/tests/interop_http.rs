@@ -15,7 +15,6 @@
 //! `interop.rs` (`$MOAT_INTEROP_DIR`, else `interop/`); when missing the tests print
 //! `SKIPPED: ...` and pass, except under CI (`CI` set), where they fail.
 
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,7 @@
 //! Spawn-to-exit time of `/bin/true` and `ls /etc`: plain `std::process`, moat-sandbox
 //! without namespaces (Landlock, seccomp, rlimits), moat-sandbox with all layers
-//! (namespaces and the mount tree too), and `bwrap --ro-bind / / --unshare-all --dev /dev
+//! (namespaces and the mount tree too), the same with a network allow-list (its proxy and
+//! shim), and `bwrap --ro-bind / / --unshare-all --dev /dev
 //! --proc /proc` (skipped if `bwrap` is not installed), in one run, rounds interleaved.
 //!
 //! ```sh
@@ -12,7 +13,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use moat_sandbox::{Profile, Sandbox};
+use moat_sandbox::{Net, Profile, Sandbox};
 
 type Runner = Box<dyn Fn(&[&str]) -> bool>;
 
@@ -61,6 +62,24 @@ fn main() {
                 sandbox
                     .spawn(&profile, &argv)
                     .is_ok_and(|o| o.success() && o.enforcement.namespaces == namespaces)
+            }),
+        ));
+    }
+    if ns {
+        // The same, plus the network allow-list: the proxy outside, loopback up and the shim
+        // listening in PID 1 (an empty list: the command makes no connection).
+        let sandbox = sandbox.clone();
+        let profile = Profile {
+            net: Net::Allow(Vec::new()),
+            ..Profile::default()
+        };
+        variants.push((
+            "moat: all layers + network allow-list (proxy + shim)".into(),
+            Box::new(move |argv: &[&str]| {
+                let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+                sandbox
+                    .spawn(&profile, &argv)
+                    .is_ok_and(|o| o.success() && o.enforcement.namespaces)
             }),
         ));
     }

@@ -15,6 +15,9 @@ pub struct Support {
     /// Whether the helper could enter new user, mount, PID, IPC, UTS and network namespaces
     /// and build the mount tree there (only known by [`crate::Sandbox::check`], which runs the helper; `None` here).
     pub namespaces: Option<bool>,
+    /// Whether a network allow-list can be enforced (it needs the namespaces; only known by
+    /// [`crate::Sandbox::check`]; `None` here).
+    pub net_allow: Option<bool>,
     /// Whether a cgroup with `pids.max` could be created for a run.
     pub cgroup_pids: bool,
     /// Whether a cgroup with a memory limit could be created for a run.
@@ -34,10 +37,11 @@ pub fn check() -> Support {
     Support {
         landlock_abi: crate::landlock_layer::kernel_abi(),
         namespaces: None,
+        net_allow: None,
         seccomp,
         cgroup_pids: cg.has_pids(),
         cgroup_memory: cg.has_memory(),
         root: rustix::process::getuid().is_root(),
-        not_built: vec!["the network allow-list proxy".into()],
+        not_built: Vec::new(),
     }
 }

@@ -34,6 +34,13 @@ pub enum Error {
     /// Supervising the child failed (waiting, reading its output).
     #[error("supervising the sandboxed command failed: {0}")]
     Io(#[from] std::io::Error),
+    /// The profile asks for something this machine cannot enforce (a network allow-list
+    /// without the namespaces): refused rather than run weaker than asked.
+    #[error("cannot enforce the profile here: {0}")]
+    Unsupported(String),
+    /// The network proxy (for an allow-list) could not be started.
+    #[error("could not start the network proxy: {0}")]
+    Proxy(std::io::Error),
     /// The profile could not be encoded for the helper.
     #[error("could not encode the profile: {0}")]
     Encode(#[from] serde_json::Error),

@@ -30,6 +30,10 @@ pub(crate) struct Plan {
     pub namespaces: bool,
     /// Only check that the namespaces can be set up, then exit 0.
     pub probe: bool,
+    /// With a network allow-list: the directory (outside) holding the proxy's socket, to
+    /// bind read-only at `/run/moat` in the new root.
+    #[serde(default)]
+    pub proxy_dir: Option<PathBuf>,
 }
 
 /// If this process was started as the sandbox helper (first argument [`HELPER_ARG`]),
@@ -121,7 +125,7 @@ fn confine_and_exec(plan: &Plan) -> String {
     if let Err(e) = rustix::thread::set_no_new_privs(true) {
         return format!("no_new_privs: {e}");
     }
-    if let Err(e) = crate::seccomp::apply(p.net) {
+    if let Err(e) = crate::seccomp::apply(crate::seccomp::Sockets::for_net(&p.net)) {
         return e;
     }
     if let Err(e) = set_rlimits(p) {
@@ -138,7 +142,7 @@ fn confine_and_exec(plan: &Plan) -> String {
 
 /// Drops every capability (root included): bounding set, ambient set, then effective,
 /// permitted and inheritable. With `no_new_privs`, `exec` cannot give them back.
-fn drop_capabilities() -> Result<(), String> {
+pub(crate) fn drop_capabilities() -> Result<(), String> {
     use rustix::thread::{CapabilitySet, CapabilitySets};
     for cap in 0..64 {
         // SAFETY: PR_CAPBSET_DROP takes integers only. It fails past the last capability

@@ -1,11 +1,11 @@
 //! The Landlock layer: filesystem rules for the profile's paths, TCP denial when the network
-//! is `none`, and scoping (no signals or abstract Unix sockets out of the sandbox), each as
+//! is `none` (with an allow-list: TCP connect to the shim's port only, no bind), and scoping (no signals or abstract Unix sockets out of the sandbox), each as
 //! far as the kernel's ABI allows.
 
 use std::path::Path;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    ABI, Access, AccessFs, AccessNet, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr,
     RulesetCreatedAttr, Scope,
 };
 
@@ -40,12 +40,17 @@ pub(crate) fn apply(profile: &Profile, fresh_proc: bool) -> Result<(), String> {
         .map_err(err)?
         .scope(Scope::from_all(TARGET))
         .map_err(err)?;
-    if profile.net == Net::None {
+    if profile.net.is_isolated() {
         ruleset = ruleset
             .handle_access(AccessNet::from_all(TARGET))
             .map_err(err)?;
     }
     let mut created = ruleset.create().map_err(err)?;
+    if let Net::Allow(_) = profile.net {
+        created = created
+            .add_rule(NetPort::new(crate::shim::PORT, AccessNet::ConnectTcp))
+            .map_err(err)?;
+    }
     let read = AccessFs::from_read(TARGET);
     let all = AccessFs::from_all(TARGET);
     let mut add = |path: &Path, access, required: bool| -> Result<(), String> {

@@ -1,8 +1,9 @@
 //! Run a command confined on Linux, with no daemon and no root: no MCP knowledge here.
 //!
 //! A [`Profile`] (plain serde data) says what the command may see and use: read-only and
-//! read-write paths, network `none` or `host`, environment variables passed by name, and
-//! limits (wall-clock timeout, CPU time, memory, processes, open files, output bytes).
+//! read-write paths, network `none`, `host` or an allow-list of [`HostPattern`]s,
+//! environment variables passed by name, and limits (wall-clock timeout, CPU time, memory,
+//! processes, open files, output bytes).
 //!
 //! [`Sandbox::spawn`] re-executes a helper binary (the `moat` binary by default, through its
 //! hidden `__sandbox-init` subcommand; any binary that calls [`helper_main`] will do). The
@@ -18,8 +19,15 @@
 //! then confined by Landlock alone) and the [`Outcome`] says so. The parent supervises:
 //! timeout, output cap, and the [`Outcome`].
 //!
-//! Not built yet: the network allow-list proxy. [`check`] says which layers this machine
-//! supports.
+//! With a network allow-list ([`Net::Allow`]) the command gets its own network namespace
+//! with only loopback, where its PID 1 forwards `127.0.0.1:3128` (what `HTTP_PROXY`,
+//! `HTTPS_PROXY` and `ALL_PROXY` name) to a Unix socket bind-mounted read-only at
+//! `/run/moat/proxy.sock`; outside, the supervisor's proxy (HTTP `CONNECT`, plain HTTP,
+//! SOCKS5) lets through only what the list names, resolves names itself, refuses non-public
+//! addresses unless listed, and records every connection in the [`Outcome`]. Without user
+//! namespaces such a profile is refused. See docs/sandbox.md.
+//!
+//! [`check`] says which layers this machine supports.
 
 mod cgroup;
 mod check;
@@ -28,16 +36,25 @@ mod helper;
 mod landlock_layer;
 mod mounts;
 mod namespaces;
+mod net;
 mod outcome;
 mod profile;
+mod proxy;
+mod relay;
 mod seccomp;
+mod shim;
 mod spawn;
 
 pub use check::{Support, check};
 pub use error::Error;
 pub use helper::{HELPER_ARG, helper_main};
-pub use outcome::{Enforcement, LimitHit, Outcome, PidsEnforcement, Termination};
+pub use net::{DEFAULT_PORTS, HostPattern, PatternError};
+pub use outcome::{
+    Connection, Enforcement, LimitHit, Outcome, PidsEnforcement, ProxyProtocol, Termination,
+    Verdict,
+};
 pub use profile::{Limits, Net, Profile};
+pub use proxy::{Resolve, SystemResolver};
 pub use spawn::Sandbox;
 
 /// The result type of this crate.

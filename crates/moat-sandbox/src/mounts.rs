@@ -47,8 +47,9 @@ enum Entry {
     Dev,
 }
 
-/// Builds the tree and moves into it. Returns why it could not.
-pub(crate) fn build(profile: &Profile) -> Result<(), String> {
+/// Builds the tree and moves into it. Returns why it could not. `proxy_dir` (outside) is
+/// bound read-only at `/run/moat` (network allow-list).
+pub(crate) fn build(profile: &Profile, proxy_dir: Option<&Path>) -> Result<(), String> {
     let cwd = std::env::current_dir().ok();
     // A tmpfs on /tmp becomes the root for a moment; the old root is then /oldroot.
     mount(
@@ -73,7 +74,7 @@ pub(crate) fn build(profile: &Profile) -> Result<(), String> {
         Some(c"mode=0755,size=1m"),
     )?;
 
-    for (dest, entry) in entries(profile) {
+    for (dest, entry) in entries(profile, proxy_dir) {
         let target = new.join(dest.strip_prefix("/").unwrap_or(&dest));
         match entry {
             // Already there when a profile path covers it (`--ro /`).
@@ -85,7 +86,17 @@ pub(crate) fn build(profile: &Profile) -> Result<(), String> {
                 std::os::unix::fs::symlink(&to, &target)
                     .map_err(|e| format!("symlink {}: {e}", dest.display()))?;
             }
-            Entry::Bind { src, rw } => bind(&src, &target, rw)?,
+            Entry::Bind { src, rw } => bind(&src, &target, rw).map_err(|e| {
+                if proxy_dir.is_some() && dest == Path::new(crate::shim::SOCKET_DIR) {
+                    format!(
+                        "the proxy socket's directory at {}: {e} (does a read-only profile \
+                         path cover /run?)",
+                        crate::shim::SOCKET_DIR
+                    )
+                } else {
+                    e
+                }
+            })?,
             Entry::Tmp => {
                 mkdir_p(&target)?;
                 let data = CString::new(format!("mode=1777,size={TMP_BYTES}"))
@@ -152,7 +163,7 @@ pub(crate) fn build(profile: &Profile) -> Result<(), String> {
 }
 
 /// What to mount, shallow paths first so deeper ones land on top of them.
-fn entries(profile: &Profile) -> Vec<(PathBuf, Entry)> {
+fn entries(profile: &Profile, proxy_dir: Option<&Path>) -> Vec<(PathBuf, Entry)> {
     let old = |p: &Path| Path::new("/oldroot").join(p.strip_prefix("/").unwrap_or(p));
     let mut list: Vec<(PathBuf, Entry)> = vec![
         ("/tmp".into(), Entry::Tmp),
@@ -192,6 +203,15 @@ fn entries(profile: &Profile) -> Vec<(PathBuf, Entry)> {
             Entry::Bind {
                 src: old(p),
                 rw: true,
+            },
+        ));
+    }
+    if let Some(dir) = proxy_dir {
+        list.push((
+            crate::shim::SOCKET_DIR.into(),
+            Entry::Bind {
+                src: old(dir),
+                rw: false,
             },
         ));
     }

@@ -1,8 +1,14 @@
 //! The namespace layer, run by the helper before anything else confines it: new user,
-//! mount, PID, IPC and UTS namespaces (and network, when the network is `none`), a new root
-//! holding only the profile's paths, a fresh `/tmp`, `/proc` and a minimal `/dev` (see
-//! `mounts.rs`), and a small init as PID 1 that runs the command as its child and hands its
-//! exit status back.
+//! mount, PID, IPC and UTS namespaces (and network, when the network is `none` or an
+//! allow-list), a new root holding only the profile's paths, a fresh `/tmp`, `/proc` and a
+//! minimal `/dev` (see `mounts.rs`), and a small init as PID 1 that runs the command as its
+//! child and hands its exit status back.
+//!
+//! With an allow-list, PID 1 also brings the loopback up, listens on `127.0.0.1:3128` before
+//! the command starts, and once it has started the command drops every capability, sets
+//! `no_new_privs` and installs the seccomp list (Unix sockets only) before forwarding that
+//! port to the proxy's socket in a thread of its own (see `shim.rs`): the one process that
+//! handles the command's bytes inside holds no privilege, even in the namespace.
 //!
 //! Process tree: supervisor → helper (outside, waits, mirrors the status) → PID 1 (inside,
 //! reaps, reports the command's status over a pipe) → the command (confined, then exec'd).
@@ -25,7 +31,7 @@ pub(crate) fn run(plan: &Plan, confine_and_exec: fn(&Plan) -> String) -> String 
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS;
-    if plan.profile.net == crate::Net::None {
+    if plan.profile.net.is_isolated() {
         flags |= libc::CLONE_NEWNET;
     }
     // SAFETY: unshare takes flags only; the helper is single-threaded.
@@ -127,10 +133,23 @@ fn init(plan: &Plan, report: OwnedFd, confine_and_exec: fn(&Plan) -> String) -> 
         }
     }
     // The new root: only the profile's paths, a fresh /tmp, /proc and a minimal /dev.
-    if let Err(e) = crate::mounts::build(&plan.profile) {
+    if let Err(e) = crate::mounts::build(&plan.profile, plan.proxy_dir.as_deref()) {
         fail(format!("mount tree: {e}"));
     }
     let _ = rustix::system::sethostname(b"moat-sandbox");
+    // With an allow-list: loopback up and the shim listening before the command starts.
+    let shim = match &plan.proxy_dir {
+        Some(_) if !plan.probe => {
+            if let Err(e) = crate::shim::loopback_up() {
+                fail(format!("network allow-list: {e}"));
+            }
+            match crate::shim::listen() {
+                Ok(l) => Some(l),
+                Err(e) => fail(format!("network allow-list: {e}")),
+            }
+        }
+        _ => None,
+    };
     if plan.probe {
         write_report(&report, 0, 0);
         // SAFETY: as above.
@@ -143,10 +162,29 @@ fn init(plan: &Plan, report: OwnedFd, confine_and_exec: fn(&Plan) -> String) -> 
     }
     if child == 0 {
         drop(report);
+        drop(shim);
         let err = confine_and_exec(plan);
         eprintln!("{}{err}", crate::helper::SETUP_MARKER);
         // SAFETY: as above.
         unsafe { libc::_exit(crate::helper::SETUP_FAILED) }
+    }
+    if let Some(listener) = shim {
+        // From here on PID 1 reads what the command sends: no privilege left, then a thread
+        // (PID 1 never forks again, so threads are safe now).
+        let hardened = crate::helper::drop_capabilities()
+            .and_then(|()| {
+                rustix::thread::set_no_new_privs(true).map_err(|e| format!("no_new_privs: {e}"))
+            })
+            .and_then(|()| crate::seccomp::apply(crate::seccomp::Sockets::Unix));
+        if let Err(e) = hardened {
+            fail(format!("PID 1: {e}"));
+        }
+        if let Err(e) = std::thread::Builder::new()
+            .name("moat-sandbox-shim".into())
+            .spawn(move || crate::shim::serve(listener))
+        {
+            fail(format!("PID 1: starting the proxy shim: {e}"));
+        }
     }
     // Reap everything; report when the command itself ends.
     loop {

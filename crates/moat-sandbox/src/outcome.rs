@@ -1,5 +1,6 @@
 //! What happened: how the command ended, which limit was hit, and what was enforced.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -53,7 +54,7 @@ pub struct Enforcement {
     /// The kernel's Landlock ABI version, if Landlock is available.
     pub landlock_abi: Option<u32>,
     /// Whether the command ran in new user, mount, PID, IPC, UTS (and, with the network
-    /// `none`, network) namespaces, in the mount tree: a new root with only the profile's
+    /// `none` or an allow-list, network) namespaces, in the mount tree: a new root with only the profile's
     /// paths, a fresh `/tmp` and `/proc`, and a minimal `/dev`.
     pub namespaces: bool,
     /// Whether the seccomp deny-list was installed.
@@ -64,6 +65,57 @@ pub struct Enforcement {
     pub memory_cgroup: bool,
     /// Protections the profile asked for that this kernel could not give, in words.
     pub not_enforced: Vec<String>,
+}
+
+/// How the sandbox asked the network proxy for a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ProxyProtocol {
+    /// HTTP `CONNECT host:port` (a tunnel: HTTPS, or anything else over TCP).
+    Connect,
+    /// A plain HTTP request with an absolute URI (`GET http://host/path`).
+    Http,
+    /// SOCKS5 `CONNECT`.
+    Socks5,
+    /// Something the proxy could not read as any of these.
+    Unknown,
+}
+
+/// What the proxy did with a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Verdict {
+    /// The allow-list let it through and the proxy connected (bytes may have flowed).
+    Allowed,
+    /// The allow-list (or the proxy's rules: non-public addresses, SNI, malformed requests,
+    /// too many connections) refused it: HTTP 403/400, SOCKS5 "not allowed by ruleset".
+    Refused,
+    /// Allowed, but the name did not resolve or no address accepted the connection.
+    Failed,
+}
+
+/// One connection the sandboxed command asked the network proxy for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Connection {
+    /// How it was asked for.
+    pub protocol: ProxyProtocol,
+    /// The host as asked (a name, or an address; empty if the request could not be read).
+    pub host: String,
+    /// The port asked for (0 if unknown).
+    pub port: u16,
+    /// What the proxy did.
+    pub verdict: Verdict,
+    /// Why it was refused or failed.
+    pub reason: Option<String>,
+    /// The address the proxy connected to, if it did.
+    pub address: Option<SocketAddr>,
+    /// Bytes sent to the server (for plain HTTP: the rewritten request).
+    pub bytes_sent: u64,
+    /// Bytes received from the server and passed to the sandbox.
+    pub bytes_received: u64,
 }
 
 /// The result of a sandboxed run.
@@ -84,6 +136,13 @@ pub struct Outcome {
     pub wall_time: Duration,
     /// What was enforced.
     pub enforcement: Enforcement,
+    /// With a network allow-list: every connection asked of the proxy, allowed or not, in
+    /// the order they were asked for (up to 10 000; see `connections_omitted`).
+    #[serde(default)]
+    pub connections: Vec<Connection>,
+    /// Connections past the first 10 000, not recorded one by one.
+    #[serde(default)]
+    pub connections_omitted: u64,
 }
 
 impl Outcome {

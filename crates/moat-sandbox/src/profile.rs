@@ -1,12 +1,15 @@
 //! The [`Profile`]: what a sandboxed command may see and use, as plain serde data.
 
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// Network access.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+use crate::net::{HostPattern, PatternError};
+
+/// Network access. In JSON: `"none"`, `"host"`, or `{"allow": ["api.github.com:443", …]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum Net {
@@ -16,6 +19,40 @@ pub enum Net {
     None,
     /// The host's network, unrestricted.
     Host,
+    /// Only the hosts these patterns name, through a proxy the supervisor runs outside the
+    /// sandbox (see docs/sandbox.md): inside, a network namespace with only loopback, and
+    /// `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` pointing at it. Needs the namespaces: where
+    /// they are unavailable, [`crate::Sandbox::spawn`] refuses the profile
+    /// ([`crate::Error::Unsupported`]).
+    Allow(Vec<HostPattern>),
+}
+
+impl Net {
+    /// Whether the command gets a network namespace of its own (`none` and `allow`).
+    pub fn is_isolated(&self) -> bool {
+        !matches!(self, Net::Host)
+    }
+}
+
+/// `none`, `host`, `allow` (nothing allowed, every attempt recorded) or `allow:LIST`, with
+/// LIST as in [`HostPattern::parse_list`].
+impl FromStr for Net {
+    type Err = PatternError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "none" => Ok(Net::None),
+            "host" => Ok(Net::Host),
+            "allow" => Ok(Net::Allow(Vec::new())),
+            other => match other.strip_prefix("allow:") {
+                Some(list) => HostPattern::parse_list(list).map(Net::Allow),
+                None => Err(PatternError::new(
+                    other,
+                    "expected none, host, or allow:HOST[:PORTS],...",
+                )),
+            },
+        }
+    }
 }
 
 /// Resource limits. `None` means "not limited by the sandbox".
@@ -66,7 +103,8 @@ pub struct Profile {
     pub system_ro: bool,
     /// Network access.
     pub net: Net,
-    /// Run in new user, mount, PID, IPC and UTS namespaces (and network, with `net: none`)
+    /// Run in new user, mount, PID, IPC and UTS namespaces (and network, with `net` `none`
+    /// or `allow`)
     /// with a new root holding only the paths above, a fresh `/tmp` and `/proc` and a
     /// minimal `/dev`, where the kernel allows; without, where it does not (the
     /// [`crate::Outcome`] says which).
@@ -189,6 +227,42 @@ mod tests {
         assert!(p.namespaces);
         assert!(serde_json::from_str::<Profile>(r#"{"rox":[]}"#).is_err());
         assert!(serde_json::from_str::<Profile>(r#"{"net":"proxy"}"#).is_err());
+    }
+
+    #[test]
+    fn allow_lists_are_plain_data() {
+        let p: Profile = serde_json::from_str(
+            r#"{"net":{"allow":["api.github.com:443","*.example.com","127.0.0.1:8080"]}}"#,
+        )
+        .unwrap();
+        let Net::Allow(list) = &p.net else {
+            panic!("{:?}", p.net)
+        };
+        assert_eq!(list.len(), 3);
+        assert_eq!(list[1].to_string(), "*.example.com");
+        let json = serde_json::to_string(&p).unwrap();
+        assert!(
+            json.contains(r#""net":{"allow":["api.github.com:443","#),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<Profile>(&json).unwrap(), p);
+        assert!(serde_json::from_str::<Profile>(r#"{"net":{"allow":["a b"]}}"#).is_err());
+        assert!(serde_json::from_str::<Profile>(r#"{"net":{"allow":"x.com"}}"#).is_err());
+
+        assert_eq!("none".parse::<Net>().unwrap(), Net::None);
+        assert_eq!("host".parse::<Net>().unwrap(), Net::Host);
+        assert_eq!("allow".parse::<Net>().unwrap(), Net::Allow(Vec::new()));
+        let Net::Allow(list) = "allow:github.com:22,443,*.github.io"
+            .parse::<Net>()
+            .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(list.len(), 2);
+        assert!("proxy".parse::<Net>().is_err());
+        assert!("allow:a b".parse::<Net>().is_err());
+        assert!(Net::None.is_isolated() && Net::Allow(vec![]).is_isolated());
+        assert!(!Net::Host.is_isolated());
     }
 
     #[test]

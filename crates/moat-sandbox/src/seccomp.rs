@@ -6,7 +6,9 @@
 //! `clone` with namespace flags, `pivot_root`, `swapon`/`swapoff`, `acct`; `ioctl` with
 //! `TIOCSTI` or `TIOCLINUX` (compared on the low 32 bits, as the kernel does). `clone3`
 //! answers `ENOSYS`, so libc falls back to `clone`, whose flags can be inspected. With the
-//! network `none`, `socket` for any family but `AF_UNIX` is denied.
+//! network `none`, `socket` for any family but `AF_UNIX` is denied; with an allow-list, any
+//! but `AF_UNIX` and `AF_INET` (which then reaches only the namespace's loopback, where the
+//! proxy shim listens): no `AF_INET6`, `AF_NETLINK`, `AF_PACKET`, `AF_VSOCK`….
 //!
 //! Known gap: on x86-64 kernels that enable the x32 ABI, x32 system call numbers are not
 //! matched by this list.
@@ -19,6 +21,27 @@ use seccompiler::{
 };
 
 use crate::profile::Net;
+
+/// The socket families a filter lets through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sockets {
+    /// `AF_UNIX` only (the network `none`; PID 1 once the shim listens).
+    Unix,
+    /// `AF_UNIX` and `AF_INET` (an allow-list: the shim on the namespace's loopback).
+    UnixAndInet,
+    /// Any (the host's network).
+    Any,
+}
+
+impl Sockets {
+    pub(crate) fn for_net(net: &Net) -> Sockets {
+        match net {
+            Net::Host => Sockets::Any,
+            Net::Allow(_) => Sockets::UnixAndInet,
+            _ => Sockets::Unix,
+        }
+    }
+}
 
 const TIOCSTI: u64 = 0x5412;
 const TIOCLINUX: u64 = 0x541C;
@@ -45,8 +68,8 @@ fn rule(conds: Vec<SeccompCondition>) -> Result<SeccompRule, String> {
     SeccompRule::new(conds).map_err(|e| e.to_string())
 }
 
-/// The `EPERM` deny-list filter for this network setting.
-fn deny_filter(net: Net) -> Result<BpfProgram, String> {
+/// The `EPERM` deny-list filter, letting these socket families through.
+fn deny_filter(sockets: Sockets) -> Result<BpfProgram, String> {
     let always: &[libc::c_long] = &[
         libc::SYS_ptrace,
         libc::SYS_process_vm_readv,
@@ -104,15 +127,18 @@ fn deny_filter(net: Net) -> Result<BpfProgram, String> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     rules.insert(libc::SYS_clone, clone_rules);
-    if net == Net::None {
-        rules.insert(
-            libc::SYS_socket,
-            vec![rule(vec![cond(
-                0,
-                SeccompCmpOp::Ne,
-                libc::AF_UNIX as u64,
-            )?])?],
-        );
+    let allowed: &[libc::c_int] = match sockets {
+        Sockets::Unix => &[libc::AF_UNIX],
+        Sockets::UnixAndInet => &[libc::AF_UNIX, libc::AF_INET],
+        Sockets::Any => &[],
+    };
+    if !allowed.is_empty() {
+        // One rule: denied when the family is none of the allowed ones.
+        let conds = allowed
+            .iter()
+            .map(|&family| cond(0, SeccompCmpOp::Ne, family as u64))
+            .collect::<Result<Vec<_>, _>>()?;
+        rules.insert(libc::SYS_socket, vec![rule(conds)?]);
     }
     let filter = SeccompFilter::new(
         rules,
@@ -137,9 +163,9 @@ fn clone3_filter() -> Result<BpfProgram, String> {
     filter.try_into().map_err(|e| format!("seccomp: {e}"))
 }
 
-/// Installs both filters on the calling thread (sets `no_new_privs` first).
-pub(crate) fn apply(net: Net) -> Result<(), String> {
-    let deny = deny_filter(net)?;
+/// Installs both filters on the calling thread (`no_new_privs` must be set).
+pub(crate) fn apply(sockets: Sockets) -> Result<(), String> {
+    let deny = deny_filter(sockets)?;
     let clone3 = clone3_filter()?;
     seccompiler::apply_filter(&clone3).map_err(|e| format!("seccomp: {e}"))?;
     seccompiler::apply_filter(&deny).map_err(|e| format!("seccomp: {e}"))

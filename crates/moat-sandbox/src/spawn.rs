@@ -14,12 +14,23 @@ use crate::cgroup::Cgroup;
 use crate::helper::{HELPER_ARG, Plan, SETUP_FAILED, SETUP_MARKER};
 use crate::outcome::{Enforcement, LimitHit, Outcome, PidsEnforcement, Termination};
 use crate::profile::{Net, Profile};
+use crate::proxy::{Proxy, Resolve, SystemResolver};
 use crate::{Error, Result};
 
 /// Runs commands confined by a [`Profile`], through a helper binary.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Sandbox {
     helper: PathBuf,
+    /// Resolves names for the network allow-list's proxy (default: the system's).
+    resolver: Arc<dyn Resolve>,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("helper", &self.helper)
+            .finish_non_exhaustive()
+    }
 }
 
 enum Event {
@@ -35,7 +46,7 @@ impl Sandbox {
             helper: PathBuf::from("<current executable>"),
             error,
         })?;
-        Ok(Sandbox { helper })
+        Ok(Sandbox::with_helper(helper))
     }
 
     /// A sandbox whose helper is `helper` (a binary that calls [`crate::helper_main`], such
@@ -43,13 +54,24 @@ impl Sandbox {
     pub fn with_helper(helper: impl Into<PathBuf>) -> Sandbox {
         Sandbox {
             helper: helper.into(),
+            resolver: Arc::new(SystemResolver),
         }
+    }
+
+    /// Uses `resolver` for the names the network allow-list's proxy looks up (instead of
+    /// the system's `getaddrinfo`). Its answers are checked like any other: non-public
+    /// addresses are refused unless the allow-list names them.
+    pub fn with_resolver(mut self, resolver: impl Resolve + 'static) -> Sandbox {
+        self.resolver = Arc::new(resolver);
+        self
     }
 
     /// What this machine supports, namespaces included (probed with this helper).
     pub fn check(&self) -> crate::Support {
         let mut support = crate::check();
-        support.namespaces = Some(self.namespaces_work());
+        let namespaces = self.namespaces_work();
+        support.namespaces = Some(namespaces);
+        support.net_allow = Some(namespaces);
         support
     }
 
@@ -65,6 +87,7 @@ impl Sandbox {
                 cgroup_procs: Vec::new(),
                 namespaces: true,
                 probe: true,
+                proxy_dir: None,
             };
             let Ok(json) = serde_json::to_string(&plan) else {
                 return false;
@@ -85,12 +108,33 @@ impl Sandbox {
     ///
     /// Blocks the calling thread, which must outlive the run (the child gets the
     /// parent-death signal when this thread ends). From async code, use `spawn_blocking`.
+    ///
+    /// With a network allow-list, runs the proxy for the time of the run, and refuses
+    /// ([`Error::Unsupported`]) where the namespaces are unavailable or turned off: the
+    /// allow-list cannot be enforced without a network namespace of its own.
     pub fn spawn(&self, profile: &Profile, argv: &[String]) -> Result<Outcome> {
         if argv.is_empty() {
             return Err(Error::EmptyCommand);
         }
         let profile = profile.resolved()?;
         let namespaces = profile.namespaces && self.namespaces_work();
+        let proxy = match &profile.net {
+            Net::Allow(_) if !namespaces => {
+                return Err(Error::Unsupported(if profile.namespaces {
+                    "the network allow-list needs a network namespace of its own, and this \
+                     machine refuses user namespaces; refused rather than run with the \
+                     host's network unfiltered (use net none, or host if you accept that)"
+                        .into()
+                } else {
+                    "the network allow-list needs the namespaces, which the profile turns off"
+                        .into()
+                }));
+            }
+            Net::Allow(patterns) => Some(
+                Proxy::start(patterns.clone(), Arc::clone(&self.resolver)).map_err(Error::Proxy)?,
+            ),
+            _ => None,
+        };
         let cgroup = Cgroup::create(profile.limits.pids, profile.limits.memory_bytes);
         let enforcement = enforcement(&profile, &cgroup, namespaces);
         let plan = Plan {
@@ -100,6 +144,7 @@ impl Sandbox {
             cgroup_procs: cgroup.procs_files(),
             namespaces,
             probe: false,
+            proxy_dir: proxy.as_ref().map(|p| p.dir().to_path_buf()),
         };
         let mut cmd = Command::new(&self.helper);
         cmd.arg(HELPER_ARG)
@@ -111,6 +156,15 @@ impl Sandbox {
         for name in &profile.env {
             if let Some(value) = std::env::var_os(name) {
                 cmd.env(name, value);
+            }
+        }
+        if proxy.is_some() {
+            // After the profile's variables: the caller's own proxy settings do not apply.
+            for (name, value) in crate::shim::proxy_env() {
+                cmd.env(name, value);
+            }
+            for name in ["NO_PROXY", "no_proxy"] {
+                cmd.env_remove(name);
             }
         }
         let start = Instant::now();
@@ -222,6 +276,7 @@ impl Sandbox {
             };
         }
         drop(cgroup);
+        let (connections, connections_omitted) = proxy.map(Proxy::finish).unwrap_or_default();
         Ok(Outcome {
             termination,
             limit_hit,
@@ -230,6 +285,8 @@ impl Sandbox {
             truncated: truncated.load(Ordering::Relaxed),
             wall_time,
             enforcement,
+            connections,
+            connections_omitted,
         })
     }
 }
@@ -295,6 +352,13 @@ fn enforcement(profile: &Profile, cgroup: &Cgroup, namespaces: bool) -> Enforcem
             if v < 4 && profile.net == Net::None {
                 not.push(
                     "Landlock ABI < 4: TCP bind/connect (seccomp still denies sockets)".into(),
+                );
+            }
+            if v < 4 && matches!(profile.net, Net::Allow(_)) {
+                not.push(
+                    "Landlock ABI < 4: TCP bind/connect other than to the proxy shim (the \
+                     network namespace still holds only loopback)"
+                        .into(),
                 );
             }
             if v < 5 {

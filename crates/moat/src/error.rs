@@ -61,7 +61,7 @@ pub enum Error {
     #[error(transparent)]
     Io(#[from] std::io::Error),
 
-        /// An HTTP connection could not be set up (bad URL or header, unreachable server, an
+    /// An HTTP connection could not be set up (bad URL or header, unreachable server, an
     /// endpoint that is not MCP).
     #[error(transparent)]
     Http(#[from] moat_transport::http::client::ClientError),

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use moat_sandbox::{Net, Profile, Sandbox, Termination};
+use moat_sandbox::{HostPattern, Net, Profile, Sandbox, Termination, Verdict};
 
 use crate::Failure;
 use crate::cli::{SandboxArgs, SandboxNet};
@@ -30,6 +30,14 @@ pub async fn run(args: SandboxArgs) -> Result<(), Failure> {
                 None => "unknown",
             }
         );
+        println!(
+            "net allow-list: {}",
+            match support.net_allow {
+                Some(true) => "yes (proxy on a Unix socket; own network namespace)",
+                Some(false) => "no (needs user namespaces: --allow-net is refused here)",
+                None => "unknown",
+            }
+        );
         println!("cgroup pids:    {}", yes(support.cgroup_pids));
         println!("cgroup memory:  {}", yes(support.cgroup_memory));
         println!("running as root: {}", yes(support.root));
@@ -51,7 +59,11 @@ pub async fn run(args: SandboxArgs) -> Result<(), Failure> {
         .context("the sandbox task failed")?;
     let outcome = match outcome {
         Ok(o) => o,
-        Err(e @ (moat_sandbox::Error::Path { .. } | moat_sandbox::Error::InvalidLimit(_))) => {
+        Err(
+            e @ (moat_sandbox::Error::Path { .. }
+            | moat_sandbox::Error::InvalidLimit(_)
+            | moat_sandbox::Error::Unsupported(_)),
+        ) => {
             return Err(Failure::Usage(e.into()));
         }
         Err(e) => return Err(Failure::Connection(e.into())),
@@ -68,9 +80,27 @@ pub async fn run(args: SandboxArgs) -> Result<(), Failure> {
                 "truncated": outcome.truncated,
                 "wall_time_ms": outcome.wall_time.as_millis(),
                 "enforcement": outcome.enforcement,
+                "connections": outcome.connections,
+                "connections_omitted": outcome.connections_omitted,
             })
         );
     } else {
+        for c in &outcome.connections {
+            if c.verdict != Verdict::Allowed {
+                eprintln!(
+                    "moat sandbox: {} {}:{} ({:?}): {}",
+                    if c.verdict == Verdict::Refused {
+                        "refused"
+                    } else {
+                        "failed"
+                    },
+                    c.host,
+                    c.port,
+                    c.protocol,
+                    c.reason.as_deref().unwrap_or("-")
+                );
+            }
+        }
         if let Some(limit) = outcome.limit_hit {
             eprintln!("moat sandbox: limit hit: {limit:?}");
         }
@@ -95,9 +125,23 @@ fn profile(args: &SandboxArgs) -> anyhow::Result<Profile> {
     let mut p = Profile::default();
     p.ro.clone_from(&args.ro);
     p.rw.clone_from(&args.rw);
-    p.net = match args.net {
-        SandboxNet::None => Net::None,
-        SandboxNet::Host => Net::Host,
+    p.net = match (args.net, args.allow_net.is_empty()) {
+        (SandboxNet::None, true) => Net::None,
+        (SandboxNet::Host, true) => Net::Host,
+        (SandboxNet::None, false) => {
+            let mut patterns = Vec::new();
+            for list in &args.allow_net {
+                patterns.extend(
+                    HostPattern::parse_list(list).map_err(|e| anyhow!("--allow-net: {e}"))?,
+                );
+            }
+            Net::Allow(patterns)
+        }
+        (SandboxNet::Host, false) => {
+            return Err(anyhow!(
+                "--allow-net restricts the network: it cannot be combined with --net host"
+            ));
+        }
     };
     p.env.extend(args.env.iter().cloned());
     if !(args.timeout.is_finite() && args.timeout > 0.0) {

@@ -4,7 +4,9 @@
 //! - [`headers`]: the MCP header names and the `Mcp-Name` / `Mcp-Param-*` value encoding.
 //! - [`server`]: one endpoint serving every revision, plus the legacy `/sse` endpoints.
 //! - [`client`]: a [`Connection`](crate::Connection) to a remote server, either transport.
+//! - [`oauth`]: OAuth 2.1 authorization for the client, as the MCP authorization spec asks.
 
 pub mod client;
 pub mod headers;
+pub mod oauth;
 pub mod server;

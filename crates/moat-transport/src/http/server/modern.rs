@@ -223,7 +223,7 @@ pub(crate) async fn start(
         inbound: Some(in_tx),
         id,
     };
-        // Hang-ups are for resumable streams; this era has none.
+    // Hang-ups are for resumable streams; this era has none.
     let first = loop {
         let msg = out_rx.recv().await?;
         if !msg.hang_up {
@@ -298,7 +298,7 @@ pub(crate) fn sse_body(exchange: Exchange, keepalive: Duration) -> super::stream
         }
         let msg = match st.first.take() {
             Some(m) => m,
-                        None => match tokio::time::timeout(st.keepalive, st.rest.recv()).await {
+            None => match tokio::time::timeout(st.keepalive, st.rest.recv()).await {
                 Ok(Some(m)) if m.hang_up => {
                     // Not resumable in this era: nothing to say; keep streaming.
                     let item: Item = Ok(BodyFrame::data(Bytes::from_static(b":\n\n")));
@@ -327,7 +327,7 @@ pub(crate) fn sse_body(exchange: Exchange, keepalive: Duration) -> super::stream
 pub(crate) async fn answer_only(mut exchange: Exchange) -> Option<String> {
     let mut msg = exchange.first;
     loop {
-                if !msg.hang_up && is_answer(&msg) {
+        if !msg.hang_up && is_answer(&msg) {
             exchange.cancel.answered();
             return Some(msg.text);
         }
