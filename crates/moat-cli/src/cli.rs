@@ -33,7 +33,12 @@ Exit codes: 0 ok, 1 usage error, 2 connection or protocol failure, 3 the tool re
 pub enum Command {
     /// A tour: moat's client and its built-in server, every revision, bad input, a crash.
     Demo(DemoArgs),
-    /// Run a built-in MCP server on stdin/stdout.
+    /// Run a built-in MCP server on stdin/stdout, or over HTTP with --http.
+    #[command(after_help = "Examples:\n  \
+        moat serve everything                          # stdio, for a client that launches it\n  \
+        moat serve everything --http 8080              # http://127.0.0.1:8080/mcp, every revision\n  \
+        moat serve everything --http 8080 --stateless  # 2026-07-28 only, no sessions\n  \
+        moat serve everything --http 0.0.0.0:8080 --token \"$TOKEN\"   # off loopback: a token is required")]
     Serve(ServeArgs),
     /// List a server's tools.
     Tools(ListArgs),
