@@ -27,6 +27,7 @@ use std::ffi::OsString;
 use std::sync::Arc;
 use std::time::Duration;
 
+use moat_protocol::error::UNSUPPORTED_PROTOCOL_VERSION;
 use moat_protocol::lifecycle::Role;
 use moat_protocol::types::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, CompleteRequestParams,
@@ -110,6 +111,10 @@ impl ClientBuilder {
     }
 
     /// Which revision to speak: one, or `Auto` (modern first, then the handshake).
+    ///
+    /// A server that refuses the revision `server/discover` names (-32022) is asked again,
+    /// once, with the newest modern revision its `supported` list shares with us; with an
+    /// exact preference only if that is the very revision asked for.
     pub fn protocol(mut self, preference: VersionPreference) -> Self {
         self.preference = preference;
         self
@@ -304,6 +309,25 @@ impl ClientBuilder {
         meta
     }
 
+    /// The modern revision to ask for after the server refused `wanted` with `refusal`
+    /// (-32022, whose `data.supported` lists what it takes): the newest one we share, and
+    /// with an exact preference only that very revision.
+    fn retry_version(
+        &self,
+        wanted: ProtocolVersion,
+        refusal: &ErrorObject,
+    ) -> Option<ProtocolVersion> {
+        let supported = refusal.data.as_ref()?.get("supported")?.as_array()?;
+        let next = self
+            .versions
+            .pick_common(supported.iter().filter_map(Value::as_str))
+            .filter(|v| v.era() == Era::Modern)?;
+        match self.preference {
+            VersionPreference::Exact(_) if next != wanted => None,
+            _ => Some(next),
+        }
+    }
+
     async fn discover(
         &self,
         peer: &Peer,
@@ -311,17 +335,41 @@ impl ClientBuilder {
         v: ProtocolVersion,
         timeout: Option<Duration>,
     ) -> Result<Client> {
-        peer.set_modern_meta(Some(self.modern_meta(v)));
-        let mut options = RequestOptions::default();
-        options.timeout = timeout.or(self.options.request_timeout);
-        let answer: Result<DiscoverResult> = peer
-            .request_with(methods::SERVER_DISCOVER, &RequestParams::default(), options)
-            .await;
-        let result = match answer {
-            Ok(r) => r,
-            Err(e) => {
-                peer.set_modern_meta(None);
-                return Err(e);
+        let mut asked = v;
+        let mut retried = false;
+        let result = loop {
+            peer.set_modern_meta(Some(self.modern_meta(asked)));
+            let mut options = RequestOptions::default();
+            options.timeout = timeout.or(self.options.request_timeout);
+            let answer: Result<DiscoverResult> = peer
+                .request_with(methods::SERVER_DISCOVER, &RequestParams::default(), options)
+                .await;
+            // The server does not take the revision we named (-32022): ask again, once,
+            // with one its `supported` list and we share.
+            let retry = match &answer {
+                Err(Error::Remote { error, .. })
+                    if !retried && error.code == UNSUPPORTED_PROTOCOL_VERSION =>
+                {
+                    self.retry_version(v, error)
+                }
+                _ => None,
+            };
+            if let Some(next) = retry {
+                tracing::debug!(
+                    refused = asked.as_str(),
+                    retrying = next.as_str(),
+                    "server/discover was refused with -32022; asking again"
+                );
+                retried = true;
+                asked = next;
+                continue;
+            }
+            match answer {
+                Ok(r) => break r,
+                Err(e) => {
+                    peer.set_modern_meta(None);
+                    return Err(e);
+                }
             }
         };
         let offered = result.supported_versions.iter().map(String::as_str);
@@ -338,7 +386,7 @@ impl ClientBuilder {
                 },
             ));
         };
-        if agreed != v {
+        if agreed != asked {
             peer.set_modern_meta(Some(self.modern_meta(agreed)));
         }
         peer.with_lifecycle(|l| l.enter_modern(agreed))?;
@@ -947,5 +995,123 @@ impl Drop for Listening {
     fn drop(&mut self) {
         // Dropping the request future sends `notifications/cancelled` for it.
         self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use moat_transport::{Frame, Inbound, Outgoing};
+    use serde_json::json;
+    use tokio::sync::mpsc;
+
+    use super::*;
+
+    type Seen = Arc<Mutex<Vec<Value>>>;
+
+    /// A scripted server: records each message the client sends and answers each request
+    /// with `answer(request)`.
+    fn scripted(answer: impl Fn(&Value) -> Value + Send + 'static) -> (Connection, Seen) {
+        let (in_tx, in_rx) = mpsc::channel(16);
+        let (out_tx, mut out_rx) = mpsc::channel::<Outgoing>(16);
+        let seen = Seen::default();
+        let log = seen.clone();
+        tokio::spawn(async move {
+            while let Some(msg) = out_rx.recv().await {
+                let request: Value = serde_json::from_str(&msg.text).expect("JSON");
+                log.lock().expect("log").push(request.clone());
+                if request.get("id").is_some() {
+                    let reply = answer(&request);
+                    let _ = in_tx
+                        .send(Inbound::Frame(Frame::Line(reply.to_string())))
+                        .await;
+                }
+            }
+        });
+        let conn = Connection {
+            inbound: in_rx,
+            outbound: out_tx,
+            closer: None,
+        };
+        (conn, seen)
+    }
+
+    /// `server/discover` answered if it names `supported`, else refused with -32022.
+    fn discover_answer(request: &Value, supported: &str) -> Value {
+        let named = &request["params"]["_meta"][META_PROTOCOL_VERSION];
+        if request["method"] == methods::SERVER_DISCOVER && named == supported {
+            json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+                "resultType": "complete", "ttlMs": 0, "cacheScope": "private",
+                "supportedVersions": [supported], "capabilities": {},
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "s", "version": "1"}}
+            }})
+        } else {
+            refusal(request, supported)
+        }
+    }
+
+    fn refusal(request: &Value, supported: &str) -> Value {
+        json!({"jsonrpc": "2.0", "id": request["id"], "error": {
+            "code": -32022, "message": "Unsupported protocol version",
+            "data": {
+                "supported": [supported],
+                "requested": request["params"]["_meta"][META_PROTOCOL_VERSION]
+            }
+        }})
+    }
+
+    #[tokio::test]
+    async fn a_refused_first_request_is_retried_with_a_supported_revision() {
+        // Refuses the first request whatever it names, as the conformance suite's mock does.
+        let first = AtomicBool::new(true);
+        let (conn, seen) = scripted(move |req| {
+            if first.swap(false, Ordering::SeqCst) {
+                refusal(req, "2026-07-28")
+            } else {
+                discover_answer(req, "2026-07-28")
+            }
+        });
+        let client = Client::builder()
+            .protocol(VersionPreference::Exact(ProtocolVersion::V2026_07_28))
+            .connect(conn)
+            .await
+            .expect("connects after the retry");
+        assert_eq!(
+            client.protocol_version(),
+            Some(ProtocolVersion::V2026_07_28)
+        );
+        let seen = seen.lock().expect("log").clone();
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert_ne!(seen[0]["id"], seen[1]["id"]);
+        for request in &seen {
+            assert_eq!(request["method"], methods::SERVER_DISCOVER);
+            assert_eq!(
+                request["params"]["_meta"][META_PROTOCOL_VERSION],
+                "2026-07-28"
+            );
+        }
+        client.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_refusal_naming_nothing_we_share_is_final() {
+        let (conn, seen) = scripted(|req| discover_answer(req, "2099-01-01"));
+        let err = Client::builder()
+            .protocol(VersionPreference::Exact(ProtocolVersion::V2026_07_28))
+            .connect(conn)
+            .await
+            .expect_err("nothing in common");
+        match err {
+            Error::Remote { error, .. } => assert_eq!(error.code, UNSUPPORTED_PROTOCOL_VERSION),
+            other => panic!("unexpected error: {other}"),
+        }
+        let seen = seen.lock().expect("log").clone();
+        assert_eq!(
+            seen.len(),
+            1,
+            "no retry without a shared revision: {seen:?}"
+        );
     }
 }

@@ -14,9 +14,11 @@
 //!
 //! - **Handshake era** (2025-03-26 … 2025-11-25): keeps the `Mcp-Session-Id` the server assigns
 //!   and the negotiated `MCP-Protocol-Version`, sends both on every later request, opens the
-//!   standalone GET stream once `notifications/initialized` is sent, resumes dropped SSE
-//!   streams with `Last-Event-ID` (dropping events it already delivered), re-initialises
-//!   transparently when the server forgets the session (404), and deletes the session on close.
+//!   standalone GET stream once `notifications/initialized` is sent (and waits up to 2 s for
+//!   the server to answer it before sending the next message, so that nothing the server
+//!   sends there early is lost), resumes dropped SSE streams with `Last-Event-ID` (dropping
+//!   events it already delivered), re-initialises transparently when the server forgets the
+//!   session (404), and deletes the session on close.
 //! - **Modern era** (2026-07-28, recognised per request by its `_meta` protocol version): no
 //!   session; mirrors `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` and the `x-mcp-header`
 //!   tool arguments into headers, removes tools whose `x-mcp-header` annotations are invalid

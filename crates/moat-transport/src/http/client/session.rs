@@ -11,6 +11,7 @@ use http::{HeaderName, HeaderValue, StatusCode};
 use moat_protocol::RequestId;
 use moat_protocol::jsonrpc::{self, Message};
 use serde_json::Value;
+use tokio::sync::oneshot;
 
 use super::body;
 use super::errors::{challenge, describe_status, jsonrpc_error};
@@ -18,18 +19,23 @@ use super::streamable::{backoff, get, note_initialize_result, post, session_head
 use super::{Shared, error_chain, is_event_stream};
 use crate::http::headers::{LAST_EVENT_ID, SESSION_ID};
 
-/// Open (or reopen) the standalone GET stream.
-pub(super) fn start_get_stream(shared: &Arc<Shared>) {
+/// Open (or reopen) the standalone GET stream. The receiver completes once the server has
+/// answered the first GET (with the stream or with a refusal), or the attempt failed.
+pub(super) fn start_get_stream(shared: &Arc<Shared>) -> oneshot::Receiver<()> {
+    let (answered, answered_rx) = oneshot::channel();
     let task = shared.clone();
-    let handle = shared.spawn(async move { standalone_stream(&task).await });
+    let handle = shared.spawn(async move { standalone_stream(&task, answered).await });
     if let Some(old) = shared.state().get_stream.replace(handle) {
         old.abort();
     }
+    answered_rx
 }
 
 /// The handshake era's GET stream: server requests and notifications outside any request.
-/// Reconnects when it drops, honouring `retry` and resuming with `Last-Event-ID`.
-async fn standalone_stream(shared: &Arc<Shared>) {
+/// Reconnects when it drops, honouring `retry` and resuming with `Last-Event-ID`. `answered`
+/// is told when the first GET has its answer.
+async fn standalone_stream(shared: &Arc<Shared>, answered: oneshot::Sender<()>) {
+    let mut answered = Some(answered);
     let mut last_id: Option<String> = None;
     let mut retry: Option<Duration> = None;
     let mut failures = 0u32;
@@ -44,7 +50,11 @@ async fn standalone_stream(shared: &Arc<Shared>) {
             headers.insert(HeaderName::from_static(LAST_EVENT_ID), v);
         }
         let mut progressed = false;
-        match get(shared, headers).await {
+        let got = get(shared, headers).await;
+        if let Some(tell) = answered.take() {
+            let _ = tell.send(());
+        }
+        match got {
             Ok(resp) if resp.status() == StatusCode::METHOD_NOT_ALLOWED => {
                 tracing::debug!("the server offers no standalone SSE stream (405)");
                 return;
@@ -180,7 +190,8 @@ pub(super) async fn reinit(shared: &Arc<Shared>, failed_generation: u64) -> Resu
                 resp.status()
             ));
         }
-        start_get_stream(shared);
+        // Not waited for: whoever is re-initialising has a request of its own to resend.
+        drop(start_get_stream(shared));
     }
     Ok(())
 }
@@ -245,5 +256,144 @@ pub(super) async fn delete_session(shared: &Shared) {
         }
         Ok(Err(e)) => tracing::debug!(error = %error_chain(&e), "could not delete the session"),
         Err(_) => tracing::debug!("deleting the session timed out"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use serde_json::{Value, json};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use crate::connection::{Inbound, Outgoing};
+    use crate::framing::Frame;
+    use crate::http::client::{ClientOptions, TransportMode, connect};
+
+    type Log = Arc<Mutex<Vec<String>>>;
+
+    /// One request per connection: read it, note it, answer it (the GET late, then held open).
+    async fn serve(mut sock: TcpStream, log: Log) -> std::io::Result<()> {
+        let mut buf = Vec::new();
+        let head_end = loop {
+            let mut chunk = [0u8; 4096];
+            let n = sock.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i;
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        let mut body = buf[head_end + 4..].to_vec();
+        while body.len() < len {
+            let mut chunk = vec![0u8; len - body.len()];
+            let n = sock.read(&mut chunk).await?;
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+        if head.starts_with("get") {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            log.lock().expect("log").push("GET answered".to_owned());
+            sock.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
+            )
+            .await?;
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            return Ok(());
+        }
+        let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let method = msg["method"].as_str().unwrap_or("").to_owned();
+        log.lock().expect("log").push(format!("POST {method}"));
+        let reply = match method.as_str() {
+            "initialize" => Some(json!({"jsonrpc": "2.0", "id": msg["id"], "result": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "serverInfo": {"name": "s", "version": "1"}
+            }})),
+            _ if msg.get("id").is_none() => None,
+            _ => Some(json!({"jsonrpc": "2.0", "id": msg["id"], "result": {"tools": []}})),
+        };
+        let response = match reply {
+            Some(v) => {
+                let text = v.to_string();
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nmcp-session-id: s1\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{text}",
+                    text.len()
+                )
+            }
+            None => {
+                "HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_owned()
+            }
+        };
+        sock.write_all(response.as_bytes()).await
+    }
+
+    async fn answer(inbound: &mut tokio::sync::mpsc::Receiver<Inbound>) -> Value {
+        match tokio::time::timeout(Duration::from_secs(5), inbound.recv()).await {
+            Ok(Some(Inbound::Frame(Frame::Line(line)))) => {
+                serde_json::from_str(&line).expect("JSON")
+            }
+            other => panic!("no answer: {other:?}"),
+        }
+    }
+
+    /// A server may send a request outside any of ours (on the standalone stream) as soon as
+    /// the session is initialized, and drop it while that stream is not open yet: the request
+    /// after `notifications/initialized` waits until the server has answered the GET.
+    #[tokio::test]
+    async fn the_standalone_stream_is_open_before_the_next_request() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+        let log = Log::default();
+        let server_log = log.clone();
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                tokio::spawn(serve(sock, server_log.clone()));
+            }
+        });
+        let options = ClientOptions::default().mode(TransportMode::StreamableHttp);
+        let mut conn = connect(&url, options).await.expect("connect");
+        let send = |v: Value| Outgoing::new(v.to_string(), None);
+        conn.outbound
+            .send(send(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": "c", "version": "1"}
+                }}),
+            ))
+            .await
+            .expect("send");
+        assert_eq!(answer(&mut conn.inbound).await["id"], 1);
+        conn.outbound
+            .send(send(
+                json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            ))
+            .await
+            .expect("send");
+        conn.outbound
+            .send(send(
+                json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}),
+            ))
+            .await
+            .expect("send");
+        assert_eq!(answer(&mut conn.inbound).await["id"], 2);
+        let log = log.lock().expect("log").clone();
+        let at = |what: &str| log.iter().position(|e| e == what);
+        assert!(
+            at("GET answered") < at("POST tools/list") && at("GET answered").is_some(),
+            "{log:?}"
+        );
     }
 }

@@ -785,9 +785,24 @@ async fn notify(shared: &Arc<Shared>, text: String, method: &str, cancelled: Opt
     let accepted = post_message(shared, text.clone(), method).await;
     if method == methods::NOTIFICATIONS_INITIALIZED && accepted {
         shared.state().initialized_note = Some(text);
-        start_get_stream(shared);
+        // Servers send what belongs to no request of ours (a request made outside any
+        // handler, a list change) on this stream, and may drop it while the stream is not
+        // open: have it open before the next message goes out. The driver waits for us.
+        let answered = start_get_stream(shared);
+        if tokio::time::timeout(GET_STREAM_WAIT, answered)
+            .await
+            .is_err()
+        {
+            tracing::debug!(
+                "the server has not answered the standalone GET yet; going on without it"
+            );
+        }
     }
 }
+
+/// How long the message after `notifications/initialized` waits for the server to answer
+/// the standalone GET stream it opens.
+const GET_STREAM_WAIT: Duration = Duration::from_secs(2);
 
 /// POST a message that expects no answer (a notification, or our response). Returns whether
 /// the server accepted it.
