@@ -124,6 +124,17 @@ pub struct Target {
     /// With a URL: send this extra HTTP header on every request (`Name: value`). Repeatable.
     #[arg(long = "header", value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
+    /// With a URL: log in with OAuth 2.1 (the MCP authorization spec). The authorization page
+    /// opens in your browser (its URL is printed too) and comes back to a one-time listener on
+    /// 127.0.0.1; the server's authorization server is discovered, and moat registers itself
+    /// there unless --oauth-client-id names a client. Tokens last for this run only.
+    #[arg(long)]
+    pub oauth: bool,
+    /// With --oauth: a client id registered ahead of time with the server's authorization
+    /// server, for servers that offer no dynamic registration. Its secret, if it has one,
+    /// comes from MOAT_OAUTH_CLIENT_SECRET.
+    #[arg(long, value_name = "ID", requires = "oauth")]
+    pub oauth_client_id: Option<String>,
     /// The server's command line, after `--` (e.g. `-- npx -y @modelcontextprotocol/server-everything`).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

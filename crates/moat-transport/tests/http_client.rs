@@ -524,7 +524,7 @@ async fn http_errors_become_json_rpc_errors_for_the_request() {
     assert_eq!(answer["id"], 1, "{answer}");
     let message = answer["error"]["message"].as_str().unwrap();
     assert!(message.contains("401"), "{message}");
-    assert!(message.contains("--token"), "{message}");
+    assert!(message.contains("requires authorization"), "{message}");
     assert!(message.contains("resource_metadata"), "{message}");
 
     send(

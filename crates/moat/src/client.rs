@@ -21,6 +21,19 @@
 //!     .await?;
 //! # client.close().await; Ok(()) }
 //! ```
+//!
+//! A server that wants OAuth gets it from [`oauth`]: the transport asks for a token when the
+//! server first answers 401, through the browser here, and uses it from then on.
+//!
+//! ```no_run
+//! # async fn run() -> moat::Result<()> {
+//! use moat::client::HttpOptions;
+//! use moat::client::oauth::{LoopbackUserAgent, OAuthConfig};
+//! let browser = LoopbackUserAgent::new().expect("a loopback port for the redirect");
+//! let options = HttpOptions::default().oauth(OAuthConfig::authorization_code(browser));
+//! let client = moat::Client::builder().connect_url("https://example.com/mcp", options).await?;
+//! # client.close().await; Ok(()) }
+//! ```
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -55,6 +68,9 @@ use crate::error::{Error, Result};
 use crate::handler::{BoxFuture, Handler, HandlerResult, IncomingRequest, RequestContext};
 use crate::peer::{Peer, PeerOptions, RequestOptions};
 
+/// Where an HTTP connection's per-request credentials come from: an OAuth configuration
+/// ([`HttpOptions::oauth`]) or an authorizer of your own ([`HttpOptions::authorizer`]).
+pub use moat_transport::http::client::Authorization as HttpAuthorization;
 /// Why an HTTP connection could not be set up (it reaches callers as [`Error::Http`]).
 pub use moat_transport::http::client::ClientError as HttpError;
 /// How to reach a server over HTTP: transport mode, headers, bearer token, timeouts, limits,
@@ -62,6 +78,10 @@ pub use moat_transport::http::client::ClientError as HttpError;
 pub use moat_transport::http::client::ClientOptions as HttpOptions;
 /// Which HTTP transport to speak: `Auto` (default), `StreamableHttp` or `LegacySse`.
 pub use moat_transport::http::client::TransportMode as HttpTransport;
+/// OAuth 2.1 for HTTP connections, as the MCP authorization spec describes: discovery,
+/// registration, PKCE, step-up, client credentials, DPoP. Hand an [`oauth::OAuthConfig`] to
+/// [`HttpOptions::oauth`].
+pub use moat_transport::http::oauth;
 
 /// A notification from the server (`notifications/message`, `…/list_changed`, `…/updated`, …).
 #[derive(Debug, Clone, PartialEq)]
@@ -221,7 +241,8 @@ impl ClientBuilder {
     /// spoken to over the legacy HTTP+SSE transport instead (then `url` is its SSE endpoint).
     /// The revision is negotiated as for any connection ([`protocol`](Self::protocol)).
     /// Sessions, resumption of dropped streams and the 2026-07-28 request headers are the
-    /// transport's business; HTTP failures reach the caller as JSON-RPC errors of the
+    /// transport's business, and so is authorization (a bearer token, or OAuth 2.1 with
+    /// [`HttpOptions::oauth`]); HTTP failures reach the caller as JSON-RPC errors of the
     /// requests they hit. A URL that cannot be used, or a legacy SSE endpoint that cannot be
     /// opened, fails here with [`Error::Http`].
     pub async fn connect_url(self, url: &str, options: HttpOptions) -> Result<Client> {

@@ -2,9 +2,14 @@
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
+use moat::client::oauth::{
+    Authorizer, LoopbackUserAgent, OAuthClient, OAuthConfig, PreRegisteredClient, Secret,
+    open_in_browser,
+};
 use moat::{Client, HttpOptions, HttpTransport, RequestOptions, VersionPreference};
 use serde_json::{Value, json};
 
@@ -25,11 +30,18 @@ async fn connect(url: Option<&str>, target: &Target) -> Result<Client, Failure> 
                 "give either a URL or a command after `--`, not both"
             )));
         }
-        let options = http_options(target)?;
+        let options = http_options(url, target).await?;
+        // Logging in may happen on the first request, whichever it is: give a person at a
+        // browser the whole timeout, not the short wait for `server/discover`.
+        let discover = if target.oauth {
+            timeout
+        } else {
+            timeout.min(Duration::from_secs(5))
+        };
         let client = Client::builder()
             .protocol(preference)
             .request_timeout(Some(timeout))
-            .discover_timeout(timeout.min(Duration::from_secs(5)))
+            .discover_timeout(discover)
             .connect_url(url, options)
             .await
             .map_err(|e| match e {
@@ -67,7 +79,7 @@ async fn connect(url: Option<&str>, target: &Target) -> Result<Client, Failure> 
 }
 
 /// The HTTP settings a target's flags ask for.
-fn http_options(target: &Target) -> Result<HttpOptions, Failure> {
+async fn http_options(url: &str, target: &Target) -> Result<HttpOptions, Failure> {
     let mut options = HttpOptions::default();
     options.mode = match target.transport.as_str() {
         "streamable" => HttpTransport::StreamableHttp,
@@ -85,7 +97,47 @@ fn http_options(target: &Target) -> Result<HttpOptions, Failure> {
         };
         options = options.header(name.trim(), value.trim());
     }
+    if target.oauth {
+        options = options.authorizer(log_in(url, target).await?);
+    }
     Ok(options)
+}
+
+/// `--oauth`: an OAuth client for `url` that takes the user through their browser, logged in
+/// before the first MCP request when the server's metadata can be found up front, so that no
+/// request's deadline runs while the user is at the browser. When it cannot (the server names
+/// its metadata only in its 401), the first request's 401 starts the login instead.
+async fn log_in(url: &str, target: &Target) -> Result<Arc<dyn Authorizer>, Failure> {
+    let browser = LoopbackUserAgent::new()
+        .context("--oauth: could not listen on 127.0.0.1 for the authorization redirect")
+        .map_err(Failure::Connection)?
+        .opener(|url| {
+            eprintln!(
+                "To authorize moat, open this URL in your browser (opening it now):\n\n  {url}\n"
+            );
+            // Without a desktop browser the printed URL is the way.
+            if let Err(e) = open_in_browser(url) {
+                tracing::debug!(error = %e, "could not start the browser");
+            }
+            Ok(())
+        });
+    let mut config = OAuthConfig::authorization_code(browser).client_name("moat");
+    if let Some(id) = &target.oauth_client_id {
+        let secret = std::env::var("MOAT_OAUTH_CLIENT_SECRET")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .map(Secret::new);
+        config = config.pre_registered(PreRegisteredClient::new(id.clone(), secret));
+    }
+    let server = url
+        .parse()
+        .map_err(|e| Failure::Usage(anyhow!("invalid server URL {url:?}: {e}")))?;
+    let oauth =
+        OAuthClient::new(server, config).map_err(|e| Failure::Usage(anyhow!("--oauth: {e}")))?;
+    if let Err(e) = oauth.authorize_now().await {
+        tracing::info!(error = %e, "could not log in before connecting; the server's first 401 will say how");
+    }
+    Ok(Arc::new(oauth))
 }
 
 /// Whether an HTTP setup error is the user's to fix (a malformed URL or header).

@@ -27,11 +27,19 @@
 //!   that ends without the answer becomes a JSON-RPC error response for that request.
 //! - **Auto mode** tries Streamable HTTP first and falls back to HTTP+SSE when the server
 //!   answers the first POST with 400/404/405 and no JSON-RPC error, as the spec describes.
+//! - **Authorization**: a static bearer token, or an [`Authorizer`] (normally an OAuth 2.1
+//!   [`OAuthClient`](crate::http::oauth::OAuthClient), see [`ClientOptions::oauth`]) consulted
+//!   for every request the transport sends — POSTs, SSE GETs and resumptions, the session's
+//!   DELETE, both legacy requests: its headers go out with the request, every response goes
+//!   back to it, and the request is sent again (a few times at most) when it says so, e.g.
+//!   after it obtained a token on a 401 or a wider one on a 403 `insufficient_scope`. When
+//!   authorization fails the request gets a JSON-RPC error saying why.
 //!
 //! Module map: `streamable` (POSTs, answers, resumption, Auto's probe), `session` (the
-//! handshake era's GET stream, re-initialisation, DELETE), `legacy` (HTTP+SSE), `errors`
-//! (HTTP failures as JSON-RPC errors), `body` (bounded bodies and SSE events), `xheader`
-//! (`x-mcp-header` filtering and mirroring).
+//! handshake era's GET stream, re-initialisation, DELETE), `legacy` (HTTP+SSE), `auth` (the
+//! authorization loop every request goes through), `errors` (HTTP failures as JSON-RPC
+//! errors), `body` (bounded bodies and SSE events), `xheader` (`x-mcp-header` filtering and
+//! mirroring).
 
 use std::fmt;
 use std::future::Future;
@@ -47,7 +55,9 @@ use url::Url;
 
 use crate::connection::{Closer, Connection, Inbound, Limits, Outgoing};
 use crate::framing::Frame;
+use crate::http::oauth::{Authorizer, OAuthClient, OAuthConfig};
 
+mod auth;
 mod body;
 mod errors;
 mod legacy;
@@ -70,6 +80,28 @@ pub enum TransportMode {
     LegacySse,
 }
 
+/// Where a connection's per-request credentials come from (besides a static
+/// [`bearer_token`](ClientOptions::bearer_token)).
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum Authorization {
+    /// This authorizer, as it is (e.g. an [`OAuthClient`] kept to call
+    /// [`logout`](OAuthClient::logout) later, or a custom one).
+    Authorizer(Arc<dyn Authorizer>),
+    /// An [`OAuthClient`] made by [`connect`] for the URL it connects to (for the legacy
+    /// transport, the SSE endpoint's URL).
+    OAuth(Box<OAuthConfig>),
+}
+
+impl fmt::Debug for Authorization {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Authorization::Authorizer(_) => f.write_str("Authorizer(..)"),
+            Authorization::OAuth(config) => f.debug_tuple("OAuth").field(config).finish(),
+        }
+    }
+}
+
 /// How to reach and talk to an HTTP MCP server. Build it with [`ClientOptions::default`] and
 /// the setters.
 #[derive(Clone)]
@@ -81,6 +113,9 @@ pub struct ClientOptions {
     pub headers: Vec<(String, String)>,
     /// Sent as `Authorization: Bearer …`, to the server's origin only.
     pub bearer_token: Option<String>,
+    /// Per-request credentials, e.g. OAuth 2.1 ([`ClientOptions::oauth`]). Its
+    /// `Authorization` header, when it has one, replaces the static bearer token's.
+    pub authorization: Option<Authorization>,
     /// Longest wait for a TCP (and TLS) connection. Default: 10 s.
     pub connect_timeout: Duration,
     /// Longest wait for a non-streaming answer (headers and JSON body) or a legacy POST.
@@ -109,6 +144,7 @@ impl Default for ClientOptions {
             mode: TransportMode::Auto,
             headers: Vec::new(),
             bearer_token: None,
+            authorization: None,
             connect_timeout: Duration::from_secs(10),
             request_timeout: Some(Duration::from_secs(300)),
             max_message_bytes: limits.max_message_bytes,
@@ -132,6 +168,7 @@ impl fmt::Debug for ClientOptions {
                 "bearer_token",
                 &self.bearer_token.as_ref().map(|_| "<redacted>"),
             )
+            .field("authorization", &self.authorization)
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
             .field("max_message_bytes", &self.max_message_bytes)
@@ -160,6 +197,20 @@ impl ClientOptions {
     /// Send `Authorization: Bearer <token>` (to the server's origin only).
     pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
         self.bearer_token = Some(token.into());
+        self
+    }
+
+    /// Authorize with OAuth 2.1 as the MCP authorization spec describes: an [`OAuthClient`]
+    /// with `config` is made for the server URL when connecting, and obtains (and renews)
+    /// its tokens when the server asks for them.
+    pub fn oauth(mut self, config: OAuthConfig) -> Self {
+        self.authorization = Some(Authorization::OAuth(Box::new(config)));
+        self
+    }
+
+    /// Take each request's credentials from `authorizer` (an [`OAuthClient`] or your own).
+    pub fn authorizer(mut self, authorizer: Arc<dyn Authorizer>) -> Self {
+        self.authorization = Some(Authorization::Authorizer(authorizer));
         self
     }
 
@@ -250,6 +301,15 @@ pub enum ClientError {
         /// What was wrong.
         detail: String,
     },
+    /// Authorization failed before the connection could be set up (the OAuth configuration
+    /// cannot work, or the legacy SSE endpoint asked for credentials that could not be had).
+    #[error("authorization for {url} failed: {detail}")]
+    Authorization {
+        /// The URL.
+        url: String,
+        /// Why.
+        detail: String,
+    },
     /// The legacy `endpoint` event named a URL on another origin.
     #[error("the server's POST endpoint {endpoint} is not on the origin of {url}; refusing it")]
     CrossOrigin {
@@ -325,6 +385,8 @@ pub(crate) struct Shared {
     get: reqwest::Client,
     /// Extra headers and `Authorization`.
     base_headers: HeaderMap,
+    /// Per-request credentials.
+    authorizer: Option<Arc<dyn Authorizer>>,
     options: ClientOptions,
     inbound: mpsc::Sender<Inbound>,
     inbound_rx: Mutex<Option<mpsc::Receiver<Inbound>>>,
@@ -357,6 +419,19 @@ impl Shared {
             });
         }
         let base_headers = base_headers(options)?;
+        let authorizer = match &options.authorization {
+            None => None,
+            Some(Authorization::Authorizer(a)) => Some(a.clone()),
+            Some(Authorization::OAuth(config)) => {
+                let client = OAuthClient::new(parsed.clone(), (**config).clone()).map_err(|e| {
+                    ClientError::Authorization {
+                        url: url.to_owned(),
+                        detail: error_chain(&e),
+                    }
+                })?;
+                Some(Arc::new(client) as Arc<dyn Authorizer>)
+            }
+        };
         let post = http_client(options, true)?;
         let get = http_client(options, false)?;
         let (tx, rx) = mpsc::channel(options.queue.max(1));
@@ -366,6 +441,7 @@ impl Shared {
             post,
             get,
             base_headers,
+            authorizer,
             options: options.clone(),
             inbound: tx,
             inbound_rx: Mutex::new(Some(rx)),

@@ -40,10 +40,12 @@ pub(super) fn describe_status(
 ) -> String {
     let mut text = format!("HTTP {status} from {url}");
     if status == StatusCode::UNAUTHORIZED {
-        if shared.options.bearer_token.is_some() {
+        if shared.authorizer.is_some() {
+            text.push_str(": the server does not accept the credentials authorization provided");
+        } else if shared.options.bearer_token.is_some() {
             text.push_str(": the server refused the bearer token");
         } else {
-            text.push_str(": the server needs a bearer token (pass one with --token)");
+            text.push_str(": the server requires authorization: configure a bearer token or OAuth");
         }
         if let Some(c) = challenge {
             text.push_str(&format!(

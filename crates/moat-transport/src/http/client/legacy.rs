@@ -6,15 +6,16 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use http::HeaderValue;
 use http::header::{ACCEPT, CONTENT_TYPE};
+use http::{HeaderValue, Method};
 use moat_protocol::ErrorObject;
 use url::Url;
 
+use super::auth::{self, SendError};
 use super::body::{self, Events, StreamError};
 use super::errors::{challenge, describe_status, http_failure};
 use super::streamable::request_ids;
-use super::{ClientError, Shared, content_type, error_chain, is_event_stream};
+use super::{ClientError, Shared, content_type, is_event_stream};
 
 /// How long the GET and its `endpoint` event may take when no request timeout is set.
 const DEFAULT_WAIT: Duration = Duration::from_secs(30);
@@ -26,21 +27,11 @@ pub(super) async fn open(shared: &Arc<Shared>) -> Result<Url, ClientError> {
     let wait = shared.options.request_timeout.unwrap_or(DEFAULT_WAIT);
     let mut headers = shared.headers();
     headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-    let fut = shared.get.get(shared.url.clone()).headers(headers).send();
-    let resp = match tokio::time::timeout(wait, fut).await {
-        Ok(Ok(resp)) => resp,
-        Ok(Err(e)) => {
-            return Err(ClientError::Unreachable {
-                url,
-                detail: error_chain(&e),
-            });
-        }
-        Err(_) => {
-            return Err(ClientError::Unreachable {
-                url,
-                detail: format!("no response within {wait:?}"),
-            });
-        }
+    let sent = auth::send(shared, Method::GET, &shared.url, headers, None, Some(wait));
+    let resp = match sent.await {
+        Ok(resp) => resp,
+        Err(SendError::Auth(detail)) => return Err(ClientError::Authorization { url, detail }),
+        Err(SendError::Http(detail)) => return Err(ClientError::Unreachable { url, detail }),
     };
     let status = resp.status();
     if !status.is_success() {
@@ -135,21 +126,22 @@ pub(super) async fn send(shared: &Shared, endpoint: &Url, text: String) {
     let method = method.unwrap_or_else(|| "a response".to_owned());
     let mut headers = shared.headers();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    let fut = shared
-        .post
-        .post(endpoint.clone())
-        .headers(headers)
-        .body(Bytes::from(text))
-        .send();
     let wait = shared.options.request_timeout.unwrap_or(DEFAULT_WAIT);
-    let failed = match tokio::time::timeout(wait, fut).await {
-        Ok(Ok(resp)) if resp.status().is_success() => return,
-        Ok(Ok(resp)) => {
+    let sent = auth::send(
+        shared,
+        Method::POST,
+        endpoint,
+        headers,
+        Some(Bytes::from(text)),
+        Some(wait),
+    );
+    let failed = match sent.await {
+        Ok(resp) if resp.status().is_success() => return,
+        Ok(resp) => {
             let mut pending = ids;
             return http_failure(shared, &method, resp, &mut pending).await;
         }
-        Ok(Err(e)) => error_chain(&e),
-        Err(_) => format!("no response within {wait:?}"),
+        Err(e) => e.to_string(),
     };
     if ids.is_empty() {
         tracing::warn!(%method, error = %failed, "could not send a message");

@@ -7,16 +7,17 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::header::{ACCEPT, CONTENT_TYPE};
-use http::{HeaderName, HeaderValue, StatusCode};
+use http::{HeaderName, HeaderValue, Method, StatusCode};
 use moat_protocol::RequestId;
 use moat_protocol::jsonrpc::{self, Message};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use super::auth;
 use super::body;
 use super::errors::{challenge, describe_status, jsonrpc_error};
 use super::streamable::{backoff, get, note_initialize_result, post, session_headers};
-use super::{Shared, error_chain, is_event_stream};
+use super::{Shared, is_event_stream};
 use crate::http::headers::{LAST_EVENT_ID, SESSION_ID};
 
 /// Open (or reopen) the standalone GET stream. The receiver completes once the server has
@@ -97,6 +98,11 @@ async fn standalone_stream(shared: &Arc<Shared>, answered: oneshot::Sender<()>) 
             }
             Ok(resp) => {
                 tracing::debug!(status = %resp.status(), "the standalone stream was refused");
+            }
+            Err(e) if e.is_auth() => {
+                // Trying again would only ask for credentials again.
+                tracing::warn!(error = %e, "giving up on the standalone SSE stream");
+                return;
             }
             Err(e) => tracing::debug!(error = %e, "could not open the standalone stream"),
         }
@@ -245,16 +251,12 @@ pub(super) async fn delete_session(shared: &Shared) {
         .request_timeout
         .unwrap_or(Duration::from_secs(5))
         .min(Duration::from_secs(5));
-    let fut = shared
-        .post
-        .delete(shared.url.clone())
-        .headers(headers)
-        .send();
+    let fut = auth::send(shared, Method::DELETE, &shared.url, headers, None, None);
     match tokio::time::timeout(wait, fut).await {
         Ok(Ok(resp)) => {
             tracing::debug!(status = %resp.status(), "deleted the session");
         }
-        Ok(Err(e)) => tracing::debug!(error = %error_chain(&e), "could not delete the session"),
+        Ok(Err(e)) => tracing::debug!(error = %e, "could not delete the session"),
         Err(_) => tracing::debug!("deleting the session timed out"),
     }
 }

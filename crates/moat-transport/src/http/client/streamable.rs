@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::header::{ACCEPT, CONTENT_TYPE};
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use moat_protocol::jsonrpc::{self, Message};
 use moat_protocol::types::methods;
 use moat_protocol::{ErrorObject, RequestId};
@@ -17,11 +17,12 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::task::AbortHandle;
 
+use super::auth::{self, SendError};
 use super::body::{self, Events, StreamError};
 use super::errors::{challenge, describe_status, fail, http_failure, jsonrpc_error};
 use super::session::{reinit, start_get_stream};
 use super::xheader;
-use super::{Route, Shared, content_type, error_chain, is_event_stream, legacy};
+use super::{Route, Shared, content_type, is_event_stream, legacy};
 use crate::http::headers::ParamHeader;
 use crate::http::headers::{LAST_EVENT_ID, METHOD, NAME, PROTOCOL_VERSION, SESSION_ID};
 
@@ -228,7 +229,10 @@ pub(super) async fn probe(shared: &Arc<Shared>, text: String) -> Option<Route> {
         Ok(resp) => resp,
         Err(e) => {
             // Nothing answered: say so, and probe again with the next request.
-            let err = ErrorObject::internal(format!("POST {} failed: {e}", shared.url));
+            let err = ErrorObject::internal(format!(
+                "POST {} for {} failed: {e}",
+                shared.url, call.method
+            ));
             for id in &call.ids {
                 shared.deliver_error(id, &err).await;
             }
@@ -426,25 +430,14 @@ pub(super) fn session_headers(shared: &Shared) -> (HeaderMap, u64, bool) {
     (h, state.generation, had)
 }
 
-/// POST `body`, waiting at most the request timeout for the response headers.
+/// POST `body` (authorized), waiting at most the request timeout for the response headers.
 pub(super) async fn post(
     shared: &Shared,
     body: Bytes,
     headers: HeaderMap,
-) -> Result<reqwest::Response, String> {
-    let fut = shared
-        .post
-        .post(shared.url.clone())
-        .headers(headers)
-        .body(body)
-        .send();
-    match shared.options.request_timeout {
-        Some(t) => match tokio::time::timeout(t, fut).await {
-            Ok(r) => r.map_err(|e| error_chain(&e)),
-            Err(_) => Err(format!("no response within {t:?}")),
-        },
-        None => fut.await.map_err(|e| error_chain(&e)),
-    }
+) -> Result<reqwest::Response, SendError> {
+    let wait = shared.options.request_timeout;
+    auth::send(shared, Method::POST, &shared.url, headers, Some(body), wait).await
 }
 
 /// Send one request POST to the end: deliver every answer, or an error for each request
@@ -640,6 +633,14 @@ async fn read_call_stream(
                 tracing::debug!(status = %resp.status(), "resuming a stream failed");
                 events = Box::pin(futures_util::stream::empty());
             }
+            Err(e) if e.is_auth() => {
+                let err = ErrorObject::internal(format!(
+                    "the response stream of {} dropped before the answer, and resuming it \
+                     failed: {e}",
+                    call.method
+                ));
+                return fail(shared, pending, &err).await;
+            }
             Err(e) => {
                 tracing::debug!(error = %e, "resuming a stream failed");
                 events = Box::pin(futures_util::stream::empty());
@@ -657,16 +658,15 @@ pub(super) fn backoff(shared: &Shared, retry: Option<Duration>, n: u32) -> Durat
     base.saturating_mul(factor).min(cap)
 }
 
-pub(super) async fn get(shared: &Shared, headers: HeaderMap) -> Result<reqwest::Response, String> {
-    let fut = shared.get.get(shared.url.clone()).headers(headers).send();
+pub(super) async fn get(
+    shared: &Shared,
+    headers: HeaderMap,
+) -> Result<reqwest::Response, SendError> {
     let wait = shared
         .options
         .request_timeout
         .unwrap_or(Duration::from_secs(300));
-    match tokio::time::timeout(wait, fut).await {
-        Ok(r) => r.map_err(|e| error_chain(&e)),
-        Err(_) => Err(format!("no response within {wait:?}")),
-    }
+    auth::send(shared, Method::GET, &shared.url, headers, None, Some(wait)).await
 }
 
 /// Deliver one message from a POST's answer, ticking off the request it answers, and
