@@ -18,7 +18,7 @@ fn demo_runs_and_reports_every_revision() {
     assert_eq!(revisions.len(), 6);
     for r in &revisions[..5] {
         assert_eq!(r["asked"], r["agreed"], "{r}");
-        assert_eq!(r["tools"], 28);
+        assert_eq!(r["tools"], 35);
     }
     assert_eq!(
         revisions[5]["agreed"], "2026-07-28",

@@ -156,12 +156,21 @@ impl ProtocolVersion {
         self >= ProtocolVersion::V2026_07_28
     }
 
-    /// Whether the revision defines `method` as a request a client sends to a server.
-    /// The modern era dropped the handshake, `ping`, `logging/setLevel` and
-    /// `resources/(un)subscribe` (replaced by per-request `_meta` and `subscriptions/listen`);
-    /// tasks exist only in 2025-11-25.
+    /// The tasks extension (SEP-2663, `io.modelcontextprotocol/tasks`) applies from
+    /// 2026-07-28 on; it replaces the 2025-11-25 tasks and is not defined before.
+    pub fn has_tasks_extension(self) -> bool {
+        self.era() == Era::Modern
+    }
+
+    /// Whether the revision defines `method` as a request a client sends to a server
+    /// (counting the methods of the extensions moat implements). The modern era dropped the
+    /// handshake, `ping`, `logging/setLevel` and `resources/(un)subscribe` (replaced by
+    /// per-request `_meta` and `subscriptions/listen`); the 2025-11-25 tasks exist only in
+    /// 2025-11-25, and the tasks extension (`tasks/get`, `tasks/update`, `tasks/cancel`; no
+    /// `tasks/result` or `tasks/list`) from 2026-07-28 on.
     pub fn defines_client_request(self, method: &str) -> bool {
         use crate::types::methods as m;
+        use crate::types::tasks_extension::TASKS_UPDATE;
         let modern = self.era() == Era::Modern;
         match method {
             m::INITIALIZE
@@ -170,7 +179,9 @@ impl ProtocolVersion {
             | m::RESOURCES_SUBSCRIBE
             | m::RESOURCES_UNSUBSCRIBE => !modern,
             m::SERVER_DISCOVER | m::SUBSCRIPTIONS_LISTEN => modern,
-            m::TASKS_GET | m::TASKS_RESULT | m::TASKS_CANCEL | m::TASKS_LIST => self.has_tasks(),
+            m::TASKS_GET | m::TASKS_CANCEL => self.has_tasks() || self.has_tasks_extension(),
+            TASKS_UPDATE => self.has_tasks_extension(),
+            m::TASKS_RESULT | m::TASKS_LIST => self.has_tasks(),
             m::TOOLS_LIST
             | m::TOOLS_CALL
             | m::RESOURCES_LIST
@@ -423,8 +434,18 @@ mod tests {
         }
         assert!(modern.defines_client_request("subscriptions/listen"));
         assert!(!old.defines_client_request("server/discover"));
-        assert!(ProtocolVersion::V2025_11_25.defines_client_request("tasks/get"));
-        assert!(!modern.defines_client_request("tasks/get"));
+        let v1 = ProtocolVersion::V2025_11_25;
+        for m in ["tasks/get", "tasks/cancel", "tasks/result", "tasks/list"] {
+            assert!(v1.defines_client_request(m), "{m}");
+            assert!(!old.defines_client_request(m), "{m}");
+        }
+        assert!(!v1.defines_client_request("tasks/update"));
+        // The tasks extension: get, update and cancel; result and list are gone.
+        for m in ["tasks/get", "tasks/update", "tasks/cancel"] {
+            assert!(modern.defines_client_request(m), "{m}");
+        }
+        assert!(!modern.defines_client_request("tasks/result"));
+        assert!(!modern.defines_client_request("tasks/list"));
         assert!(!modern.defines_client_request("no/such"));
     }
 

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use moat::schemars::{self, JsonSchema};
+use moat::server::{TaskStart, TaskTool};
 use moat::types::{
     BlobResourceContents, ContentBlock, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ElicitValue, LoggingLevel, Prompt, PromptMessage, Resource,
@@ -337,7 +338,8 @@ fn tools(server: Server) -> Server {
         },
     );
     let server = diagnostic_tools(server);
-    input_required_tools(server)
+    let server = input_required_tools(server);
+    task_tools(server)
 }
 
 /// How long `test_reconnection` works after closing its stream.
@@ -654,6 +656,163 @@ fn input_required_tools(server: Server) -> Server {
             } else {
                 format!("capabilities-ok: received {}", received.join(", "))
             })
+        },
+    )
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct GreetArgs {
+    /// Who to greet
+    name: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct SlowComputeArgs {
+    /// How many seconds to compute (sleep)
+    #[serde(default)]
+    seconds: u64,
+    /// A label for the computation
+    #[serde(default)]
+    label: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct ConfirmDeleteArgs {
+    /// The file the user is asked to confirm the deletion of
+    #[serde(default)]
+    filename: Option<String>,
+}
+
+/// How long `slow_compute` may run synchronously before it becomes a task.
+const SLOW_COMPUTE_SYNC: Duration = Duration::from_millis(100);
+
+/// The tools of the tasks scenarios (the tasks extension of 2026-07-28, SEP-2663; they are
+/// 2025-11-25 tasks too): `greet` runs synchronously; `slow_compute` becomes a task unless
+/// it finishes at once; `failing_job`, `protocol_error_job`, `confirm_delete` and
+/// `multi_input` run only as tasks; `test_tool_with_task` asks for a name over
+/// multi-round-trip results, then becomes a task. In revisions without tasks they all run
+/// synchronously.
+fn task_tools(server: Server) -> Server {
+    let server = server.tool_def(
+        typed_tool("greet", "Greets someone (synchronous, never a task)"),
+        |_ctx: RequestContext, GreetArgs { name }| async move {
+            Ok::<_, String>(format!("Hello, {name}!"))
+        },
+    );
+    let server = server.task_tool(
+        typed_tool(
+            "slow_compute",
+            "Computes for `seconds` seconds; a task unless it is done within 100 ms",
+        ),
+        TaskTool::optional().start(TaskStart::After(SLOW_COMPUTE_SYNC)),
+        |_ctx: RequestContext, SlowComputeArgs { seconds, label }| async move {
+            let label = label.unwrap_or_else(|| "default".to_owned());
+            let seconds = seconds.min(3600);
+            if seconds == 0 {
+                return Ok::<_, String>(format!(
+                    "Computation {label:?} completed instantly. Result: 42."
+                ));
+            }
+            tokio::time::sleep(Duration::from_secs(seconds)).await;
+            Ok(format!(
+                "Computation {label:?} completed after {seconds} seconds. Result: 42."
+            ))
+        },
+    );
+    let server = server.task_tool(
+        tool(
+            "failing_job",
+            "A job that fails after a second: as a task, completed with an isError result",
+        ),
+        TaskTool::required(),
+        |_ctx: RequestContext, _: NoArgs| async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Err::<String, _>("simulated failure: job crashed")
+        },
+    );
+    let server = server.task_tool(
+        tool(
+            "protocol_error_job",
+            "A job that hits a protocol-level error after half a second: as a task, failed \
+             with a JSON-RPC error",
+        ),
+        TaskTool::required(),
+        |ctx: RequestContext, _: NoArgs| async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if let Some(task) = ctx.task() {
+                task.fail(moat::protocol::ErrorObject::internal(
+                    "simulated protocol error: server internal failure",
+                ))
+                .await;
+            }
+            Err::<String, _>("simulated protocol error: server internal failure")
+        },
+    );
+    let server = server.task_tool(
+        typed_tool(
+            "confirm_delete",
+            "Asks the user to confirm a deletion (input request confirm), then reports it",
+        ),
+        TaskTool::required(),
+        |ctx: RequestContext, ConfirmDeleteArgs { filename }| async move {
+            let filename = filename.unwrap_or_else(|| "important.txt".to_owned());
+            let answer = ctx
+                .keyed("confirm")
+                .elicit(form(
+                    &format!("Delete '{filename}'?"),
+                    json!({ "confirm": { "type": "boolean" } }),
+                    &["confirm"],
+                ))
+                .await?;
+            let confirmed = action(&answer) == "accept" && field(&answer, "confirm") == "true";
+            Ok::<_, moat::Error>(if confirmed {
+                format!("deleted '{filename}'")
+            } else {
+                format!("kept '{filename}'")
+            })
+        },
+    );
+    let server = server.task_tool(
+        tool(
+            "multi_input",
+            "Asks for a name and a confirmation at once (input requests name and confirm)",
+        ),
+        TaskTool::required(),
+        |ctx: RequestContext, _: NoArgs| async move {
+            let (name, confirmed) = tokio::join!(
+                ctx.keyed("name").elicit(ask_name("Enter your name:")),
+                ctx.keyed("confirm").elicit(form(
+                    "Confirm action?",
+                    json!({ "confirm": { "type": "boolean" } }),
+                    &["confirm"],
+                )),
+            );
+            let (name, confirmed) = (name?, confirmed?);
+            Ok::<_, moat::Error>(format!(
+                "name={} confirmed={}",
+                field(&name, "name"),
+                field(&confirmed, "confirm")
+            ))
+        },
+    );
+    server.task_tool(
+        tool(
+            "test_tool_with_task",
+            "Asks the user's name over a multi-round-trip result (user_name), then finishes \
+             as a task",
+        ),
+        TaskTool::required().start(TaskStart::Manual),
+        |ctx: RequestContext, _: NoArgs| async move {
+            let answer = ctx
+                .keyed("user_name")
+                .elicit(ask_name("What is your name?"))
+                .await?;
+            let name = field(&answer, "name");
+            if ctx.continue_as_task().await {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                return Ok::<_, moat::Error>(format!("Hello, {name}! (computed in task)"));
+            }
+            Ok(format!("Hello, {name}!"))
         },
     )
 }

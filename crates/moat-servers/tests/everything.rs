@@ -51,6 +51,17 @@ const TOOLS: [&str; 28] = [
     "test_input_required_result_capabilities",
 ];
 
+/// The tools of the tasks scenarios (tested in `tasks.rs`).
+const TASK_TOOLS: [&str; 7] = [
+    "greet",
+    "slow_compute",
+    "failing_job",
+    "protocol_error_job",
+    "confirm_delete",
+    "multi_input",
+    "test_tool_with_task",
+];
+
 const PROMPTS: [&str; 5] = [
     "test_simple_prompt",
     "test_prompt_with_arguments",
@@ -1177,7 +1188,10 @@ async fn smoke(version: ProtocolVersion) {
     let (client, _) = connect(version).await;
     assert_eq!(client.protocol_version(), Some(version));
     let tools = client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), TOOLS.len());
+    assert_eq!(tools.len(), TOOLS.len() + TASK_TOOLS.len());
+    for name in TASK_TOOLS {
+        assert!(tools.iter().any(|t| t.name == name), "{name}");
+    }
     assert!(tools.iter().all(|t| t.input_schema["type"] == "object"));
     assert_eq!(
         call_text(&client, "test_simple_text", Value::Null).await,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use moat_protocol::types::{
     ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
     ElicitResult, InputRequest, ListRootsResult, LoggingLevel, LoggingMessageNotificationParams,
-    ProgressNotificationParams, RequestParams, methods,
+    META_RELATED_TASK, ProgressNotificationParams, RequestParams, methods,
 };
 use moat_protocol::{ErrorObject, ProgressToken, ProtocolVersion, RequestId};
 use serde_json::value::RawValue;
@@ -19,6 +19,8 @@ use tokio_util::sync::CancellationToken;
 use crate::error::Error;
 use crate::mrtr::Round;
 use crate::peer::{Peer, RequestOptions};
+use crate::server::TaskHandle;
+use crate::server::tasks::TaskEntry;
 
 /// A boxed, sendable future.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -125,11 +127,15 @@ impl RequestContext {
         self.cancel.is_cancelled()
     }
 
-    /// Report progress, if the requester asked for it (otherwise this does nothing).
+    /// Report progress, if the requester asked for it (otherwise this does nothing; nor
+    /// does it for a 2026-07-28 task, which reports through its status instead).
     pub async fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>) {
         let Some(token) = &self.progress_token else {
             return;
         };
+        if self.current_task().is_some_and(|t| !t.is_legacy()) {
+            return;
+        }
         let params = ProgressNotificationParams {
             progress_token: token.clone(),
             progress,
@@ -145,8 +151,12 @@ impl RequestContext {
 
     /// Send a log message to the client if it asked for messages of this level: in the
     /// modern era through this request's `_meta` log level, otherwise through
-    /// `logging/setLevel`.
+    /// `logging/setLevel`. A 2026-07-28 task sends none (the tasks extension has no
+    /// messages for tasks).
     pub async fn log(&self, level: LoggingLevel, logger: Option<&str>, data: serde_json::Value) {
+        if self.current_task().is_some_and(|t| !t.is_legacy()) {
+            return;
+        }
         let threshold = match self.version {
             Some(v) if v.era() == moat_protocol::Era::Modern => self.log_level,
             _ => self.peer.log_level(),
@@ -225,6 +235,32 @@ impl RequestContext {
         }
     }
 
+    /// The task this handler runs as, if it does: a call of a task-capable tool (see
+    /// [`Server::task_tool`](crate::Server::task_tool)) that became one.
+    pub fn task(&self) -> Option<TaskHandle> {
+        self.current_task().map(TaskHandle)
+    }
+
+    /// Answer the request now with a task, and go on as that task: from here on the client
+    /// polls for the result, and input requests go to the task (`input_required`,
+    /// answered with `tasks/update`) rather than to multi-round-trip results. For a
+    /// task-capable tool started with [`TaskStart::Manual`](crate::server::TaskStart) (or
+    /// before the time of [`TaskStart::After`](crate::server::TaskStart)): gather input
+    /// first, then hand the long part off. Returns whether the handler now runs as a task;
+    /// `false` when it cannot (the client did not accept tasks, the tool is not
+    /// task-capable, the server has no room), in which case it goes on answering
+    /// synchronously.
+    pub async fn continue_as_task(&self) -> bool {
+        match self.round.as_ref().and_then(|r| r.launch()) {
+            Some(launch) => launch.request().await,
+            None => false,
+        }
+    }
+
+    pub(crate) fn current_task(&self) -> Option<Arc<TaskEntry>> {
+        self.round.as_ref()?.launch()?.task()
+    }
+
     /// Servers must not ask for what the client did not declare.
     fn require(&self, request: &InputRequest) -> Result<(), Error> {
         let (what, has): (&'static str, fn(&ClientCapabilities) -> bool) = match request {
@@ -236,7 +272,9 @@ impl RequestContext {
         match self.client_capabilities() {
             Some(caps) if has(caps) => Ok(()),
             _ => {
-                if let Some(round) = &self.round {
+                if let Some(task) = self.current_task() {
+                    task.lacks(what);
+                } else if let Some(round) = &self.round {
                     round.lacks(what);
                 }
                 Err(Error::ClientLacks(what))
@@ -251,26 +289,28 @@ impl RequestContext {
     ) -> Result<R, Error> {
         self.require(&request)?;
         let method = request.method().to_owned();
+        if let Some(task) = self.current_task() {
+            return self.task_input(task, key, request).await;
+        }
         let Some(round) = &self.round else {
-            let options = RequestOptions::default().related_to(self.id.clone());
-            let answer: serde_json::Value = match &request {
-                InputRequest::CreateMessage(p) => {
-                    self.peer.request_with(&method, p, options).await?
-                }
-                InputRequest::Elicit(p) => self.peer.request_with(&method, p, options).await?,
-                _ => {
-                    self.peer
-                        .request_with(&method, &RequestParams::default(), options)
-                        .await?
-                }
-            };
+            let answer = self.send_input(&request, None).await?;
             return serde_json::from_value(answer).map_err(|e| Error::Decode {
                 method,
                 detail: e.to_string(),
             });
         };
         let key = key.unwrap_or_else(|| round.next_key(&request));
-        let answer = round.ask(key.clone(), request).await;
+        let answer = match round.answered(&key) {
+            Some(answer) => answer,
+            None => {
+                // Unanswered: to the task, if the request just became one; else to the
+                // multi-round-trip result.
+                if let Some(task) = round.launch().and_then(|l| l.route_input()) {
+                    return self.task_input(task, Some(key), request).await;
+                }
+                round.ask(key.clone(), request).await
+            }
+        };
         match serde_json::from_value(answer) {
             Ok(answer) => Ok(answer),
             // The client's answer is input like any other: one of the wrong shape fails
@@ -280,6 +320,76 @@ impl RequestContext {
                     "Invalid params: inputResponses[{key:?}] is not a valid {method} result: {e}"
                 )))
                 .await,
+        }
+    }
+
+    /// Send an input request to the client as a request on the connection (the handshake
+    /// era), with `_meta` added to its params if given.
+    async fn send_input(
+        &self,
+        request: &InputRequest,
+        meta: Option<(&str, serde_json::Value, RequestId)>,
+    ) -> Result<serde_json::Value, Error> {
+        let method = request.method();
+        let related = meta.as_ref().map_or(&self.id, |(_, _, id)| id).clone();
+        let options = RequestOptions::default().related_to(related);
+        let mut params = match request {
+            InputRequest::CreateMessage(p) => serde_json::to_value(p),
+            InputRequest::Elicit(p) => serde_json::to_value(p),
+            _ => serde_json::to_value(RequestParams::default()),
+        }
+        .map_err(|e| Error::Decode {
+            method: method.to_owned(),
+            detail: e.to_string(),
+        })?;
+        if let (Some((key, value, _)), serde_json::Value::Object(map)) = (meta, &mut params) {
+            let m = map
+                .entry("_meta")
+                .or_insert_with(|| serde_json::Value::Object(Default::default()));
+            if let serde_json::Value::Object(m) = m {
+                m.insert(key.to_owned(), value);
+            }
+        }
+        self.peer.request_with(method, &params, options).await
+    }
+
+    /// An input request of a task: parked until `tasks/update` answers it (the tasks
+    /// extension), or sent to the client marked with the task (2025-11-25); the task is
+    /// `input_required` meanwhile.
+    async fn task_input<R: serde::de::DeserializeOwned>(
+        &self,
+        task: Arc<TaskEntry>,
+        key: Option<String>,
+        request: InputRequest,
+    ) -> Result<R, Error> {
+        let method = request.method().to_owned();
+        if task.is_legacy() {
+            let related = task
+                .client_request_started()
+                .unwrap_or_else(|| self.id.clone());
+            let meta = serde_json::json!({ "taskId": task.id });
+            let answer = self
+                .send_input(&request, Some((META_RELATED_TASK, meta, related)))
+                .await;
+            task.client_request_ended();
+            return serde_json::from_value(answer?).map_err(|e| Error::Decode {
+                method,
+                detail: e.to_string(),
+            });
+        }
+        let Ok(answer) = task.ask(key, request).await else {
+            // The task ended (cancelled): its handler is about to be dropped.
+            return std::future::pending().await;
+        };
+        match serde_json::from_value(answer) {
+            Ok(answer) => Ok(answer),
+            Err(e) => {
+                TaskHandle(task)
+                    .fail(ErrorObject::invalid_params(format!(
+                        "Invalid params: the answer to {method} is not a valid result: {e}"
+                    )))
+                    .await
+            }
         }
     }
 }

@@ -18,7 +18,7 @@
 //! did not declare is answered with -32021 naming it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
@@ -31,6 +31,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
+
+use crate::server::tasks::Launch;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -209,11 +211,15 @@ pub(crate) fn open(
 /// One round of a modern-era request: the answers known so far, the questions asked, and
 /// whatever stops the handler from going on (an unanswered question, an invalid answer, a
 /// capability the client lacks).
+///
+/// For a task-capable tool it also links to the [`Launch`] that may turn the request into a
+/// task; once it has, the handler's input requests go to the task instead.
 #[derive(Debug, Default)]
 pub(crate) struct Round {
     answers: BTreeMap<String, Value>,
     state: Mutex<RoundState>,
     notify: Notify,
+    launch: OnceLock<Arc<Launch>>,
 }
 
 #[derive(Debug, Default)]
@@ -228,6 +234,24 @@ struct RoundState {
     failure: Option<ErrorObject>,
     /// Capabilities the handler needed and the client did not declare.
     lacking: BTreeSet<&'static str>,
+}
+
+/// The error for a handler that needed capabilities the client did not declare: `-32021`,
+/// with `data.requiredCapabilities` naming them.
+pub(crate) fn missing_capabilities(names: &[&str]) -> ErrorObject {
+    let required: serde_json::Map<String, Value> = names
+        .iter()
+        .map(|n| ((*n).to_owned(), Value::Object(serde_json::Map::new())))
+        .collect();
+    ErrorObject::new(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        format!(
+            "Missing required client capability: {} (declare it in \
+             io.modelcontextprotocol/clientCapabilities)",
+            names.join(", ")
+        ),
+    )
+    .with_data(serde_json::json!({ "requiredCapabilities": required }))
 }
 
 /// What stopped a round's handler.
@@ -266,11 +290,27 @@ impl Round {
         key
     }
 
+    /// Link the request to the task it may become.
+    pub(crate) fn set_launch(&self, launch: Arc<Launch>) {
+        let _ = self.launch.set(launch);
+    }
+
+    /// The task the request may become, if its tool is task-capable.
+    pub(crate) fn launch(&self) -> Option<&Arc<Launch>> {
+        self.launch.get()
+    }
+
+    /// The client's answer to input request `key`, if this round carries it.
+    pub(crate) fn answered(&self, key: &str) -> Option<Value> {
+        let answer = self.answers.get(key)?.clone();
+        self.state().used.insert(key.to_owned());
+        Some(answer)
+    }
+
     /// The answer to input request `key`, or (never returning) a note that it is needed.
     pub(crate) async fn ask(&self, key: String, request: InputRequest) -> Value {
-        if let Some(answer) = self.answers.get(&key) {
-            self.state().used.insert(key);
-            return answer.clone();
+        if let Some(answer) = self.answered(&key) {
+            return answer;
         }
         self.state().asked.push((key, request));
         self.notify.notify_one();
@@ -297,21 +337,7 @@ impl Round {
             return None;
         }
         let names: Vec<&str> = st.lacking.iter().copied().collect();
-        let required: serde_json::Map<String, Value> = names
-            .iter()
-            .map(|n| ((*n).to_owned(), Value::Object(serde_json::Map::new())))
-            .collect();
-        Some(
-            ErrorObject::new(
-                MISSING_REQUIRED_CLIENT_CAPABILITY,
-                format!(
-                    "Missing required client capability: {} (declare it in \
-                     io.modelcontextprotocol/clientCapabilities)",
-                    names.join(", ")
-                ),
-            )
-            .with_data(serde_json::json!({ "requiredCapabilities": required })),
-        )
+        Some(missing_capabilities(&names))
     }
 
     /// Resolves once the handler is stuck: it asked for something not yet answered, or

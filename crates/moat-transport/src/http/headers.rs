@@ -14,7 +14,8 @@ pub const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 /// The JSON-RPC method of a 2026-07-28 request (`Mcp-Method`).
 pub const METHOD: &str = "mcp-method";
 /// `params.name` or `params.uri` of a 2026-07-28 `tools/call`, `resources/read` or
-/// `prompts/get` (`Mcp-Name`).
+/// `prompts/get`, and `params.taskId` of the tasks extension's `tasks/get`, `tasks/update`
+/// and `tasks/cancel` (`Mcp-Name`).
 pub const NAME: &str = "mcp-name";
 /// Prefix of the headers that mirror tool arguments marked with `x-mcp-header`.
 pub const PARAM_PREFIX: &str = "mcp-param-";

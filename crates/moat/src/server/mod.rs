@@ -21,6 +21,7 @@ mod pagination;
 mod prompts;
 mod resources;
 mod session;
+pub mod tasks;
 mod template;
 mod tools;
 
@@ -33,7 +34,7 @@ use moat_protocol::ErrorObject;
 use moat_protocol::lifecycle::Role;
 use moat_protocol::types::{
     CompleteRequestParams, Completion, GetPromptResult, Implementation, Prompt, ReadResourceResult,
-    Resource, ResourceTemplate, Tool, methods,
+    Resource, ResourceTemplate, TaskSupport, Tool, methods,
 };
 use moat_protocol::version::SupportedVersions;
 use moat_transport::{Connection, Limits};
@@ -42,6 +43,7 @@ use serde::de::DeserializeOwned;
 
 pub use prompts::PromptOutput;
 pub use resources::{Blob, ResourceOutput, ResourceRequest};
+pub use tasks::{TaskHandle, TaskOptions, TaskStart, TaskTool};
 pub use template::{TemplateError, UriTemplate};
 pub use tools::{Json, ToolOutput};
 
@@ -85,6 +87,8 @@ pub struct ServerOptions {
     /// The key protecting 2026-07-28 `requestState`; share one across instances of a server
     /// behind a load balancer.
     pub state_key: crate::StateKey,
+    /// Limits and defaults of tasks.
+    pub tasks: TaskOptions,
 }
 
 impl Default for ServerOptions {
@@ -95,6 +99,7 @@ impl Default for ServerOptions {
             peer: PeerOptions::default(),
             limits: Limits::default(),
             state_key: crate::StateKey::random(),
+            tasks: TaskOptions::default(),
         }
     }
 }
@@ -110,6 +115,8 @@ pub(crate) struct ServerInner {
     /// Shared, so that reading the options on every request is a reference count, not a copy.
     options: RwLock<Arc<ServerOptions>>,
     sessions: Mutex<Vec<Weak<Session>>>,
+    /// Every task, of every connection.
+    tasks: Arc<tasks::TaskStore>,
 }
 
 impl ServerInner {
@@ -143,6 +150,14 @@ impl ServerInner {
         if let Some(hook) = hook {
             hook(uri, subscribed);
         }
+    }
+
+    /// Whether some tool may run as a task (the server then serves the task methods).
+    fn offers_tasks(&self) -> bool {
+        self.registry()
+            .tools
+            .iter()
+            .any(|t| t.def.task_support() != TaskSupport::Forbidden)
     }
 
     fn live_sessions(&self) -> Vec<Arc<Session>> {
@@ -184,6 +199,7 @@ impl Server {
                 registry: RwLock::new(Registry::default()),
                 options: RwLock::new(Arc::new(ServerOptions::default())),
                 sessions: Mutex::new(Vec::new()),
+                tasks: Arc::default(),
             }),
         }
     }
@@ -252,6 +268,8 @@ impl Server {
 
     /// Register a tool from a full definition (title, annotations, icons, …). A `Null`
     /// `inputSchema` is filled in from `A`; a missing `outputSchema` from the output type.
+    /// A definition that declares `execution.taskSupport` makes a task-capable tool whose
+    /// calls become tasks at once ([`task_tool`](Self::task_tool) chooses otherwise).
     pub fn tool_def<A, R, E, F, Fut>(self, def: Tool, f: F) -> Self
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
@@ -260,7 +278,26 @@ impl Server {
         F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
     {
-        let entry = make_entry(def, f);
+        self.register_tool(make_entry(def, f))
+    }
+
+    /// Register a tool that may run as a task: as [`tool_def`](Self::tool_def), with the
+    /// definition's `execution.taskSupport` and when a call becomes a task taken from
+    /// `task`. See [`tasks`] for what the handler can do as a task.
+    pub fn task_tool<A, R, E, F, Fut>(self, def: Tool, task: TaskTool, f: F) -> Self
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        R: ToolOutput,
+        E: Display + Send + 'static,
+        F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+    {
+        let mut entry = make_entry(def.with_task_support(task.support), f);
+        entry.start = task.start;
+        self.register_tool(entry)
+    }
+
+    fn register_tool(self, entry: ToolEntry) -> Self {
         {
             let mut reg = self.inner.registry_mut();
             match reg.tool_index.get(&entry.def.name) {

@@ -15,14 +15,16 @@ use moat_protocol::types::{
     PaginatedRequestParams, PromptsCapability, ReadResourceRequestParams, ResourceRequestParams,
     ResourcesCapability, ServerCapabilities, SetLevelRequestParams, SubscriptionFilter,
     SubscriptionsAcknowledgedNotificationParams, SubscriptionsListenRequestParams,
-    SubscriptionsListenResult, ToolsCapability, methods,
+    SubscriptionsListenResult, TaskRequestsCapability, TaskSupport, TaskToolsCapability,
+    TasksCapability, ToolsCapability, methods, tasks_extension,
 };
 use moat_protocol::version::META_SERVER_INFO;
 use moat_protocol::{Era, ProtocolVersion, RequestId};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use tasks_extension::{DetailedTask, TaskStatusNotificationParams};
 
-use super::{ResourceRequest, ServerInner, pagination};
+use super::{ResourceRequest, ServerInner, pagination, tasks};
 use crate::handler::{BoxFuture, Handler, HandlerResult, IncomingRequest, RequestContext};
 use crate::mrtr::{self, Binding, Round, Stall};
 use crate::peer::Peer;
@@ -32,8 +34,16 @@ pub(crate) struct Session {
     peer: OnceLock<Peer>,
     /// Handshake era: URIs from `resources/subscribe`.
     subscriptions: Mutex<HashSet<String>>,
-    /// Modern era: open `subscriptions/listen` streams, by request id, with what each honours.
-    listeners: Mutex<Vec<(RequestId, SubscriptionFilter)>>,
+    /// Modern era: open `subscriptions/listen` streams.
+    listeners: Mutex<Vec<Listener>>,
+}
+
+/// One open `subscriptions/listen` stream: its request id and what it honours.
+struct Listener {
+    id: RequestId,
+    filter: SubscriptionFilter,
+    /// The tasks whose `notifications/tasks` it carries (the tasks extension).
+    task_ids: Vec<String>,
 }
 
 impl Session {
@@ -62,14 +72,29 @@ impl Session {
             .contains(uri)
     }
 
-    fn listeners_for(&self, wants: impl Fn(&SubscriptionFilter) -> bool) -> Vec<RequestId> {
+    fn listeners_for(&self, wants: impl Fn(&Listener) -> bool) -> Vec<RequestId> {
         self.listeners
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .filter(|(_, f)| wants(f))
-            .map(|(id, _)| id.clone())
+            .filter(|l| wants(l))
+            .map(|l| l.id.clone())
             .collect()
+    }
+
+    /// Send `notifications/tasks` for `task` on the listen streams that name it.
+    pub(crate) async fn notify_task(&self, task: &DetailedTask) {
+        let Some(peer) = self.peer() else { return };
+        let ids = self.listeners_for(|l| l.task_ids.iter().any(|t| t == &task.task.task_id));
+        for id in ids {
+            let params = TaskStatusNotificationParams {
+                task: task.clone(),
+                meta: Some(stream_meta(&id)),
+            };
+            let _ = peer
+                .notify_related(tasks_extension::NOTIFICATIONS_TASKS, &params, Some(&id))
+                .await;
+        }
     }
 
     /// Send `method` to this connection if it asked for it: an initialized handshake-era
@@ -82,7 +107,8 @@ impl Session {
                 let _ = peer.notify(method, &NotificationParams::default()).await;
             }
             Some(Era::Modern) => {
-                let wants = |f: &SubscriptionFilter| {
+                let wants = |l: &Listener| {
+                    let f = &l.filter;
                     let flag = match method {
                         methods::NOTIFICATIONS_TOOLS_LIST_CHANGED => f.tools_list_changed,
                         methods::NOTIFICATIONS_PROMPTS_LIST_CHANGED => f.prompts_list_changed,
@@ -114,8 +140,9 @@ impl Session {
                 )
                 .await;
         }
-        let wants = |f: &SubscriptionFilter| {
-            f.resource_subscriptions
+        let wants = |l: &Listener| {
+            l.filter
+                .resource_subscriptions
                 .as_ref()
                 .is_some_and(|r| r.iter().any(|u| u == uri))
         };
@@ -167,7 +194,7 @@ impl Drop for ListenGuard {
             .listeners
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|(id, _)| id != &self.id);
+            .retain(|l| l.id != self.id);
         if let Some(server) = self.server.upgrade() {
             for uri in &self.watched {
                 server.subscription_changed(uri, false);
@@ -199,6 +226,9 @@ struct CallParams<'a> {
     input_responses: Option<BTreeMap<String, serde_json::Value>>,
     #[serde(rename = "requestState", default)]
     request_state: Option<String>,
+    /// 2025-11-25: run as a task (ignored in other revisions).
+    #[serde(borrow, default)]
+    task: Option<&'a RawValue>,
 }
 
 fn encode<T: Serialize>(value: &T) -> HandlerResult {
@@ -216,9 +246,34 @@ fn complete_marker(ctx: &RequestContext) -> Option<String> {
 }
 
 impl ServerInner {
-    fn capabilities(&self) -> ServerCapabilities {
+    /// What the server offers in `version` (the tasks of 2025-11-25 and the tasks
+    /// extension of 2026-07-28 differ).
+    fn capabilities(&self, version: Option<ProtocolVersion>) -> ServerCapabilities {
+        let tasks = self.offers_tasks();
         let reg = self.registry();
+        let legacy_tasks = tasks && version.is_some_and(ProtocolVersion::has_tasks);
+        let extension = tasks && version.is_some_and(ProtocolVersion::has_tasks_extension);
         ServerCapabilities {
+            tasks: legacy_tasks.then(|| TasksCapability {
+                list: Some(Default::default()),
+                cancel: Some(Default::default()),
+                requests: Some(TaskRequestsCapability {
+                    tools: Some(TaskToolsCapability {
+                        call: Some(Default::default()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            extensions: extension.then(|| {
+                let mut extensions = serde_json::Map::new();
+                extensions.insert(
+                    tasks_extension::ID.to_owned(),
+                    serde_json::Value::Object(Default::default()),
+                );
+                extensions
+            }),
             tools: Some(ToolsCapability {
                 list_changed: Some(true),
                 ..Default::default()
@@ -279,7 +334,7 @@ impl Handler for SessionHandler {
         peer.set_client_capabilities(params.capabilities);
         let result = InitializeResult {
             protocol_version: version.as_str().to_owned(),
-            capabilities: self.server.capabilities(),
+            capabilities: self.server.capabilities(Some(version)),
             server_info: self.server.info.clone(),
             instructions: self
                 .server
@@ -313,6 +368,10 @@ impl Handler for SessionHandler {
         for uri in subscribed {
             self.server.subscription_changed(&uri, false);
         }
+        // 2025-11-25 tasks belong to their connection.
+        self.server
+            .tasks
+            .drop_session(&Arc::downgrade(&self.session));
         let me = Arc::as_ptr(&self.session);
         let mut sessions = self
             .server
@@ -331,15 +390,32 @@ async fn dispatch(
 ) -> HandlerResult {
     let params = req.params.as_deref();
     match req.method.as_str() {
-        methods::TOOLS_CALL => call_tool(&server, params, ctx).await,
+        methods::TOOLS_CALL => call_tool(&server, &session, params, ctx).await,
+        methods::TASKS_GET
+        | methods::TASKS_CANCEL
+        | methods::TASKS_RESULT
+        | methods::TASKS_LIST
+        | tasks_extension::TASKS_UPDATE => {
+            tasks::handle(&server, &session, &req.method, params, ctx).await
+        }
         methods::TOOLS_LIST => {
             let p: PaginatedRequestParams = decode_params(params)?;
             let page_size = server.options().page_size;
+            // `execution.taskSupport` is 2025-11-25's; the tasks extension has none.
+            let execution = ctx
+                .protocol_version()
+                .is_some_and(ProtocolVersion::has_tasks);
             let defs: Vec<_> = server
                 .registry()
                 .tools
                 .iter()
-                .map(|t| t.def.clone())
+                .map(|t| {
+                    let mut def = t.def.clone();
+                    if !execution {
+                        def.execution = None;
+                    }
+                    def
+                })
                 .collect();
             let (tools, next_cursor) =
                 pagination::page(&defs, p.cursor.as_deref(), "tools", page_size)?;
@@ -531,13 +607,15 @@ async fn dispatch(
         }
         methods::SUBSCRIPTIONS_LISTEN if is_modern(&ctx) => {
             let p: SubscriptionsListenRequestParams = decode_params(params)?;
-            listen(&server, session, p.notifications, ctx).await
+            let tasks: ListenTasks = decode_params(params)?;
+            let task_ids = tasks.notifications.task_ids.unwrap_or_default();
+            listen(&server, session, p.notifications, task_ids, ctx).await
         }
         methods::SERVER_DISCOVER => {
             let versions = ctx.peer().supported_versions().strings();
             let mut result = DiscoverResult {
                 supported_versions: versions,
-                capabilities: server.capabilities(),
+                capabilities: server.capabilities(ctx.protocol_version()),
                 instructions: server
                     .instructions
                     .read()
@@ -562,7 +640,8 @@ async fn dispatch(
 }
 
 async fn call_tool(
-    server: &ServerInner,
+    server: &Arc<ServerInner>,
+    session: &Arc<Session>,
     params: Option<&RawValue>,
     ctx: RequestContext,
 ) -> HandlerResult {
@@ -574,13 +653,14 @@ async fn call_tool(
     }
     let p: CallParams<'_> = serde_json::from_str(text)
         .map_err(|e| ErrorObject::invalid_params(format!("Invalid params: {e}")))?;
-    let call = {
+    let tool = {
         let reg = server.registry();
-        reg.tool_index
-            .get(p.name.as_ref())
-            .map(|&i| reg.tools[i].call.clone())
+        reg.tool_index.get(p.name.as_ref()).map(|&i| {
+            let t = &reg.tools[i];
+            (t.call.clone(), t.def.task_support(), t.start)
+        })
     };
-    let Some(call) = call else {
+    let Some((call, support, start)) = tool else {
         return Err(ErrorObject::invalid_params(format!(
             "Unknown tool: {}",
             p.name
@@ -590,6 +670,15 @@ async fn call_tool(
     let args = p.arguments.map(ToOwned::to_owned);
     if !is_modern(&ctx) {
         let version = ctx.protocol_version();
+        // 2025-11-25 tasks: the client asks with `task`; the tool's taskSupport must agree.
+        if version.is_some_and(ProtocolVersion::has_tasks) && server.offers_tasks() {
+            if let Some(error) = tasks::legacy_mismatch(&p.name, support, p.task.is_some()) {
+                return Err(error);
+            }
+            if let Some(task) = p.task {
+                return tasks::call_as_legacy_task(server, session, ctx, call, args, task);
+            }
+        }
         let mut result = call(ctx, args).await;
         if let Some(v) = version {
             v.downgrade_content(&mut result.content);
@@ -598,6 +687,13 @@ async fn call_tool(
         return encode(&result);
     }
     check_input_responses(params)?;
+    // The tasks extension: a task-capable tool becomes a task for a client that accepts
+    // them (the legacy `task` param means nothing here); one that requires it is refused
+    // to the others.
+    let as_task = support != TaskSupport::Forbidden && tasks::accepts_tasks(&ctx);
+    if support == TaskSupport::Required && !as_task {
+        return Err(tasks::missing_extension(&format!("tool {}", p.name)));
+    }
     let raw_args = p.arguments;
     let name = p.name.clone();
     let binding = move || {
@@ -605,6 +701,7 @@ async fn call_tool(
             raw_args.and_then(|a| serde_json::from_str(a.get()).ok());
         Binding::new(methods::TOOLS_CALL, &name, args.as_ref())
     };
+    let server_arc = server.clone();
     in_rounds(
         server,
         ctx,
@@ -612,6 +709,9 @@ async fn call_tool(
         p.request_state,
         p.input_responses,
         move |ctx| async move {
+            if as_task {
+                return tasks::call_as_task(&server_arc, ctx, call, args, start, support).await;
+            }
             let round = ctx.round.clone();
             let mut result = call(ctx, args).await;
             if result.is_error() {
@@ -771,16 +871,35 @@ async fn read_resource(server: &ServerInner, uri: String, ctx: RequestContext) -
     encode(&result)
 }
 
+/// The tasks extension's part of `subscriptions/listen` params.
+#[derive(Deserialize, Default)]
+struct ListenTasks {
+    #[serde(default)]
+    notifications: tasks_extension::TaskSubscription,
+}
+
 /// `subscriptions/listen` (2026-07-28): acknowledge what we will honour, then keep the
 /// request open, delivering matching notifications tagged with its id, until the client
-/// cancels it or the connection closes (a cancelled request gets no answer).
+/// cancels it or the connection closes (a cancelled request gets no answer). With the
+/// tasks extension, `taskIds` asks for `notifications/tasks` of those tasks: each one's
+/// state now, then every change.
 async fn listen(
     server: &Arc<ServerInner>,
     session: Arc<Session>,
     asked: SubscriptionFilter,
+    asked_tasks: Vec<String>,
     ctx: RequestContext,
 ) -> HandlerResult {
-    let caps = server.capabilities();
+    // Task notifications need the extension; the tasks named must exist. Anyone may hear
+    // of a task whose id they hold, as anyone may poll it.
+    if !asked_tasks.is_empty() && !tasks::accepts_tasks(&ctx) {
+        return Err(tasks::missing_extension("task status notifications"));
+    }
+    let task_ids: Vec<String> = asked_tasks
+        .into_iter()
+        .filter(|id| server.tasks.extension_task(id).is_some())
+        .collect();
+    let caps = server.capabilities(ctx.protocol_version());
     let has_resources = caps.resources.is_some();
     let honoured = SubscriptionFilter {
         tools_list_changed: asked
@@ -798,7 +917,12 @@ async fn listen(
         .listeners
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .push((id.clone(), honoured.clone()));
+        .push(Listener {
+            id: id.clone(),
+            filter: honoured.clone(),
+            // Once acknowledged.
+            task_ids: Vec::new(),
+        });
     let watched = honoured.resource_subscriptions.clone().unwrap_or_default();
     for uri in &watched {
         server.subscription_changed(uri, true);
@@ -813,6 +937,15 @@ async fn listen(
         notifications: honoured,
         meta: Some(stream_meta(&id)),
     };
+    let mut ack = serde_json::to_value(&ack).unwrap_or_default();
+    if !task_ids.is_empty() {
+        if let Some(n) = ack
+            .get_mut("notifications")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            n.insert("taskIds".to_owned(), serde_json::json!(task_ids));
+        }
+    }
     let _ = ctx
         .peer()
         .notify_related(
@@ -821,6 +954,31 @@ async fn listen(
             Some(&id),
         )
         .await;
+    if !task_ids.is_empty() {
+        if let Some(l) = session
+            .listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter_mut()
+            .find(|l| l.id == id)
+        {
+            l.task_ids = task_ids.clone();
+        }
+    }
+    // Where each task stands now, so that one that finished before the stream opened is
+    // heard of too.
+    for task_id in &task_ids {
+        if let Some(task) = server.tasks.extension_task(task_id) {
+            let params = TaskStatusNotificationParams {
+                task,
+                meta: Some(stream_meta(&id)),
+            };
+            let _ = ctx
+                .peer()
+                .notify_related(tasks_extension::NOTIFICATIONS_TASKS, &params, Some(&id))
+                .await;
+        }
+    }
     ctx.cancelled().await;
     // The peer drops a cancelled request's answer; this result documents what a graceful
     // end of the stream would say.

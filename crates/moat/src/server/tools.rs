@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::TaskStart;
 use crate::handler::{BoxFuture, RequestContext};
 use crate::schema;
 
@@ -105,11 +106,13 @@ impl<T: Serialize + JsonSchema + Send + 'static> ToolOutput for Json<T> {
 pub(crate) type ToolFn =
     Arc<dyn Fn(RequestContext, Option<Box<RawValue>>) -> BoxFuture<CallToolResult> + Send + Sync>;
 
-/// A registered tool: its definition and body.
+/// A registered tool: its definition and body, and when a call becomes a task (for a
+/// tool whose definition declares task support).
 #[derive(Clone)]
 pub(crate) struct ToolEntry {
     pub(crate) def: Tool,
     pub(crate) call: ToolFn,
+    pub(crate) start: TaskStart,
 }
 
 /// Decode `arguments` (absent → `{}`) into `A`.
@@ -152,5 +155,9 @@ where
             }
         })
     });
-    ToolEntry { def, call }
+    ToolEntry {
+        def,
+        call,
+        start: TaskStart::default(),
+    }
 }

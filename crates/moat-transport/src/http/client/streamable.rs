@@ -126,6 +126,8 @@ struct Params {
     name: Option<Value>,
     #[serde(default)]
     uri: Option<Value>,
+    #[serde(default, rename = "taskId")]
+    task_id: Option<Value>,
     #[serde(default)]
     arguments: Option<Value>,
     #[serde(default, rename = "requestId")]
@@ -297,6 +299,8 @@ fn prepare(shared: &Shared, text: String, peek: RequestPeek) -> Call {
         let name = match method.as_str() {
             methods::TOOLS_CALL | methods::PROMPTS_GET => params.name.as_ref(),
             methods::RESOURCES_READ => params.uri.as_ref(),
+            // The tasks extension (SEP-2663).
+            methods::TASKS_GET | methods::TASKS_CANCEL | "tasks/update" => params.task_id.as_ref(),
             _ => None,
         };
         if let Some(name) = name.and_then(Value::as_str) {

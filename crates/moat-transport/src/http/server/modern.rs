@@ -41,6 +41,8 @@ struct Peek<'a> {
     name: Option<std::borrow::Cow<'a, str>>,
     #[serde(borrow, default)]
     uri: Option<std::borrow::Cow<'a, str>>,
+    #[serde(rename = "taskId", borrow, default)]
+    task_id: Option<std::borrow::Cow<'a, str>>,
     #[serde(default)]
     arguments: Option<serde_json::Value>,
     #[serde(rename = "_meta", borrow, default)]
@@ -126,6 +128,10 @@ pub(crate) fn validate(
     let name = match body.method {
         "tools/call" | "prompts/get" => Some(peek.name.as_deref().unwrap_or("")),
         "resources/read" => Some(peek.uri.as_deref().unwrap_or("")),
+        // The tasks extension (SEP-2663): `Mcp-Name` carries `params.taskId`.
+        "tasks/get" | "tasks/update" | "tasks/cancel" => {
+            Some(peek.task_id.as_deref().unwrap_or(""))
+        }
         _ => None,
     };
     if let Some(expected) = name {
@@ -461,6 +467,28 @@ mod tests {
         ] {
             let err = check(&hs, "tools/list", params).unwrap_err();
             assert_eq!(err.code, moat_protocol::error::INVALID_PARAMS, "{params}");
+        }
+    }
+
+    #[test]
+    fn task_methods_mirror_the_task_id() {
+        let p = format!(r#"{{{V},"taskId":"t-1"}}"#);
+        for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+            let ok = [
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", method),
+                ("mcp-name", "t-1"),
+            ];
+            assert!(check(&ok, method, &p).is_ok(), "{method}");
+            for name in [Some("t-2"), None] {
+                let mut hs = vec![
+                    ("mcp-protocol-version", "2026-07-28"),
+                    ("mcp-method", method),
+                ];
+                hs.extend(name.map(|n| ("mcp-name", n)));
+                let err = check(&hs, method, &p).unwrap_err();
+                assert_eq!(err.code, HEADER_MISMATCH, "{method} {name:?}");
+            }
         }
     }
 
