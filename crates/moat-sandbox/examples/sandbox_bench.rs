@@ -2,13 +2,18 @@
 //! without namespaces (Landlock, seccomp, rlimits), moat-sandbox with all layers
 //! (namespaces and the mount tree too), the same with a network allow-list (its proxy and
 //! shim), and `bwrap --ro-bind / / --unshare-all --dev /dev
-//! --proc /proc` (skipped if `bwrap` is not installed), in one run, rounds interleaved.
+//! --proc /proc` (skipped if `bwrap` is not installed), in one run, rounds interleaved and
+//! the variants' order shuffled per round (so that no variant always follows the one whose
+//! namespaces the kernel is still tearing down).
 //!
 //! ```sh
 //! cargo run --release -p moat-sandbox --example sandbox_bench -- [ROUNDS]
+//! cargo run … -- ROUNDS --sequential  # each variant's runs back to back instead
+//! MOAT_SANDBOX_SPARE=0 cargo run …     # no spare PID 1: every run makes its namespaces
 //! ```
 //!
-//! This binary is its own sandbox helper (it calls `helper_main` first).
+//! This binary is its own sandbox helper (it calls `helper_main` first). The first use of
+//! the sandbox in a process (starting the zygote, and the namespace probe) is timed apart.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,8 +28,22 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(200);
+    // `--sequential`: each variant's runs back to back (after the others'), not interleaved.
+    let sequential = std::env::args().any(|a| a == "--sequential");
+    let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("load average before: {}", load().trim());
     let sandbox = Sandbox::new().expect("the current executable");
+    let first = Instant::now();
     let ns = sandbox.namespaces_work();
+    println!(
+        "first use (zygote start + namespace probe): {:.2} ms; spare PID 1: {}",
+        first.elapsed().as_secs_f64() * 1000.0,
+        if std::env::var_os(moat_sandbox::SPARE_ENV).is_some_and(|v| v == "0") {
+            "off"
+        } else {
+            "on"
+        }
+    );
     let bwrap = Command::new("bwrap")
         .arg("--version")
         .stdout(Stdio::null())
@@ -108,36 +127,78 @@ fn main() {
         eprintln!("bwrap not found: no bubblewrap row");
     }
 
-    println!("{rounds} runs each, rounds interleaved; milliseconds, spawn to exit");
+    if sequential {
+        println!("{rounds} runs each, each variant's back to back; milliseconds, spawn to exit");
+    } else {
+        println!(
+            "{rounds} runs each, rounds interleaved (order shuffled); milliseconds, spawn to \
+             exit"
+        );
+    }
     println!();
     println!("| command | variant | median | mean | p90 | min |");
     println!("|---|---|---:|---:|---:|---:|");
+    let mut ratios = Vec::new();
     for argv in [&["/bin/true"][..], &["ls", "/etc"][..]] {
         let mut times = vec![Vec::with_capacity(rounds); variants.len()];
         for (name, run) in &variants {
             // Warm up (and fail early).
             assert!(run(argv), "{name}: {argv:?} failed");
         }
-        for _ in 0..rounds {
+        let mut order: Vec<usize> = (0..variants.len()).collect();
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        if sequential {
             for (i, (name, run)) in variants.iter().enumerate() {
+                for _ in 0..rounds {
+                    let start = Instant::now();
+                    let ok = run(argv);
+                    times[i].push(start.elapsed());
+                    assert!(ok, "{name}: {argv:?} failed");
+                }
+            }
+        }
+        for _ in 0..if sequential { 0 } else { rounds } {
+            // Fisher-Yates with xorshift: a fixed but varied order per round.
+            for k in (1..order.len()).rev() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                order.swap(k, (seed % (k as u64 + 1)) as usize);
+            }
+            for &i in &order {
+                let (name, run) = &variants[i];
                 let start = Instant::now();
                 let ok = run(argv);
                 times[i].push(start.elapsed());
                 assert!(ok, "{name}: {argv:?} failed");
             }
         }
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let mut stats = Vec::new();
         for ((name, _), mut t) in variants.iter().zip(times) {
             t.sort();
-            let ms = |d: Duration| d.as_secs_f64() * 1000.0;
             let mean = t.iter().sum::<Duration>() / u32::try_from(t.len()).unwrap_or(1);
+            let (median, min) = (ms(t[t.len() / 2]), ms(t[0]));
             println!(
-                "| `{}` | {name} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                "| `{}` | {name} | {median:.2} | {:.2} | {:.2} | {min:.2} |",
                 argv.join(" "),
-                ms(t[t.len() / 2]),
                 ms(mean),
                 ms(t[t.len() * 9 / 10]),
-                ms(t[0]),
+            );
+            stats.push((name.clone(), median, min));
+        }
+        ratios.push((argv.join(" "), stats));
+    }
+    println!();
+    for (command, stats) in ratios {
+        let find = |prefix: &str| stats.iter().find(|(n, _, _)| n.starts_with(prefix));
+        if let (Some(all), Some(bwrap)) = (find("moat: all layers ("), find("bwrap")) {
+            println!(
+                "`{command}`: all layers / bwrap = {:.2} (median), {:.2} (min)",
+                all.1 / bwrap.1,
+                all.2 / bwrap.2
             );
         }
     }
+    println!("load average after: {}", load().trim());
 }

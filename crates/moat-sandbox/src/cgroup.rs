@@ -152,7 +152,7 @@ impl Cgroup {
         self.memory.is_some()
     }
 
-    /// The `cgroup.procs` files the helper must write its pid into.
+    /// The `cgroup.procs` files a run is moved into (by the zygote, or by itself).
     pub(crate) fn procs_files(&self) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = Vec::new();
         for d in [&self.pids, &self.memory].into_iter().flatten() {

@@ -1,34 +1,38 @@
-//! The helper side: a freshly exec'd, single-threaded process that confines itself in order
-//! and then execs the command. Started by [`crate::Sandbox::spawn`] as
-//! `<helper> __sandbox-init <plan as JSON>`.
+//! The helper side. A binary that calls [`helper_main`] first thing in `main` becomes, when
+//! started as `<helper> __sandbox-init zygote`, the zygote (see `zygote.rs`): a
+//! single-threaded process that forks one child per run. That child, fresh from `fork` (or
+//! from `clone` straight into new namespaces, as PID 1: see `namespaces.rs`), confines
+//! itself in order and execs the command.
 
+use std::ffi::OsString;
+use std::os::fd::RawFd;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use crate::profile::Profile;
+use crate::zygote::Prepared;
 
 /// The first argument that makes a binary act as the sandbox helper.
 pub const HELPER_ARG: &str = "__sandbox-init";
 
-/// The exit status of a helper that could not set up the sandbox; its stderr then starts
-/// with [`SETUP_MARKER`].
+/// The exit status of a run whose setup failed (the reason goes to the supervisor as a
+/// [`crate::zygote::SETUP_ERROR`] report).
 pub(crate) const SETUP_FAILED: i32 = 125;
-pub(crate) const SETUP_MARKER: &str = "moat-sandbox-init: ";
 
-/// Everything the helper needs, passed as one JSON argument.
+/// Everything a run needs, sent to the zygote as JSON.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Plan {
     pub profile: Profile,
     pub argv: Vec<String>,
-    /// The supervising process: if it is already gone, do not run.
-    pub parent: i32,
+    /// The command's whole environment.
+    pub env: Vec<(OsString, OsString)>,
     /// `cgroup.procs` files to join.
     pub cgroup_procs: Vec<PathBuf>,
     /// Enter new namespaces (the supervisor checked that the kernel allows it).
     pub namespaces: bool,
-    /// Only check that the namespaces can be set up, then exit 0.
+    /// Only check that the namespaces and the mount tree can be set up, then exit 0.
     pub probe: bool,
     /// With a network allow-list: the directory (outside) holding the proxy's socket, to
     /// bind read-only at `/run/moat` in the new root.
@@ -37,7 +41,7 @@ pub(crate) struct Plan {
 }
 
 /// If this process was started as the sandbox helper (first argument [`HELPER_ARG`]),
-/// confines itself and execs the command: it never returns then. Otherwise returns at once.
+/// serves as the zygote and never returns. Otherwise returns at once.
 ///
 /// Call it first thing in `main`, before any thread (an async runtime, a logger) is started.
 pub fn helper_main() {
@@ -45,52 +49,129 @@ pub fn helper_main() {
     if args.next().as_deref() != Some(std::ffi::OsStr::new(HELPER_ARG)) {
         return;
     }
-    let plan = match args.next().map(|a| a.into_string()) {
-        Some(Ok(json)) => match serde_json::from_str::<Plan>(&json) {
-            Ok(plan) => plan,
-            Err(e) => fail(&format!("bad plan: {e}")),
-        },
-        _ => fail("missing plan"),
-    };
-    let err = run(&plan);
-    fail(&err)
-}
-
-fn fail(msg: &str) -> ! {
-    eprintln!("{SETUP_MARKER}{msg}");
+    if crate::zygote::is_zygote_arg(args.next().as_deref()) {
+        crate::zygote::serve(!crate::zygote::is_no_spare_arg(args.next().as_deref()))
+    }
+    eprintln!("moat-sandbox-init: started by moat-sandbox only");
     std::process::exit(SETUP_FAILED)
 }
 
-/// Confines and execs; returns only the reason it could not.
-fn run(plan: &Plan) -> String {
-    use rustix::process::{Pid, Signal};
+/// The descriptors a run's first process was handed (numbers in the zygote).
+pub(crate) struct RunFds {
+    pub stdin: RawFd,
+    pub stdout: RawFd,
+    pub stderr: RawFd,
+    /// The run socket: setup errors and PID 1's status report go there.
+    pub report: RawFd,
+    /// The supervisor's working directory (`O_PATH`).
+    pub cwd: RawFd,
+    /// With namespaces and a cgroup: readable once the zygote has moved PID 1 into it.
+    pub sync: Option<RawFd>,
+}
 
+/// Where the run keeps its report socket and cgroup sync pipe (close-on-exec both).
+pub(crate) const REPORT_FD: RawFd = 3;
+pub(crate) const SYNC_FD: RawFd = 4;
+
+/// The run's first process, just forked (or cloned) from the zygote: keep only the run's
+/// descriptors, then confine and exec (or, in new namespaces, become PID 1). Never returns.
+pub(crate) fn run_child(prepared: &Prepared, plan: &Plan, fds: RunFds) -> ! {
+    if let Err(e) = take_descriptors(&fds) {
+        // The report descriptor may be anything now; try the original number.
+        crate::zygote::report(fds.report, &setup_error(&e));
+        // SAFETY: leaving a forked child without running the zygote's exit handlers.
+        unsafe { libc::_exit(SETUP_FAILED) }
+    }
+    let err = start(prepared, plan);
+    fail(&err)
+}
+
+/// A spare PID 1 that got its run (it has its session, parent-death signal, mapped ids and
+/// mount namespace already): keep only the run's descriptors, then do what PID 1 does.
+pub(crate) fn run_spare(prepared: &Prepared, plan: &Plan, fds: RunFds) -> ! {
+    if let Err(e) = take_descriptors(&fds) {
+        crate::zygote::report(fds.report, &setup_error(&e));
+        // SAFETY: leaving a forked child without running the zygote's exit handlers.
+        unsafe { libc::_exit(SETUP_FAILED) }
+    }
+    crate::namespaces::init(prepared, plan)
+}
+
+/// Reports a setup error and leaves the process.
+pub(crate) fn fail(msg: &str) -> ! {
+    crate::zygote::report(REPORT_FD, &setup_error(msg));
+    // SAFETY: leaving a forked child without running the zygote's exit handlers.
+    unsafe { libc::_exit(SETUP_FAILED) }
+}
+
+fn setup_error(msg: &str) -> Vec<u8> {
+    [&[crate::zygote::SETUP_ERROR][..], msg.as_bytes()].concat()
+}
+
+/// Moves the run's descriptors to 0, 1, 2, [`REPORT_FD`] (and [`SYNC_FD`]), closes every
+/// other one (the zygote's control socket, other runs' sockets), and enters the
+/// supervisor's working directory.
+fn take_descriptors(fds: &RunFds) -> Result<(), String> {
+    let err = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
+    let mut wanted = vec![fds.stdin, fds.stdout, fds.stderr, fds.report, fds.cwd];
+    if let Some(s) = fds.sync {
+        wanted.push(s);
+    }
+    // First out of the way of the targets (0..=5), all close-on-exec.
+    let mut high = Vec::with_capacity(wanted.len());
+    for fd in wanted {
+        // SAFETY: duplicating a descriptor this process holds.
+        let h = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 16) };
+        if h < 0 {
+            return Err(err("F_DUPFD_CLOEXEC"));
+        }
+        high.push(h);
+    }
+    for (target, &h) in (0..).zip(&high[..3]) {
+        // SAFETY: dup2 onto stdio (clears close-on-exec there).
+        if unsafe { libc::dup2(h, target) } < 0 {
+            return Err(err("dup2"));
+        }
+    }
+    // SAFETY: dup3 with O_CLOEXEC: the report socket never crosses the exec.
+    if unsafe { libc::dup3(high[3], REPORT_FD, libc::O_CLOEXEC) } < 0 {
+        return Err(err("dup3"));
+    }
+    let mut last = REPORT_FD;
+    if fds.sync.is_some() {
+        // SAFETY: as above.
+        if unsafe { libc::dup3(high[5], SYNC_FD, libc::O_CLOEXEC) } < 0 {
+            return Err(err("dup3"));
+        }
+        last = SYNC_FD;
+    }
+    // SAFETY: fchdir on the supervisor's directory, still open at `high[4]`.
+    let cwd_ok = unsafe { libc::fchdir(high[4]) } == 0;
+    // SAFETY: closing everything above the run's descriptors (the copies above included).
+    if unsafe { libc::syscall(libc::SYS_close_range, (last + 1) as u32, u32::MAX, 0u32) } != 0 {
+        return Err(err("close_range"));
+    }
+    if !cwd_ok {
+        let _ = std::env::set_current_dir("/");
+    }
+    Ok(())
+}
+
+/// A new session, then namespaces (as PID 1) or straight to the confinement (the
+/// parent-death signal is set already). Returns only the reason it could not.
+fn start(prepared: &Prepared, plan: &Plan) -> String {
     if plan.argv.is_empty() {
         return "no command".into();
     }
-    // A new session (and process group) the supervisor can kill as a whole.
+    // A new session (and process group) the zygote can kill as a whole.
     if let Err(e) = rustix::process::setsid() {
         return format!("setsid: {e}");
     }
-    // Die with the supervisor, and do not start if it is already gone.
-    if let Err(e) = rustix::process::set_parent_process_death_signal(Some(Signal::KILL)) {
-        return format!("parent-death signal: {e}");
-    }
-    if rustix::process::getppid() != Pid::from_raw(plan.parent) {
-        return "the supervising process is gone".into();
-    }
-    // Only stdin, stdout and stderr cross the exec.
-    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags on descriptors.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            3u32,
-            u32::MAX,
-            libc::CLOSE_RANGE_CLOEXEC,
-        )
-    };
-    if rc != 0 {
-        return format!("close_range: {}", std::io::Error::last_os_error());
+    if plan.namespaces {
+        if let Err(e) = crate::namespaces::map_ids(prepared) {
+            return e;
+        }
+        crate::namespaces::init(prepared, plan)
     }
     let me = std::process::id().to_string();
     for procs in &plan.cgroup_procs {
@@ -98,23 +179,20 @@ fn run(plan: &Plan) -> String {
             return format!("joining cgroup {}: {e}", procs.display());
         }
     }
-    if plan.namespaces {
-        return crate::namespaces::run(plan, confine_and_exec);
-    }
     if plan.probe {
         return "probe without namespaces".into();
     }
-    confine_and_exec(plan)
+    confine_and_exec(prepared, plan)
 }
 
 /// Landlock, capabilities, `no_new_privs`, seccomp, rlimits, then exec. Returns only the
 /// reason it could not.
-fn confine_and_exec(plan: &Plan) -> String {
+pub(crate) fn confine_and_exec(prepared: &Prepared, plan: &Plan) -> String {
     let Some((program, rest)) = plan.argv.split_first() else {
         return "no command".into();
     };
     let p = &plan.profile;
-    if crate::landlock_layer::kernel_abi().is_some()
+    if prepared.landlock_abi.is_some()
         && let Err(e) = crate::landlock_layer::apply(p, plan.namespaces)
     {
         return e;
@@ -125,14 +203,19 @@ fn confine_and_exec(plan: &Plan) -> String {
     if let Err(e) = rustix::thread::set_no_new_privs(true) {
         return format!("no_new_privs: {e}");
     }
-    if let Err(e) = crate::seccomp::apply(crate::seccomp::Sockets::for_net(&p.net)) {
+    if let Err(e) = prepared
+        .filters
+        .apply(crate::seccomp::Sockets::for_net(&p.net))
+    {
         return e;
     }
     if let Err(e) = set_rlimits(p) {
         return e;
     }
     let mut cmd = std::process::Command::new(program);
-    cmd.args(rest);
+    cmd.args(rest)
+        .env_clear()
+        .envs(plan.env.iter().map(|(k, v)| (k, v)));
     if let Some(cwd) = &p.cwd {
         cmd.current_dir(cwd);
     }
@@ -146,8 +229,11 @@ pub(crate) fn drop_capabilities() -> Result<(), String> {
     use rustix::thread::{CapabilitySet, CapabilitySets};
     for cap in 0..64 {
         // SAFETY: PR_CAPBSET_DROP takes integers only. It fails past the last capability
-        // (EINVAL) and without CAP_SETPCAP (EPERM: then there is nothing to drop).
-        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+        // (EINVAL: the list is done) and without CAP_SETPCAP (EPERM, for every capability:
+        // then there is nothing this process could drop or use).
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
+            break;
+        }
     }
     let _ = rustix::thread::clear_ambient_capability_set();
     let none = CapabilitySets {

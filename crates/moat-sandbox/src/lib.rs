@@ -5,19 +5,30 @@
 //! environment variables passed by name, and limits (wall-clock timeout, CPU time, memory,
 //! processes, open files, output bytes).
 //!
-//! [`Sandbox::spawn`] re-executes a helper binary (the `moat` binary by default, through its
-//! hidden `__sandbox-init` subcommand; any binary that calls [`helper_main`] will do). The
-//! helper is single-threaded, so it can set up the confinement safely, in this order:
-//! a new session, the parent-death signal, close-on-exec on every inherited descriptor above
-//! stderr, a cgroup (where one can be created) → user, mount, PID, IPC, UTS (and network)
-//! namespaces, where the kernel allows, with a small PID 1 and a new root (`pivot_root`, old
-//! root detached) holding only read-only binds of the system and read paths, read-write binds
-//! of the write paths, a fresh size-capped tmpfs `/tmp`, a fresh `/proc` and a minimal `/dev`
-//! → Landlock on top, as defence in depth (filesystem, TCP, scoping; best effort by ABI) →
-//! every capability dropped → `no_new_privs` → seccomp (a deny-list answering `EPERM`) →
-//! rlimits → `exec`. Where user namespaces are refused, the rest still applies (paths are
-//! then confined by Landlock alone) and the [`Outcome`] says so. The parent supervises:
-//! timeout, output cap, and the [`Outcome`].
+//! [`Sandbox::spawn`] runs the command through a helper: a binary that calls [`helper_main`]
+//! first thing in `main` (the `moat` binary by default, through its hidden
+//! `__sandbox-init` subcommand; or this crate's `moat-sandbox-init`). The helper is exec'd
+//! once per supervising process, as a single-threaded *zygote* that forks every run (see
+//! `zygote.rs`): a run costs a `fork`, or a `clone` straight into its new namespaces, not
+//! an `exec` of the helper, and the seccomp programs are built once. The zygote keeps one
+//! PID 1 ready in fresh user, PID, network, IPC and UTS namespaces (a *spare*: making a
+//! network namespace is most of a run's setup), so a run with namespaces usually only
+//! makes its mount namespace when it starts ([`SPARE_ENV`] turns that off). Everything a
+//! run needs crosses explicitly: its plan as JSON, and stdin, the output pipes, a report
+//! socket and the working directory by `SCM_RIGHTS`. The zygote ends, killing what still
+//! runs, when the supervising process goes away; every run dies with the zygote.
+//!
+//! A run confines itself in this order: a new session, the parent-death signal, only its
+//! own descriptors, a cgroup (where one can be created) → user, mount, PID, IPC, UTS (and
+//! network) namespaces, where the kernel allows, as PID 1 of them, with a new root
+//! (`pivot_root`, old root detached) holding only read-only binds of the system and read
+//! paths, read-write binds of the write paths, a fresh size-capped tmpfs `/tmp`, a fresh
+//! `/proc` and a minimal `/dev`; then, in the command's process, Landlock on top, as
+//! defence in depth (filesystem, TCP, scoping; best effort by ABI) → every capability
+//! dropped → `no_new_privs` → seccomp (a deny-list answering `EPERM`) → rlimits → `exec`.
+//! Where user namespaces are refused, the rest still applies (paths are then confined by
+//! Landlock alone) and the [`Outcome`] says so. The caller's thread supervises (one `poll`
+//! loop, no threads): timeout, output cap, and the [`Outcome`].
 //!
 //! With a network allow-list ([`Net::Allow`]) the command gets its own network namespace
 //! with only loopback, where its PID 1 forwards `127.0.0.1:3128` (what `HTTP_PROXY`,
@@ -44,6 +55,7 @@ mod relay;
 mod seccomp;
 mod shim;
 mod spawn;
+mod zygote;
 
 pub use check::{Support, check};
 pub use error::Error;
@@ -56,6 +68,7 @@ pub use outcome::{
 pub use profile::{Limits, Net, Profile};
 pub use proxy::{Resolve, SystemResolver};
 pub use spawn::Sandbox;
+pub use zygote::SPARE_ENV;
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -5,9 +5,14 @@
 //! `fd`/`stdin`/`stdout`/`stderr` links). Then `pivot_root` into it and detach the old root:
 //! nothing else of the host's file system is reachable.
 //!
-//! As in bubblewrap: a tmpfs is mounted on `/tmp` and made the root first, so the old root
-//! stays reachable at `/oldroot` while the new one is built at `/newroot`, whatever the
-//! profile's paths are (the host's `/tmp` included).
+//! Where it is built: on a tmpfs mounted over a directory of the host that no path of the
+//! tree comes from or leads to (`/tmp`, else `/mnt`, …; this mount namespace is private,
+//! the host sees nothing), binding the host's paths directly; then one `pivot_root` and one
+//! detach. Each detach waits for an RCU grace period, which is most of what building the
+//! tree costs. When every candidate is taken (a profile path such as `/`), as in
+//! bubblewrap: a tmpfs on `/tmp` becomes the root first, so that the old root stays
+//! reachable at `/oldroot` while the new one is built at `/newroot`, whatever the profile's
+//! paths are; that costs a second `pivot_root` and a second detach.
 
 use std::ffi::{CStr, CString};
 use std::os::unix::ffi::OsStrExt;
@@ -51,36 +56,54 @@ enum Entry {
 /// bound read-only at `/run/moat` (network allow-list).
 pub(crate) fn build(profile: &Profile, proxy_dir: Option<&Path>) -> Result<(), String> {
     let cwd = std::env::current_dir().ok();
-    // A tmpfs on /tmp becomes the root for a moment; the old root is then /oldroot.
-    mount(
-        Some(c"tmpfs"),
-        Path::new("/tmp"),
-        Some(c"tmpfs"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some(c"mode=0755,size=64k"),
-    )?;
-    chdir(Path::new("/tmp"))?;
-    for d in ["newroot", "oldroot"] {
-        std::fs::create_dir(d).map_err(|e| format!("mkdir /tmp/{d}: {e}"))?;
-    }
-    pivot_root(c".", c"oldroot")?;
-    chdir(Path::new("/"))?;
-    let new = Path::new("/newroot");
-    mount(
-        Some(c"tmpfs"),
-        new,
-        Some(c"tmpfs"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some(c"mode=0755,size=1m"),
-    )?;
+    let (new, host) = match stage(profile, proxy_dir) {
+        Some(stage) => {
+            // The new root is a tmpfs over `stage`; the host's paths are where they are.
+            mount(
+                Some(c"tmpfs"),
+                stage,
+                Some(c"tmpfs"),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                Some(c"mode=0755,size=1m"),
+            )?;
+            (stage, Path::new("/"))
+        }
+        None => {
+            // A tmpfs on /tmp becomes the root for a moment; the old root is then /oldroot.
+            mount(
+                Some(c"tmpfs"),
+                Path::new("/tmp"),
+                Some(c"tmpfs"),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                Some(c"mode=0755,size=64k"),
+            )?;
+            chdir(Path::new("/tmp"))?;
+            for d in ["newroot", "oldroot"] {
+                std::fs::create_dir(d).map_err(|e| format!("mkdir /tmp/{d}: {e}"))?;
+            }
+            pivot_root(c".", c"oldroot")?;
+            chdir(Path::new("/"))?;
+            let new = Path::new("/newroot");
+            mount(
+                Some(c"tmpfs"),
+                new,
+                Some(c"tmpfs"),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                Some(c"mode=0755,size=1m"),
+            )?;
+            (new, Path::new("/oldroot"))
+        }
+    };
 
-    for (dest, entry) in entries(profile, proxy_dir) {
+    for (dest, entry) in entries(profile, proxy_dir, host) {
         let target = new.join(dest.strip_prefix("/").unwrap_or(&dest));
         match entry {
             // Already there when a profile path covers it (`--ro /`).
             Entry::Link(_) if std::fs::symlink_metadata(&target).is_ok() => {}
             Entry::Link(to) => {
-                if let Some(parent) = target.parent() {
+                if let Some(parent) = target.parent()
+                    && parent != new
+                {
                     mkdir_p(parent)?;
                 }
                 std::os::unix::fs::symlink(&to, &target)
@@ -119,7 +142,7 @@ pub(crate) fn build(profile: &Profile, proxy_dir: Option<&Path>) -> Result<(), S
                     None,
                 )?;
             }
-            Entry::Dev => dev(&target)?,
+            Entry::Dev => dev(&target, &host.join("dev"))?,
         }
     }
     // Nothing can be created in /dev or in the new root itself (profile paths below them
@@ -138,19 +161,22 @@ pub(crate) fn build(profile: &Profile, proxy_dir: Option<&Path>) -> Result<(), S
         libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
         None,
     )?;
-    // SAFETY: umount2 with a NUL-terminated literal.
-    if unsafe { libc::umount2(c"/oldroot".as_ptr(), libc::MNT_DETACH) } != 0 {
-        return Err(format!(
-            "detaching the old root: {}",
-            std::io::Error::last_os_error()
-        ));
+    if host != Path::new("/") {
+        // SAFETY: umount2 with a NUL-terminated literal.
+        if unsafe { libc::umount2(c"/oldroot".as_ptr(), libc::MNT_DETACH) } != 0 {
+            return Err(format!(
+                "detaching the old root: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
     }
     chdir(new)?;
     pivot_root(c".", c".")?;
-    // SAFETY: as above; "." is now the old (temporary) root stacked under the new one.
+    // SAFETY: as above; "." is now the old root (the host's, or the temporary one) stacked
+    // over the new one.
     if unsafe { libc::umount2(c".".as_ptr(), libc::MNT_DETACH) } != 0 {
         return Err(format!(
-            "detaching the temporary root: {}",
+            "detaching the old root: {}",
             std::io::Error::last_os_error()
         ));
     }
@@ -162,9 +188,41 @@ pub(crate) fn build(profile: &Profile, proxy_dir: Option<&Path>) -> Result<(), S
     Ok(())
 }
 
-/// What to mount, shallow paths first so deeper ones land on top of them.
-fn entries(profile: &Profile, proxy_dir: Option<&Path>) -> Vec<(PathBuf, Entry)> {
-    let old = |p: &Path| Path::new("/oldroot").join(p.strip_prefix("/").unwrap_or(p));
+/// Directories of the host the new root may be built over, in order of preference.
+const STAGES: &[&str] = &[
+    "/tmp", "/mnt", "/media", "/srv", "/var/tmp", "/home", "/root",
+];
+
+/// A directory of the host (not a symbolic link) that no bound path is in or above, so that
+/// a tmpfs over it hides nothing the tree takes, and no recursive bind takes the tmpfs.
+fn stage(profile: &Profile, proxy_dir: Option<&Path>) -> Option<&'static Path> {
+    let proxy = match proxy_dir {
+        Some(d) => Some(std::fs::canonicalize(d).ok()?),
+        None => None,
+    };
+    let mut sources: Vec<&Path> = profile
+        .ro
+        .iter()
+        .chain(&profile.rw)
+        .map(|p| p.as_path())
+        .collect();
+    sources.extend(proxy.as_deref());
+    if profile.system_ro {
+        sources.extend(SYSTEM_RO.iter().map(Path::new));
+    }
+    sources.push(Path::new("/dev"));
+    STAGES.iter().map(Path::new).find(|stage| {
+        std::fs::symlink_metadata(stage).is_ok_and(|m| m.is_dir())
+            && !sources
+                .iter()
+                .any(|s| s.starts_with(stage) || stage.starts_with(s))
+    })
+}
+
+/// What to mount, shallow paths first so deeper ones land on top of them; the sources are
+/// the host's paths as seen under `host` (`/`, or `/oldroot`).
+fn entries(profile: &Profile, proxy_dir: Option<&Path>, host: &Path) -> Vec<(PathBuf, Entry)> {
+    let old = |p: &Path| host.join(p.strip_prefix("/").unwrap_or(p));
     let mut list: Vec<(PathBuf, Entry)> = vec![
         ("/tmp".into(), Entry::Tmp),
         ("/proc".into(), Entry::Proc),
@@ -294,8 +352,9 @@ fn bind(src: &Path, target: &Path, rw: bool) -> Result<(), String> {
     mount(None, target, None, flags, None)
 }
 
-/// A tmpfs with the few device nodes bound in (made read-only at the end of [`build`]).
-fn dev(target: &Path) -> Result<(), String> {
+/// A tmpfs with the few device nodes of `host_dev` bound in (made read-only at the end of
+/// [`build`]).
+fn dev(target: &Path, host_dev: &Path) -> Result<(), String> {
     mkdir_p(target)?;
     mount(
         Some(c"tmpfs"),
@@ -305,7 +364,7 @@ fn dev(target: &Path) -> Result<(), String> {
         Some(c"mode=0755,size=64k"),
     )?;
     for d in DEVICES {
-        let src = Path::new("/oldroot/dev").join(d);
+        let src = host_dev.join(d);
         if std::fs::metadata(&src).is_err() {
             continue;
         }

@@ -68,7 +68,7 @@ pub struct Limits {
     pub memory_bytes: Option<u64>,
     /// Number of processes: a cgroup `pids.max` where one can be created, else `RLIMIT_NPROC`
     /// (which counts every process of the user, and which the kernel ignores for root).
-    /// The cgroup also counts the helper and, with namespaces, the sandbox's PID 1.
+    /// With namespaces the cgroup also counts the sandbox's PID 1 (and its proxy shim thread).
     pub pids: Option<u64>,
     /// Open files (`RLIMIT_NOFILE`).
     pub open_files: Option<u64>,

@@ -1,23 +1,22 @@
-//! The supervising side: start the helper, enforce the timeout and the output cap, collect
-//! the [`Outcome`].
+//! The supervising side: hand the run to the zygote, enforce the timeout and the output
+//! cap, collect the [`Outcome`].
 
-use std::io::Read;
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustix::process::{Pid, Signal};
-
 use crate::cgroup::Cgroup;
-use crate::helper::{HELPER_ARG, Plan, SETUP_FAILED, SETUP_MARKER};
+use crate::helper::Plan;
 use crate::outcome::{Enforcement, LimitHit, Outcome, PidsEnforcement, Termination};
 use crate::profile::{Net, Profile};
 use crate::proxy::{Proxy, Resolve, SystemResolver};
+use crate::zygote::{EXITED, KILL, RunEnds, SETUP_ERROR, STATUS};
 use crate::{Error, Result};
 
-/// Runs commands confined by a [`Profile`], through a helper binary.
+/// Runs commands confined by a [`Profile`], through a helper binary started once per process
+/// (the zygote, see `zygote.rs`) and forked for each run.
 #[derive(Clone)]
 pub struct Sandbox {
     helper: PathBuf,
@@ -31,11 +30,6 @@ impl std::fmt::Debug for Sandbox {
             .field("helper", &self.helper)
             .finish_non_exhaustive()
     }
-}
-
-enum Event {
-    Exited(std::io::Result<ExitStatus>),
-    Overflow,
 }
 
 impl Sandbox {
@@ -75,39 +69,32 @@ impl Sandbox {
         support
     }
 
-    /// Whether the helper can enter new namespaces on this machine (asked once per process,
-    /// by running the helper in probe mode).
+    /// Whether the helper can enter new namespaces and build the mount tree on this machine
+    /// (asked once per process, by a probe run through the zygote).
     pub fn namespaces_work(&self) -> bool {
         static WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         *WORKS.get_or_init(|| {
             let plan = Plan {
                 profile: Profile::default(),
                 argv: vec!["true".into()],
-                parent: rustix::process::getpid().as_raw_nonzero().get(),
+                env: Vec::new(),
                 cgroup_procs: Vec::new(),
                 namespaces: true,
                 probe: true,
                 proxy_dir: None,
             };
-            let Ok(json) = serde_json::to_string(&plan) else {
-                return false;
-            };
-            Command::new(&self.helper)
-                .arg(HELPER_ARG)
-                .arg(json)
-                .env_clear()
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
+            self.supervise(&plan, &Cgroup::default())
+                .is_ok_and(|r| r.termination == Termination::Exited(0))
         })
     }
 
     /// Runs `argv` confined by `profile`, waits for it (and for the timeout), and reports.
     ///
-    /// Blocks the calling thread, which must outlive the run (the child gets the
-    /// parent-death signal when this thread ends). From async code, use `spawn_blocking`.
+    /// Blocks the calling thread (one `poll` loop; no thread is started). From async code,
+    /// use `spawn_blocking`. If this call is abandoned (the thread unwinds), the run is
+    /// killed. The first call in a process starts the helper (the zygote) for this
+    /// helper binary; later calls, from any thread and any clone of this `Sandbox`, share
+    /// it.
     ///
     /// With a network allow-list, runs the proxy for the time of the run, and refuses
     /// ([`Error::Unsupported`]) where the namespaces are unavailable or turned off: the
@@ -138,132 +125,171 @@ impl Sandbox {
         let cgroup = Cgroup::create(profile.limits.pids, profile.limits.memory_bytes);
         let enforcement = enforcement(&profile, &cgroup, namespaces);
         let plan = Plan {
+            env: command_env(&profile, proxy.is_some()),
             profile: profile.clone(),
             argv: argv.to_vec(),
-            parent: rustix::process::getpid().as_raw_nonzero().get(),
             cgroup_procs: cgroup.procs_files(),
             namespaces,
             probe: false,
             proxy_dir: proxy.as_ref().map(|p| p.dir().to_path_buf()),
         };
-        let mut cmd = Command::new(&self.helper);
-        cmd.arg(HELPER_ARG)
-            .arg(serde_json::to_string(&plan)?)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for name in &profile.env {
-            if let Some(value) = std::env::var_os(name) {
-                cmd.env(name, value);
-            }
-        }
-        if proxy.is_some() {
-            // After the profile's variables: the caller's own proxy settings do not apply.
-            for (name, value) in crate::shim::proxy_env() {
-                cmd.env(name, value);
-            }
-            for name in ["NO_PROXY", "no_proxy"] {
-                cmd.env_remove(name);
-            }
-        }
-        let start = Instant::now();
-        let mut child = cmd.spawn().map_err(|error| Error::Helper {
-            helper: self.helper.clone(),
-            error,
-        })?;
-        let pid = Pid::from_child(&child);
-        let (tx, rx) = mpsc::channel();
-        let cap = profile.limits.output_bytes.unwrap_or(u64::MAX);
-        let used = Arc::new(AtomicU64::new(0));
-        let truncated = Arc::new(AtomicBool::new(false));
-        let (done_tx, done_rx) = mpsc::channel::<()>();
-        let mut buffers = Vec::new();
-        for stream in [
-            child
-                .stdout
-                .take()
-                .map(|s| Box::new(s) as Box<dyn Read + Send>),
-            child
-                .stderr
-                .take()
-                .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            let buf = Arc::new(Mutex::new(Vec::new()));
-            buffers.push(Arc::clone(&buf));
-            let (used, truncated, tx, done) = (
-                Arc::clone(&used),
-                Arc::clone(&truncated),
-                tx.clone(),
-                done_tx.clone(),
-            );
-            std::thread::spawn(move || {
-                read_capped(stream, &buf, &used, cap, &truncated, &tx);
-                let _ = done.send(());
-            });
-        }
-        drop(done_tx);
-        std::thread::spawn(move || {
-            let _ = tx.send(Event::Exited(child.wait()));
-        });
+        let run = self.supervise(&plan, &cgroup)?;
+        drop(cgroup);
+        let (connections, connections_omitted) = proxy.map(Proxy::finish).unwrap_or_default();
+        Ok(Outcome {
+            termination: run.termination,
+            limit_hit: run.limit_hit,
+            stdout: run.stdout,
+            stderr: run.stderr,
+            truncated: run.truncated,
+            wall_time: run.wall_time,
+            enforcement,
+            connections,
+            connections_omitted,
+        })
+    }
 
-        let deadline = profile.limits.timeout.map(|t| start + t);
+    /// Starts `plan` in the zygote and supervises it: output (capped), the timeout, the
+    /// reports on the run socket. One thread, no helper threads: `poll` on the two pipes and
+    /// the run socket.
+    fn supervise(&self, plan: &Plan, cgroup: &Cgroup) -> Result<Supervised> {
+        let json = serde_json::to_vec(plan)?;
+        let start = Instant::now();
+        let RunEnds {
+            sock,
+            stdout,
+            stderr,
+        } = crate::zygote::start_run(&self.helper, &json)?;
+        let limits = &plan.profile.limits;
+        let cap = limits.output_bytes.unwrap_or(u64::MAX);
+        let mut deadline = limits.timeout.map(|t| start + t);
+        let mut streams = [Some(stdout), Some(stderr)];
+        let mut bufs: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
+        let mut used = 0u64;
+        let mut truncated = false;
         let mut limit_hit = None;
-        let status = loop {
-            let event = match deadline {
-                Some(d) => match rx.recv_timeout(d.saturating_duration_since(Instant::now())) {
-                    Ok(e) => Some(e),
-                    Err(mpsc::RecvTimeoutError::Timeout) => None,
-                    Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        return Err(Error::Io(std::io::Error::other("waiter thread vanished")));
-                    }
-                },
-                None => Some(
-                    rx.recv()
-                        .map_err(|_| std::io::Error::other("waiter thread vanished"))?,
-                ),
-            };
-            match event {
-                Some(Event::Exited(status)) => break status?,
-                Some(Event::Overflow) => {
-                    limit_hit.get_or_insert(LimitHit::Output);
-                    kill_all(pid, &cgroup);
-                }
-                None => {
-                    limit_hit.get_or_insert(LimitHit::Timeout);
-                    kill_all(pid, &cgroup);
-                }
-            }
+        let mut setup_error: Option<String> = None;
+        let mut reported: Option<Termination> = None;
+        // The raw wait status of the run's first process.
+        let mut exit_status: Option<i32> = None;
+        // When the run ended (or the zygote went away): from then on, only the rest of the
+        // output is read, for at most OUTPUT_GRACE (an escaped grandchild may hold a pipe).
+        let mut ended: Option<Instant> = None;
+        // With namespaces, PID 1's report is the end of the run: PID 1 then only exits, and
+        // the kernel tears the namespaces down (everything left in them is killed) without
+        // the caller waiting for it, as with bubblewrap. With a cgroup, wait for the exit
+        // itself, so that the cgroup is empty when it is checked and removed.
+        let early = plan.namespaces && plan.cgroup_procs.is_empty();
+        let mut chunk = [0u8; 16 * 1024];
+        let kill = |sock: &OwnedFd| {
+            let _ = rustix::net::send(
+                sock,
+                &[KILL],
+                rustix::net::SendFlags::NOSIGNAL | rustix::net::SendFlags::DONTWAIT,
+            );
+            cgroup.kill_all();
         };
-        let wall_time = start.elapsed();
-        // Nothing of it outlives the run.
-        kill_all(pid, &cgroup);
-        // Wait for the output, but not forever: an escaped grandchild may hold a pipe.
-        let grace = Instant::now() + Duration::from_secs(2);
-        for _ in 0..buffers.len() {
-            if done_rx
-                .recv_timeout(grace.saturating_duration_since(Instant::now()))
-                .is_err()
+        loop {
+            let open = streams.iter().any(Option::is_some);
+            if let Some(at) = ended
+                && (!open || Instant::now() >= at + OUTPUT_GRACE)
             {
                 break;
             }
+            let wake = match ended {
+                Some(at) => Some(at + OUTPUT_GRACE),
+                None => deadline,
+            };
+            let mut pfds: Vec<libc::pollfd> = Vec::with_capacity(3);
+            let mut which: Vec<usize> = Vec::with_capacity(3);
+            for (i, s) in streams.iter().enumerate() {
+                if let Some(fd) = s {
+                    pfds.push(pollfd(fd));
+                    which.push(i);
+                }
+            }
+            if ended.is_none() {
+                pfds.push(pollfd(&sock));
+                which.push(2);
+            }
+            let timeout = match wake {
+                Some(w) => {
+                    let left = w.saturating_duration_since(Instant::now());
+                    i32::try_from(left.as_millis().saturating_add(1)).unwrap_or(i32::MAX)
+                }
+                None => -1,
+            };
+            // SAFETY: `pfds` is a valid array of pollfd.
+            let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                kill(&sock);
+                return Err(Error::Io(e));
+            }
+            if ended.is_none() && deadline.is_some_and(|d| Instant::now() >= d) {
+                limit_hit.get_or_insert(LimitHit::Timeout);
+                kill(&sock);
+                deadline = None;
+            }
+            for (pfd, &i) in pfds.iter().zip(&which) {
+                if pfd.revents == 0 {
+                    continue;
+                }
+                if i == 2 {
+                    match read_report(&sock) {
+                        Report::Nothing => {}
+                        Report::Gone => ended = Some(Instant::now()),
+                        Report::SetupError(msg) => setup_error = Some(msg),
+                        Report::Status(t) => {
+                            reported = Some(t);
+                            if early {
+                                ended = Some(Instant::now());
+                            }
+                        }
+                        Report::Exited(status) => {
+                            exit_status = Some(status);
+                            ended = Some(Instant::now());
+                        }
+                    }
+                    continue;
+                }
+                let Some(fd) = &streams[i] else { continue };
+                match rustix::io::read(fd, &mut chunk) {
+                    Ok(0) => streams[i] = None,
+                    Ok(n) => {
+                        let room = usize::try_from(cap.saturating_sub(used)).unwrap_or(usize::MAX);
+                        used = used.saturating_add(n as u64);
+                        let keep = n.min(room);
+                        bufs[i].extend_from_slice(&chunk[..keep]);
+                        if keep < n && !truncated {
+                            truncated = true;
+                            limit_hit.get_or_insert(LimitHit::Output);
+                            kill(&sock);
+                        }
+                    }
+                    Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
+                    Err(_) => streams[i] = None,
+                }
+            }
         }
-        let take = |b: &Arc<Mutex<Vec<u8>>>| {
-            b.lock()
-                .map(|mut v| std::mem::take(&mut *v))
-                .unwrap_or_default()
+        if let Some(msg) = setup_error {
+            return Err(Error::Setup(msg));
+        }
+        let (termination, at) = match (reported, exit_status, ended) {
+            (Some(t), _, Some(at)) => (t, at),
+            (None, Some(status), Some(at)) => (termination(status), at),
+            _ => {
+                kill(&sock);
+                return Err(Error::Io(std::io::Error::other(
+                    "the sandbox helper (zygote) ended during the run",
+                )));
+            }
         };
-        let stdout = buffers.first().map(take).unwrap_or_default();
-        let stderr = buffers.get(1).map(take).unwrap_or_default();
-        let termination = termination(status);
-        if termination == Termination::Exited(SETUP_FAILED)
-            && let Some(msg) = String::from_utf8_lossy(&stderr).strip_prefix(SETUP_MARKER)
-        {
-            return Err(Error::Setup(msg.trim_end().to_string()));
-        }
+        // Nothing of it outlives the run (the zygote killed its process group already).
+        cgroup.kill_all();
         if limit_hit.is_none() {
             limit_hit = if termination == Termination::Signaled(libc::SIGXCPU) {
                 Some(LimitHit::Cpu)
@@ -275,60 +301,103 @@ impl Sandbox {
                 None
             };
         }
-        drop(cgroup);
-        let (connections, connections_omitted) = proxy.map(Proxy::finish).unwrap_or_default();
-        Ok(Outcome {
+        let [stdout, stderr] = bufs;
+        Ok(Supervised {
             termination,
             limit_hit,
             stdout,
             stderr,
-            truncated: truncated.load(Ordering::Relaxed),
-            wall_time,
-            enforcement,
-            connections,
-            connections_omitted,
+            truncated,
+            wall_time: at - start,
         })
     }
 }
 
-fn read_capped(
-    mut stream: Box<dyn Read + Send>,
-    buf: &Mutex<Vec<u8>>,
-    used: &AtomicU64,
-    cap: u64,
-    truncated: &AtomicBool,
-    tx: &mpsc::Sender<Event>,
-) {
-    let mut chunk = [0u8; 16 * 1024];
-    loop {
-        let n = match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        let before = used.fetch_add(n as u64, Ordering::Relaxed);
-        let room = usize::try_from(cap.saturating_sub(before)).unwrap_or(usize::MAX);
-        let keep = n.min(room);
-        if let Ok(mut b) = buf.lock() {
-            b.extend_from_slice(&chunk[..keep]);
-        }
-        if keep < n && !truncated.swap(true, Ordering::Relaxed) {
-            let _ = tx.send(Event::Overflow);
-        }
+/// How long the output is read after the run ended, at most.
+const OUTPUT_GRACE: Duration = Duration::from_secs(2);
+
+/// What a supervised run gave.
+struct Supervised {
+    termination: Termination,
+    limit_hit: Option<LimitHit>,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    truncated: bool,
+    wall_time: Duration,
+}
+
+/// One message from the run socket.
+enum Report {
+    Nothing,
+    /// End of file: the zygote is gone.
+    Gone,
+    SetupError(String),
+    Status(Termination),
+    Exited(i32),
+}
+
+fn read_report(sock: &OwnedFd) -> Report {
+    let mut b = [0u8; 4096];
+    let n = match rustix::net::recv(sock, &mut b, rustix::net::RecvFlags::DONTWAIT) {
+        Ok((n, _)) => n.min(b.len()),
+        Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => return Report::Nothing,
+        Err(_) => return Report::Gone,
+    };
+    let int = |at: usize| {
+        b.get(at..at + 4)
+            .and_then(|s| s.try_into().ok())
+            .map(i32::from_ne_bytes)
+    };
+    match b[..n].split_first() {
+        None => Report::Gone,
+        Some((&SETUP_ERROR, msg)) => Report::SetupError(String::from_utf8_lossy(msg).into_owned()),
+        Some((&STATUS, _)) if n == 9 => match (int(1), int(5)) {
+            (Some(1), Some(sig)) => Report::Status(Termination::Signaled(sig)),
+            (Some(_), Some(code)) => Report::Status(Termination::Exited(code)),
+            _ => Report::Nothing,
+        },
+        Some((&EXITED, _)) if n == 5 => int(1).map_or(Report::Nothing, Report::Exited),
+        _ => Report::Nothing,
     }
 }
 
-fn kill_all(pid: Pid, cgroup: &Cgroup) {
-    let _ = rustix::process::kill_process_group(pid, Signal::KILL);
-    let _ = rustix::process::kill_process(pid, Signal::KILL);
-    cgroup.kill_all();
+fn pollfd(fd: &OwnedFd) -> libc::pollfd {
+    libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }
 }
 
-fn termination(status: ExitStatus) -> Termination {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => Termination::Exited(code),
-        (None, Some(sig)) => Termination::Signaled(sig),
-        (None, None) => Termination::Exited(-1),
+/// The command's environment: the profile's variables, as this process has them, and with
+/// an allow-list the proxy variables (over the caller's own) and no `NO_PROXY`.
+fn command_env(profile: &Profile, proxy: bool) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
+    for name in &profile.env {
+        if let Some(value) = std::env::var_os(name)
+            && !env.iter().any(|(k, _)| k == name.as_str())
+        {
+            env.push((name.into(), value));
+        }
+    }
+    if proxy {
+        let vars = crate::shim::proxy_env();
+        env.retain(|(k, _)| {
+            !vars.iter().any(|(name, _)| k == name) && k != "NO_PROXY" && k != "no_proxy"
+        });
+        env.extend(vars.into_iter().map(|(k, v)| (k.into(), v.into())));
+    }
+    env
+}
+
+/// A raw wait status as a [`Termination`].
+fn termination(status: i32) -> Termination {
+    if libc::WIFSIGNALED(status) {
+        Termination::Signaled(libc::WTERMSIG(status))
+    } else if libc::WIFEXITED(status) {
+        Termination::Exited(libc::WEXITSTATUS(status))
+    } else {
+        Termination::Exited(-1)
     }
 }
 

@@ -727,6 +727,39 @@ fn the_root_holds_only_system_paths_and_tmp_is_fresh() {
     assert_eq!(out(&o), "fine\n", "{o:?}");
 }
 
+#[test]
+fn a_profile_over_the_whole_root_still_gets_a_fresh_tmp_proc_and_dev() {
+    if !namespaces_work() {
+        return;
+    }
+    // With `/` itself a read path, the tree cannot be built over a directory of the host
+    // (every one is under a bound path): it is built the long way, from a temporary root.
+    let marker = std::env::temp_dir().join(format!("moat-sandbox-root-{}", std::process::id()));
+    std::fs::write(&marker, "host tmp").unwrap();
+    let mut p = Profile {
+        ro: vec!["/".into()],
+        ..Profile::default()
+    };
+    p.limits.timeout = Some(Duration::from_secs(30));
+    let o = py(
+        &p,
+        &format!(
+            "import os\n\
+             print(sorted(os.listdir('/tmp')))\n\
+             print(os.getpid())\n\
+             print(os.path.exists('/etc/passwd'), os.path.exists({marker:?}))\n\
+             print([d for d in ('/dev/vda', '/dev/sda', '/dev/kmsg') if os.path.exists(d)])\n\
+             try:\n\
+             \x20   open('/etc/moat-test', 'w')\n\
+             except OSError as e:\n\
+             \x20   print(e.errno == 30)",
+            marker = marker.display().to_string(),
+        ),
+    );
+    let _ = std::fs::remove_file(&marker);
+    assert_eq!(out(&o), "[]\n2\nTrue False\n[]\nTrue\n", "{o:?}");
+}
+
 // ---------------------------------------------------------------- limits
 
 #[test]
