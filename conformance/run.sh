@@ -34,7 +34,13 @@ free_port() {
 }
 
 SERVER_PID=""
-stop_server() { [[ -n "$SERVER_PID" ]] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null; SERVER_PID=""; }
+stop_server() {
+  if [[ -n "$SERVER_PID" ]]; then
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true # its exit status is the signal's, not ours
+  fi
+  SERVER_PID=""
+}
 trap stop_server EXIT
 
 start_server() { # start_server EXTRA_ARGS... ; sets URL
