@@ -1,5 +1,6 @@
 //! Shared workloads of moat's benchmarks: the fixtures decoded by `benches/decode.rs`, and
-//! the stdio round trips of `benches/roundtrip.rs` and the `moat-bench` table.
+//! the stdio round trips of `benches/roundtrip.rs` and the `moat-bench` table, and the
+//! Streamable HTTP load generator of `moat-bench http` ([`http`]).
 //!
 //! Every workload exists three ways, all in one process and one run: through moat, through
 //! rmcp (the SDK to beat), and through a reference (`serde_json::Value` for decoding, a
@@ -16,6 +17,8 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 pub use rmcp;
+
+pub mod http;
 
 /// The argument type of the `echo` tool every bench server offers.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -159,6 +162,8 @@ pub struct Binaries {
     pub moat_server: String,
     /// rmcp's bench server.
     pub rmcp_server: String,
+    /// The HTTP floor (hyper answering a fixed body).
+    pub http_floor: String,
 }
 
 impl Binaries {
@@ -171,6 +176,7 @@ impl Binaries {
             line_echo: path("line-echo"),
             moat_server: path("moat-bench-server"),
             rmcp_server: path("rmcp-bench-server"),
+            http_floor: path("http-floor"),
         }
     }
 }

@@ -4,7 +4,10 @@
 //!
 //! ```text
 //! cargo run --release -p moat-bench --bin moat-bench -- [--json] [--calls N] [--inflight N] [--rounds N]
+//! cargo run --release -p moat-bench --bin moat-bench -- http [--json] [--calls N] [--rounds N] [--window-ms N] [--clients N] [--only ROW]
 //! ```
+//!
+//! `http` (or `--http`) prints the Streamable HTTP table instead (see `http_table`).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -105,6 +108,13 @@ struct Row {
 }
 
 fn main() {
+    if std::env::args()
+        .nth(1)
+        .is_some_and(|a| a == "http" || a == "--http")
+    {
+        http_table::main();
+        return;
+    }
     let s = settings();
     let bins = Binaries::beside_current_exe();
     let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -363,3 +373,7 @@ fn main() {
         }
     }
 }
+
+// Outside `src/bin/`, where Cargo would take it for a binary of its own.
+#[path = "../http_table.rs"]
+mod http_table;

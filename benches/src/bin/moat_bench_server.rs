@@ -1,6 +1,16 @@
-//! moat's bench server: a `Server` with trivial `echo` and `add` tools, served on stdio.
+//! moat's bench server: a `Server` with trivial `echo` and `add` tools, served on stdio, or
+//! with `--http ADDR` on moat's Streamable HTTP server (default options: sessions for the
+//! handshake era, one connection per request for 2026-07-28, legacy endpoints on). With
+//! `--http`, the first line on stdout is `listening on http://ADDR/mcp`.
+//!
+//! `echo_progress` echoes too, after one `notifications/progress` when the request carries
+//! a progress token: over HTTP that notification before the answer is what makes the
+//! answer go out as an SSE stream rather than one JSON body.
+
+use std::io::Write;
 
 use moat::Server;
+use moat::transport::http::server::HttpServerOptions;
 use moat_bench::EchoArgs;
 use serde::Deserialize;
 
@@ -12,15 +22,37 @@ struct AddArgs {
 
 #[tokio::main]
 async fn main() -> moat::Result<()> {
-    Server::new("moat-bench-server", env!("CARGO_PKG_VERSION"))
+    let server = Server::new("moat-bench-server", env!("CARGO_PKG_VERSION"))
         .tool(
             "echo",
             "Echo the message back",
             |EchoArgs { message }| async move { Ok::<_, String>(message) },
         )
+        .tool_with_context(
+            "echo_progress",
+            "Report progress once, then echo the message back",
+            |ctx, EchoArgs { message }| async move {
+                ctx.progress(1.0, Some(1.0), None).await;
+                Ok::<_, String>(message)
+            },
+        )
         .tool("add", "Add two integers", |AddArgs { a, b }| async move {
             Ok::<_, String>(a + b)
-        })
-        .serve_stdio()
-        .await
+        });
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--http" {
+            let addr = args
+                .next()
+                .and_then(|a| a.parse().ok())
+                .expect("--http needs an address, e.g. 127.0.0.1:0");
+            let http = server.bind_http(addr, HttpServerOptions::default()).await?;
+            let mut out = std::io::stdout();
+            let _ = writeln!(out, "listening on http://{}/mcp", http.local_addr()?);
+            let _ = out.flush();
+            http.run().await?;
+            return Ok(());
+        }
+    }
+    server.serve_stdio().await
 }
