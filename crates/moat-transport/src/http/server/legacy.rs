@@ -76,7 +76,8 @@ pub(super) async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Bo
     let Some(session) = shared.sessions.get(&id) else {
         return error(StatusCode::NOT_FOUND, -32001, "Session not found", None);
     };
-    let text = match read_body(shared, req).await {
+    let (head, body) = req.into_parts();
+    let text = match read_body(shared, &head.headers, body).await {
         Ok(t) => t,
         Err(r) => return r,
     };

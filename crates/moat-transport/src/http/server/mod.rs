@@ -477,7 +477,11 @@ fn accepts(req: &Request<Incoming>) -> Accepts {
 }
 
 /// Read a request body within the size and time limits, as UTF-8 text.
-async fn read_body(shared: &Shared, req: Request<Incoming>) -> Result<String, Response<Body>> {
+async fn read_body(
+    shared: &Shared,
+    headers: &http::HeaderMap,
+    body: Incoming,
+) -> Result<String, Response<Body>> {
     let max = shared.options.max_body_bytes;
     let too_large = || {
         error(
@@ -487,15 +491,14 @@ async fn read_body(shared: &Shared, req: Request<Incoming>) -> Result<String, Re
             None,
         )
     };
-    let declared = req
-        .headers()
+    let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }
-    let collect = Limited::new(req.into_body(), max).collect();
+    let collect = Limited::new(body, max).collect();
     let bytes = match tokio::time::timeout(shared.options.body_timeout, collect).await {
         Err(_) => {
             return Err(error(
@@ -616,8 +619,9 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         .headers()
         .get(h::PROTOCOL_VERSION)
         .map(|v| v.to_str().unwrap_or("").to_owned());
-    let headers = req.headers().clone();
-    let text = match read_body(shared, req).await {
+    let (head, body) = req.into_parts();
+    let headers = head.headers;
+    let text = match read_body(shared, &headers, body).await {
         Ok(t) => t,
         Err(r) => return r,
     };
@@ -727,7 +731,6 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             );
         }
     };
-    let _ = parsed.has_response;
 
     if parsed.requests.is_empty() {
         return match session.deliver(text).await {
@@ -770,14 +773,10 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             ),
         }
     };
-    if fresh {
-        // An initialize that failed leaves no session behind.
-        let failed = response.status() != StatusCode::OK;
-        if failed {
-            shared.sessions.close(&session.id);
-            return response;
-        }
-        return with_session(response, &session.id);
+    // An initialize whose session ended before it was answered leaves no session behind.
+    if fresh && response.status() != StatusCode::OK {
+        shared.sessions.close(&session.id);
+        return response;
     }
     with_session(response, &session.id)
 }

@@ -43,8 +43,8 @@ struct Peek<'a> {
     uri: Option<std::borrow::Cow<'a, str>>,
     #[serde(rename = "taskId", borrow, default)]
     task_id: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default)]
-    arguments: Option<serde_json::Value>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
     #[serde(rename = "_meta", borrow, default)]
     meta: Option<MetaPeek<'a>>,
 }
@@ -149,8 +149,12 @@ pub(crate) fn validate(
             (Some(t), Some(name)) => t.param_headers(name),
             _ => Vec::new(),
         };
-        let null = serde_json::Value::Null;
-        let args = peek.arguments.as_ref().unwrap_or(&null);
+        // Arguments stay raw unless a tool mirrors some of them into headers.
+        let args = match (declared.is_empty(), peek.arguments) {
+            (false, Some(raw)) => serde_json::from_str(raw.get()).unwrap_or_default(),
+            _ => serde_json::Value::Null,
+        };
+        let args = &args;
         for p in &declared {
             let header_name = p.header_name();
             let expected = p.value_in(args);

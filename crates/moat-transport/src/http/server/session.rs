@@ -235,7 +235,7 @@ impl Session {
         self.routes().streams.get(prefix).cloned()
     }
 
-    /// Whether any POST stream waits for an answer.
+    /// End the session's side of things: no more input to MCP, every stream finishes.
     fn end(&self) {
         self.inbound
             .lock()
@@ -308,7 +308,7 @@ async fn route(session: Weak<Session>, mut outbound: mpsc::Receiver<Outgoing>) {
         // A batch answer settles every request of the batch.
         if responses > 1 {
             if let Some(t) = &target {
-                routes.by_request.retain(|_, s| !same(s, t));
+                routes.by_request.retain(|_, s| !s.ptr_eq(t));
             }
         }
         let target = match target {
@@ -340,10 +340,6 @@ async fn route(session: Weak<Session>, mut outbound: mpsc::Receiver<Outgoing>) {
     if let Some(session) = session.upgrade() {
         session.end();
     }
-}
-
-fn same(a: &Stream, b: &Stream) -> bool {
-    a.ptr_eq(b)
 }
 
 /// The revision in an `initialize` answer.
