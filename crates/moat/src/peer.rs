@@ -15,8 +15,8 @@ use moat_protocol::jsonrpc::{self, Message, decode_params};
 use moat_protocol::lifecycle::{Lifecycle, Role, State};
 use moat_protocol::pending::PendingTable;
 use moat_protocol::types::{
-    CancelledNotificationParams, ClientCapabilities, LoggingLevel, ProgressNotificationParams,
-    methods,
+    CancelledNotificationParams, ClientCapabilities, Implementation, LoggingLevel,
+    ProgressNotificationParams, methods,
 };
 use moat_protocol::version::{META_PROTOCOL_VERSION, SupportedVersions};
 use moat_protocol::{Era, JsonObject, ProgressToken, ProtocolVersion, RequestId};
@@ -113,9 +113,13 @@ struct State_ {
     client_capabilities: Option<Arc<ClientCapabilities>>,
     /// `_meta` entries a modern-era client puts on every request.
     modern_meta: Option<Arc<ModernMeta>>,
+    /// The other side's name and version, from `initialize`.
+    peer_info: Option<Arc<Implementation>>,
 }
 
 struct Shared {
+    /// Unique among the peers of this process (see [`Peer::id`]).
+    id: u64,
     outbound: mpsc::Sender<Outgoing>,
     state: Mutex<State_>,
     options: PeerOptions,
@@ -152,7 +156,9 @@ impl Peer {
         options: PeerOptions,
     ) -> Peer {
         let (closed_tx, _) = watch::channel(false);
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let shared = Arc::new(Shared {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             outbound: conn.outbound.clone(),
             state: Mutex::new(State_ {
                 lifecycle: Lifecycle::new(role),
@@ -162,6 +168,7 @@ impl Peer {
                 log_level: None,
                 client_capabilities: None,
                 modern_meta: None,
+                peer_info: None,
             }),
             options,
             closed_tx,
@@ -210,6 +217,22 @@ impl Peer {
 
     pub(crate) fn set_client_capabilities(&self, caps: ClientCapabilities) {
         self.state().client_capabilities = Some(Arc::new(caps));
+    }
+
+    /// A number that identifies this connection among the others of this process (for
+    /// logs, audit records and per-connection state kept outside the peer).
+    pub fn id(&self) -> u64 {
+        self.shared.id
+    }
+
+    /// On a server, the client's name and version as it gave them in `initialize`
+    /// (handshake era; a client finds the server's in [`crate::Client::server_info`]).
+    pub fn peer_info(&self) -> Option<Arc<Implementation>> {
+        self.state().peer_info.clone()
+    }
+
+    pub(crate) fn set_peer_info(&self, info: Implementation) {
+        self.state().peer_info = Some(Arc::new(info));
     }
 
     /// The deadline our requests get when the call sets none.

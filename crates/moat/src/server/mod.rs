@@ -334,6 +334,51 @@ impl Server {
         removed
     }
 
+    /// Remove the fixed resource at `uri`; live connections are told the list changed.
+    /// Returns whether it existed.
+    pub fn remove_resource(&self, uri: &str) -> bool {
+        let removed = {
+            let mut reg = self.inner.registry_mut();
+            let before = reg.resources.len();
+            reg.resources.retain(|r| r.def.uri != uri);
+            reg.resources.len() != before
+        };
+        if removed {
+            self.spawn_notify(methods::NOTIFICATIONS_RESOURCES_LIST_CHANGED);
+        }
+        removed
+    }
+
+    /// Remove the resource template `uri_template`; live connections are told the list
+    /// changed. Returns whether it existed.
+    pub fn remove_resource_template(&self, uri_template: &str) -> bool {
+        let removed = {
+            let mut reg = self.inner.registry_mut();
+            let before = reg.templates.len();
+            reg.templates.retain(|t| t.def.uri_template != uri_template);
+            reg.templates.len() != before
+        };
+        if removed {
+            self.spawn_notify(methods::NOTIFICATIONS_RESOURCES_LIST_CHANGED);
+        }
+        removed
+    }
+
+    /// Remove a prompt; live connections are told the list changed. Returns whether it
+    /// existed.
+    pub fn remove_prompt(&self, name: &str) -> bool {
+        let removed = {
+            let mut reg = self.inner.registry_mut();
+            let before = reg.prompts.len();
+            reg.prompts.retain(|p| p.def.name != name);
+            reg.prompts.len() != before
+        };
+        if removed {
+            self.spawn_notify(methods::NOTIFICATIONS_PROMPTS_LIST_CHANGED);
+        }
+        removed
+    }
+
     /// Register a fixed resource at `uri`.
     pub fn resource<R, E, F, Fut>(self, uri: &str, name: &str, f: F) -> Self
     where

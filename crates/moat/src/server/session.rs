@@ -332,6 +332,7 @@ impl Handler for SessionHandler {
             "initialize"
         );
         peer.set_client_capabilities(params.capabilities);
+        peer.set_peer_info(params.client_info);
         let result = InitializeResult {
             protocol_version: version.as_str().to_owned(),
             capabilities: self.server.capabilities(Some(version)),
