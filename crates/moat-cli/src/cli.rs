@@ -210,10 +210,36 @@ pub enum SandboxNet {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Profiles: --profile takes a whole profile as JSON (moat_sandbox::Profile: ro, rw, system_ro,
+net, namespaces, env, cwd, limits {timeout_ms, cpu_seconds, memory_bytes, pids, open_files,
+output_bytes}), inline if it starts with `{`, else the path of a file holding it. Fields it
+leaves out take their defaults. With it, --ro, --rw and --env add to its lists, --timeout,
+--memory, --pids and --cpu replace its limits, and --net or --allow-net are refused (say the
+network in the profile).
+
+Streaming: with --stdio the command's stdin, stdout and stderr are this process's own, live
+(for an MCP server on stdio: `moat sandbox --stdio --profile '{...}' -- CMD ARGS`). There is
+no timeout unless --timeout (or the profile's timeout_ms) sets one, and no output cap (a
+profile setting output_bytes is refused). Only the command writes to stdout; moat's own
+messages go to stderr. The exit status is the command's (128+N if signal N killed it).
+Killing this process kills the command.
+
+Examples:
+  moat sandbox --ro . --net none --timeout 10 -- ls -la
+  moat sandbox --stdio --ro /srv/data -- my-mcp-server --stdio
+  moat sandbox --stdio --profile '{\"ro\":[\"/srv/data\"],\"limits\":{\"memory_bytes\":536870912}}' -- my-mcp-server")]
 pub struct SandboxArgs {
     /// Report which sandbox layers this machine supports, and exit.
     #[arg(long)]
     pub check: bool,
+    /// Pass this process's stdin, stdout and stderr to the command, live (no capture, no
+    /// output cap, no default timeout): for long-lived programs such as MCP servers.
+    #[arg(long)]
+    pub stdio: bool,
+    /// The whole profile as JSON: inline if it starts with `{`, else a file holding it.
+    #[arg(long, value_name = "FILE|JSON")]
+    pub profile: Option<String>,
     /// A path readable (not writable) inside; repeatable.
     #[arg(long, value_name = "PATH")]
     pub ro: Vec<std::path::PathBuf>,
@@ -221,8 +247,9 @@ pub struct SandboxArgs {
     #[arg(long, value_name = "PATH")]
     pub rw: Vec<std::path::PathBuf>,
     /// Network access (none: loopback only; host: the host's network, unfiltered).
-    #[arg(long, value_enum, default_value = "none")]
-    pub net: SandboxNet,
+    /// Default: none.
+    #[arg(long, value_enum)]
+    pub net: Option<SandboxNet>,
     /// Allow connections to these hosts only, through a proxy outside the sandbox (inside:
     /// HTTP_PROXY, HTTPS_PROXY and ALL_PROXY point at it; needs user namespaces).
     /// PATTERN is HOST[:PORTS]: HOST an exact name, *.suffix, *, an address (127.0.0.1,
@@ -231,9 +258,9 @@ pub struct SandboxArgs {
     /// as addresses. Repeatable, or comma-separated: github.com:22,443,*.github.io.
     #[arg(long, value_name = "PATTERN")]
     pub allow_net: Vec<String>,
-    /// Wall-clock limit in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
-    pub timeout: f64,
+    /// Wall-clock limit in seconds. Default: 60, or none with --stdio.
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<f64>,
     /// Memory (address space) limit in bytes; K, M and G suffixes allowed.
     #[arg(long, value_name = "BYTES")]
     pub memory: Option<String>,

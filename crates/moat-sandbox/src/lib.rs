@@ -5,16 +5,19 @@
 //! environment variables passed by name, and limits (wall-clock timeout, CPU time, memory,
 //! processes, open files, output bytes).
 //!
-//! [`Sandbox::spawn`] runs the command through a helper: a binary that calls [`helper_main`]
-//! first thing in `main` (the `moat` binary by default, through its hidden
-//! `__sandbox-init` subcommand; or this crate's `moat-sandbox-init`). The helper is exec'd
-//! once per supervising process, as a single-threaded *zygote* that forks every run (see
-//! `zygote.rs`): a run costs a `fork`, or a `clone` straight into its new namespaces, not
-//! an `exec` of the helper, and the seccomp programs are built once. The zygote keeps one
-//! PID 1 ready in fresh user, PID, network, IPC and UTS namespaces (a *spare*: making a
-//! network namespace is most of a run's setup), so a run with namespaces usually only
-//! makes its mount namespace when it starts ([`SPARE_ENV`] turns that off). Everything a
-//! run needs crosses explicitly: its plan as JSON, and stdin, the output pipes, a report
+//! [`Sandbox::spawn`] runs the command to its end and captures its output (capped);
+//! [`Sandbox::spawn_stdio`] instead hands it the caller's own stdin, stdout and stderr, so
+//! that a long-lived program (an MCP server on stdio) is spoken to as it runs. Either runs
+//! the command through a helper: a binary that calls [`helper_main`] first thing in `main`
+//! (the `moat` binary by default, through its hidden `__sandbox-init` subcommand; or this
+//! crate's `moat-sandbox-init`). The helper is exec'd once per supervising process, as a
+//! single-threaded *zygote* that forks every run (see `zygote.rs`): a run costs a `fork`,
+//! or a `clone` straight into its new namespaces, not an `exec` of the helper, and the
+//! seccomp programs are built once. The zygote keeps one PID 1 ready in fresh user, PID,
+//! network, IPC and UTS namespaces (a *spare*: making a network namespace is most of a
+//! run's setup), so a run with namespaces usually only makes its mount namespace when it
+//! starts ([`SPARE_ENV`] turns that off). Everything a run needs crosses explicitly: its
+//! plan as JSON, and stdin, the output pipes (or the caller's own 0, 1, 2), a report
 //! socket and the working directory by `SCM_RIGHTS`. The zygote ends, killing what still
 //! runs, when the supervising process goes away; every run dies with the zygote.
 //!
@@ -28,7 +31,7 @@
 //! dropped → `no_new_privs` → seccomp (a deny-list answering `EPERM`) → rlimits → `exec`.
 //! Where user namespaces are refused, the rest still applies (paths are then confined by
 //! Landlock alone) and the [`Outcome`] says so. The caller's thread supervises (one `poll`
-//! loop, no threads): timeout, output cap, and the [`Outcome`].
+//! loop, no threads): timeout, output cap (none when streaming), and the [`Outcome`].
 //!
 //! With a network allow-list ([`Net::Allow`]) the command gets its own network namespace
 //! with only loopback, where its PID 1 forwards `127.0.0.1:3128` (what `HTTP_PROXY`,

@@ -126,9 +126,9 @@ pub struct Outcome {
     pub termination: Termination,
     /// The limit it ran into, if any.
     pub limit_hit: Option<LimitHit>,
-    /// Its standard output (up to the output cap).
+    /// Its standard output (up to the output cap; empty when it was passed through).
     pub stdout: Vec<u8>,
-    /// Its standard error (up to the output cap).
+    /// Its standard error (up to the output cap; empty when it was passed through).
     pub stderr: Vec<u8>,
     /// Whether output was cut at the cap.
     pub truncated: bool,

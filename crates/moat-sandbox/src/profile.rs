@@ -73,7 +73,8 @@ pub struct Limits {
     /// Open files (`RLIMIT_NOFILE`).
     pub open_files: Option<u64>,
     /// Bytes of stdout plus stderr kept; past this the command is killed and the output is
-    /// marked truncated.
+    /// marked truncated. Must be `None` for [`crate::Sandbox::spawn_stdio`], whose output
+    /// never passes through the sandbox.
     pub output_bytes: Option<u64>,
 }
 

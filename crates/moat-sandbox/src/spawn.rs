@@ -1,5 +1,6 @@
 //! The supervising side: hand the run to the zygote, enforce the timeout and the output
-//! cap, collect the [`Outcome`].
+//! cap, collect the [`Outcome`]. A run either has its output captured ([`Sandbox::spawn`])
+//! or streams through the caller's own stdin, stdout and stderr ([`Sandbox::spawn_stdio`]).
 
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -12,7 +13,7 @@ use crate::helper::Plan;
 use crate::outcome::{Enforcement, LimitHit, Outcome, PidsEnforcement, Termination};
 use crate::profile::{Net, Profile};
 use crate::proxy::{Proxy, Resolve, SystemResolver};
-use crate::zygote::{EXITED, KILL, RunEnds, SETUP_ERROR, STATUS};
+use crate::zygote::{EXITED, KILL, RunEnds, RunIo, SETUP_ERROR, STATUS};
 use crate::{Error, Result};
 
 /// Runs commands confined by a [`Profile`], through a helper binary started once per process
@@ -83,7 +84,7 @@ impl Sandbox {
                 probe: true,
                 proxy_dir: None,
             };
-            self.supervise(&plan, &Cgroup::default())
+            self.supervise(&plan, &Cgroup::default(), RunIo::Capture)
                 .is_ok_and(|r| r.termination == Termination::Exited(0))
         })
     }
@@ -100,6 +101,38 @@ impl Sandbox {
     /// ([`Error::Unsupported`]) where the namespaces are unavailable or turned off: the
     /// allow-list cannot be enforced without a network namespace of its own.
     pub fn spawn(&self, profile: &Profile, argv: &[String]) -> Result<Outcome> {
+        self.run(profile, argv, RunIo::Capture)
+    }
+
+    /// Runs `argv` confined by `profile` with this process's own stdin, stdout and stderr
+    /// (descriptors 0, 1 and 2) as its own, passed as they are: what it writes reaches them
+    /// as it writes it, and it reads its input as it arrives. For a long-lived program
+    /// spoken to over its standard streams, such as an MCP server on stdio. Waits for it to
+    /// end, as [`Sandbox::spawn`] does; a closed descriptor is replaced by `/dev/null`.
+    ///
+    /// No output cap can apply to output that does not pass through the sandbox:
+    /// `limits.output_bytes` must be `None` ([`Error::InvalidLimit`] otherwise; the default
+    /// profile sets it). The timeout (the default profile sets 60 s: for a server, set
+    /// `limits.timeout` to `None`), CPU, memory, process and open-file limits apply as
+    /// usual. The [`Outcome`] reports how the run ended and the limit it hit; its `stdout`
+    /// and `stderr` are empty and `truncated` is false.
+    ///
+    /// The run ends when the program does: typically when its stdin reaches end of file
+    /// (nothing of the sandbox keeps a copy of the writing end). It is killed with this
+    /// process, or when this call is abandoned, as with [`Sandbox::spawn`]; a network
+    /// allow-list is enforced (or refused) as there too.
+    pub fn spawn_stdio(&self, profile: &Profile, argv: &[String]) -> Result<Outcome> {
+        if profile.limits.output_bytes.is_some() {
+            return Err(Error::InvalidLimit(
+                "output_bytes cannot apply when the output is passed through (spawn_stdio, \
+                 moat sandbox --stdio): set it to none"
+                    .into(),
+            ));
+        }
+        self.run(profile, argv, RunIo::PassThrough)
+    }
+
+    fn run(&self, profile: &Profile, argv: &[String], io: RunIo) -> Result<Outcome> {
         if argv.is_empty() {
             return Err(Error::EmptyCommand);
         }
@@ -133,7 +166,7 @@ impl Sandbox {
             probe: false,
             proxy_dir: proxy.as_ref().map(|p| p.dir().to_path_buf()),
         };
-        let run = self.supervise(&plan, &cgroup)?;
+        let run = self.supervise(&plan, &cgroup, io)?;
         drop(cgroup);
         let (connections, connections_omitted) = proxy.map(Proxy::finish).unwrap_or_default();
         Ok(Outcome {
@@ -149,21 +182,21 @@ impl Sandbox {
         })
     }
 
-    /// Starts `plan` in the zygote and supervises it: output (capped), the timeout, the
-    /// reports on the run socket. One thread, no helper threads: `poll` on the two pipes and
-    /// the run socket.
-    fn supervise(&self, plan: &Plan, cgroup: &Cgroup) -> Result<Supervised> {
+    /// Starts `plan` in the zygote and supervises it: output (captured and capped, unless
+    /// passed through), the timeout, the reports on the run socket. One thread, no helper
+    /// threads: `poll` on the pipes (if any) and the run socket.
+    fn supervise(&self, plan: &Plan, cgroup: &Cgroup, io: RunIo) -> Result<Supervised> {
         let json = serde_json::to_vec(plan)?;
         let start = Instant::now();
         let RunEnds {
             sock,
             stdout,
             stderr,
-        } = crate::zygote::start_run(&self.helper, &json)?;
+        } = crate::zygote::start_run(&self.helper, &json, io)?;
         let limits = &plan.profile.limits;
         let cap = limits.output_bytes.unwrap_or(u64::MAX);
         let mut deadline = limits.timeout.map(|t| start + t);
-        let mut streams = [Some(stdout), Some(stderr)];
+        let mut streams = [stdout, stderr];
         let mut bufs: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
         let mut used = 0u64;
         let mut truncated = false;

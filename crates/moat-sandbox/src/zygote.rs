@@ -12,7 +12,8 @@
 //!
 //! Per run, the supervisor sends one message on the control socket (`SOCK_SEQPACKET`): the
 //! [`Plan`] as JSON, and by `SCM_RIGHTS` exactly five descriptors: stdin (`/dev/null`), the
-//! write ends of the stdout and stderr pipes, the zygote's end of a fresh run socket
+//! write ends of the stdout and stderr pipes (or, when the caller streams, its own 0, 1
+//! and 2 instead of all three), the zygote's end of a fresh run socket
 //! (`SOCK_SEQPACKET` pair), and the supervisor's working directory (`O_PATH`). Nothing else
 //! crosses: the run keeps only these (as 0, 1, 2, a close-on-exec 3 for reports, and the
 //! directory it `fchdir`s to), closing every other descriptor the zygote holds.
@@ -106,18 +107,38 @@ pub(crate) struct Zygote {
 /// The zygotes of this process, one per helper binary.
 static ZYGOTES: Mutex<Vec<(PathBuf, Arc<Zygote>)>> = Mutex::new(Vec::new());
 
+/// Where a run's stdin, stdout and stderr come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RunIo {
+    /// stdin `/dev/null`; stdout and stderr into pipes the supervisor reads.
+    Capture,
+    /// The supervising process's own descriptors 0, 1 and 2, passed as they are.
+    PassThrough,
+}
+
 /// The ends of one run the supervisor keeps.
 pub(crate) struct RunEnds {
     pub sock: OwnedFd,
-    pub stdout: OwnedFd,
-    pub stderr: OwnedFd,
+    /// The read ends of the output pipes (`None` when the output is passed through).
+    pub stdout: Option<OwnedFd>,
+    pub stderr: Option<OwnedFd>,
 }
 
 /// Starts a run of `plan` (encoded) in the zygote for `helper`, starting that zygote first if
 /// there is none yet, or if the last one died.
-pub(crate) fn start_run(helper: &Path, plan: &[u8]) -> Result<RunEnds> {
-    let (out_r, out_w) = pipe()?;
-    let (err_r, err_w) = pipe()?;
+pub(crate) fn start_run(helper: &Path, plan: &[u8], io: RunIo) -> Result<RunEnds> {
+    // The run's 0, 1, 2 as sent, and the pipes' read ends kept here. What is sent is dropped
+    // on return: past the send, no copy of the run's descriptors stays in this process
+    // (only the caller's own 0, 1, 2 when passed through), so that end of file arrives.
+    let (given, stdout, stderr) = match io {
+        RunIo::Capture => {
+            let (out_r, out_w) = pipe()?;
+            let (err_r, err_w) = pipe()?;
+            let null = open_null(rustix::fs::OFlags::RDONLY)?;
+            ([null, out_w, err_w], Some(out_r), Some(err_r))
+        }
+        RunIo::PassThrough => (passed_through()?, None, None),
+    };
     let (sock, theirs) = rustix::net::socketpair(
         AddressFamily::UNIX,
         SocketType::SEQPACKET,
@@ -125,21 +146,16 @@ pub(crate) fn start_run(helper: &Path, plan: &[u8]) -> Result<RunEnds> {
         None,
     )
     .map_err(io::Error::from)?;
-    let null = rustix::fs::open(
-        "/dev/null",
-        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )
-    .map_err(io::Error::from)?;
     let dir_flags =
         rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC;
     let cwd = rustix::fs::open(".", dir_flags, rustix::fs::Mode::empty())
         .or_else(|_| rustix::fs::open("/", dir_flags, rustix::fs::Mode::empty()))
         .map_err(io::Error::from)?;
+    let [stdin_fd, stdout_fd, stderr_fd] = &given;
     let fds = [
-        null.as_fd(),
-        out_w.as_fd(),
-        err_w.as_fd(),
+        stdin_fd.as_fd(),
+        stdout_fd.as_fd(),
+        stderr_fd.as_fd(),
         theirs.as_fd(),
         cwd.as_fd(),
     ];
@@ -162,9 +178,37 @@ pub(crate) fn start_run(helper: &Path, plan: &[u8]) -> Result<RunEnds> {
     }
     Ok(RunEnds {
         sock,
-        stdout: out_r,
-        stderr: err_r,
+        stdout,
+        stderr,
     })
+}
+
+/// Close-on-exec copies of this process's descriptors 0, 1 and 2, for the time of the send
+/// (`/dev/null` in place of one that is closed).
+fn passed_through() -> io::Result<[OwnedFd; 3]> {
+    let copy = |fd: RawFd, null: rustix::fs::OFlags| -> io::Result<OwnedFd> {
+        // SAFETY: F_DUPFD_CLOEXEC only reads `fd` (EBADF if it is closed).
+        let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+        if new < 0 {
+            return open_null(null);
+        }
+        // SAFETY: `new` is a fresh descriptor owned by nobody else.
+        Ok(unsafe { OwnedFd::from_raw_fd(new) })
+    };
+    Ok([
+        copy(0, rustix::fs::OFlags::RDONLY)?,
+        copy(1, rustix::fs::OFlags::WRONLY)?,
+        copy(2, rustix::fs::OFlags::WRONLY)?,
+    ])
+}
+
+fn open_null(access: rustix::fs::OFlags) -> io::Result<OwnedFd> {
+    rustix::fs::open(
+        "/dev/null",
+        access | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(io::Error::from)
 }
 
 fn peer_gone(e: &io::Error) -> bool {

@@ -1,9 +1,11 @@
-//! `moat sandbox`: run one command confined, or `--check` what this machine supports.
+//! `moat sandbox`: run one command confined, or `--check` what this machine supports. With
+//! `--stdio` the command is spoken to live over this process's stdin and stdout (a
+//! sandboxed MCP server); otherwise its output is captured, then printed.
 
 use std::io::Write;
 use std::time::Duration;
 
-use anyhow::{Context, anyhow};
+use anyhow::{Context, anyhow, bail};
 use moat_sandbox::{HostPattern, Net, Profile, Sandbox, Termination, Verdict};
 
 use crate::Failure;
@@ -53,10 +55,19 @@ pub async fn run(args: SandboxArgs) -> Result<(), Failure> {
     }
     let profile = profile(&args).map_err(Failure::Usage)?;
     let json = args.json;
+    let stdio = args.stdio;
     let command = args.command;
-    let outcome = tokio::task::spawn_blocking(move || Sandbox::new()?.spawn(&profile, &command))
-        .await
-        .context("the sandbox task failed")?;
+    // With --stdio nothing here reads stdin or writes stdout: the command has them.
+    let outcome = tokio::task::spawn_blocking(move || {
+        let sandbox = Sandbox::new()?;
+        if stdio {
+            sandbox.spawn_stdio(&profile, &command)
+        } else {
+            sandbox.spawn(&profile, &command)
+        }
+    })
+    .await
+    .context("the sandbox task failed")?;
     let outcome = match outcome {
         Ok(o) => o,
         Err(
@@ -68,9 +79,11 @@ pub async fn run(args: SandboxArgs) -> Result<(), Failure> {
         }
         Err(e) => return Err(Failure::Connection(e.into())),
     };
-    let _ = std::io::stdout().write_all(&outcome.stdout);
-    let _ = std::io::stdout().flush();
-    let _ = std::io::stderr().write_all(&outcome.stderr);
+    if !stdio {
+        let _ = std::io::stdout().write_all(&outcome.stdout);
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().write_all(&outcome.stderr);
+    }
     if json {
         eprintln!(
             "{}",
@@ -121,40 +134,99 @@ fn yes(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
 
+/// The profile: `--profile`'s (or the default), with the flags added.
 fn profile(args: &SandboxArgs) -> anyhow::Result<Profile> {
-    let mut p = Profile::default();
-    p.ro.clone_from(&args.ro);
-    p.rw.clone_from(&args.rw);
-    p.net = match (args.net, args.allow_net.is_empty()) {
-        (SandboxNet::None, true) => Net::None,
-        (SandboxNet::Host, true) => Net::Host,
-        (SandboxNet::None, false) => {
-            let mut patterns = Vec::new();
-            for list in &args.allow_net {
-                patterns.extend(
-                    HostPattern::parse_list(list).map_err(|e| anyhow!("--allow-net: {e}"))?,
+    let mut p = match &args.profile {
+        Some(text) => {
+            if args.net.is_some() || !args.allow_net.is_empty() {
+                bail!(
+                    "--net and --allow-net cannot be combined with --profile: say the network \
+                     in the profile (\"net\": \"none\", \"host\" or {{\"allow\": [...]}})"
                 );
             }
-            Net::Allow(patterns)
+            load_profile(text, args.stdio)?
         }
-        (SandboxNet::Host, false) => {
-            return Err(anyhow!(
-                "--allow-net restricts the network: it cannot be combined with --net host"
-            ));
+        None => {
+            let mut p = Profile {
+                net: net(args)?,
+                ..Profile::default()
+            };
+            if args.stdio {
+                p.limits.timeout = None;
+                p.limits.output_bytes = None;
+            }
+            p
         }
     };
+    p.ro.extend(args.ro.iter().cloned());
+    p.rw.extend(args.rw.iter().cloned());
     p.env.extend(args.env.iter().cloned());
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        return Err(anyhow!("--timeout must be a positive number of seconds"));
+    if let Some(secs) = args.timeout {
+        if !(secs.is_finite() && secs > 0.0) {
+            bail!("--timeout must be a positive number of seconds");
+        }
+        p.limits.timeout =
+            Some(Duration::try_from_secs_f64(secs).map_err(|e| anyhow!("--timeout {secs}: {e}"))?);
     }
-    p.limits.timeout = Some(
-        Duration::try_from_secs_f64(args.timeout)
-            .map_err(|e| anyhow!("--timeout {}: {e}", args.timeout))?,
-    );
-    p.limits.memory_bytes = args.memory.as_deref().map(parse_bytes).transpose()?;
-    p.limits.pids = args.pids;
-    p.limits.cpu_seconds = args.cpu;
+    if let Some(bytes) = &args.memory {
+        p.limits.memory_bytes = Some(parse_bytes(bytes)?);
+    }
+    if let Some(n) = args.pids {
+        p.limits.pids = Some(n);
+    }
+    if let Some(secs) = args.cpu {
+        p.limits.cpu_seconds = Some(secs);
+    }
     Ok(p)
+}
+
+/// `--net` and `--allow-net` as a [`Net`].
+fn net(args: &SandboxArgs) -> anyhow::Result<Net> {
+    Ok(
+        match (
+            args.net.unwrap_or(SandboxNet::None),
+            args.allow_net.is_empty(),
+        ) {
+            (SandboxNet::None, true) => Net::None,
+            (SandboxNet::Host, true) => Net::Host,
+            (SandboxNet::None, false) => {
+                let mut patterns = Vec::new();
+                for list in &args.allow_net {
+                    patterns.extend(
+                        HostPattern::parse_list(list).map_err(|e| anyhow!("--allow-net: {e}"))?,
+                    );
+                }
+                Net::Allow(patterns)
+            }
+            (SandboxNet::Host, false) => {
+                bail!("--allow-net restricts the network: it cannot be combined with --net host")
+            }
+        },
+    )
+}
+
+/// `--profile`: inline JSON if it starts with `{`, else a file. For a streaming run, the
+/// timeout and output cap it does not name are none (not the defaults meant for one-shot
+/// commands), so that a long-lived server is not killed after a minute.
+fn load_profile(arg: &str, stdio: bool) -> anyhow::Result<Profile> {
+    let text = if arg.trim_start().starts_with('{') {
+        arg.to_string()
+    } else {
+        std::fs::read_to_string(arg).with_context(|| format!("--profile {arg}"))?
+    };
+    let mut profile: Profile =
+        serde_json::from_str(&text).context("--profile: not a valid sandbox profile")?;
+    if stdio {
+        let value: serde_json::Value = serde_json::from_str(&text)?;
+        let named = |field: &str| value.get("limits").and_then(|l| l.get(field)).is_some();
+        if !named("timeout_ms") {
+            profile.limits.timeout = None;
+        }
+        if !named("output_bytes") {
+            profile.limits.output_bytes = None;
+        }
+    }
+    Ok(profile)
 }
 
 fn parse_bytes(s: &str) -> anyhow::Result<u64> {
@@ -174,7 +246,66 @@ fn parse_bytes(s: &str) -> anyhow::Result<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_bytes;
+    use super::{load_profile, parse_bytes, profile};
+    use crate::cli::SandboxArgs;
+    use clap::Parser;
+    use moat_sandbox::Net;
+    use std::time::Duration;
+
+    fn args(argv: &[&str]) -> SandboxArgs {
+        #[derive(clap::Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            args: SandboxArgs,
+        }
+        let argv = std::iter::once("moat-sandbox").chain(argv.iter().copied());
+        Wrap::try_parse_from(argv).unwrap().args
+    }
+
+    #[test]
+    fn timeouts_default_to_a_minute_but_to_none_when_streaming() {
+        let p = profile(&args(&["--", "true"])).unwrap();
+        assert_eq!(p.limits.timeout, Some(Duration::from_secs(60)));
+        assert!(p.limits.output_bytes.is_some());
+        let p = profile(&args(&["--stdio", "--", "true"])).unwrap();
+        assert_eq!((p.limits.timeout, p.limits.output_bytes), (None, None));
+        let p = profile(&args(&["--stdio", "--timeout", "2.5", "--", "true"])).unwrap();
+        assert_eq!(p.limits.timeout, Some(Duration::from_millis(2500)));
+        assert!(profile(&args(&["--timeout", "0", "--", "true"])).is_err());
+    }
+
+    #[test]
+    fn profiles_come_inline_or_from_a_file_and_flags_add_to_them() {
+        let inline = r#"{"ro":["/srv"],"net":"host","limits":{"pids":7}}"#;
+        let p = profile(&args(&["--profile", inline, "--ro", "/opt", "--pids", "9"])).unwrap();
+        assert_eq!(p.ro, vec![std::path::PathBuf::from("/srv"), "/opt".into()]);
+        assert_eq!(p.net, Net::Host);
+        assert_eq!(p.limits.pids, Some(9));
+        assert_eq!(p.limits.timeout, Some(Duration::from_secs(60)));
+
+        let file = std::env::temp_dir().join(format!("moat-profile-{}.json", std::process::id()));
+        std::fs::write(&file, inline).unwrap();
+        let p = load_profile(file.to_str().unwrap(), true).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(p.limits.pids, Some(7));
+        // Streaming: what the profile does not name is unlimited; what it names stays.
+        assert_eq!((p.limits.timeout, p.limits.output_bytes), (None, None));
+        let p = load_profile(r#"{"limits":{"timeout_ms":1000,"output_bytes":5}}"#, true).unwrap();
+        assert_eq!(p.limits.timeout, Some(Duration::from_secs(1)));
+        assert_eq!(p.limits.output_bytes, Some(5));
+
+        assert!(profile(&args(&["--profile", inline, "--net", "none", "--", "x"])).is_err());
+        assert!(profile(&args(&["--profile", "{\"rox\":[]}", "--", "x"])).is_err());
+        assert!(
+            profile(&args(&[
+                "--profile",
+                "/definitely/not/here.json",
+                "--",
+                "x"
+            ]))
+            .is_err()
+        );
+    }
 
     #[test]
     fn byte_sizes() {
