@@ -54,6 +54,126 @@ pub enum Command {
     Prompt(PromptArgs),
     /// Run a command confined by namespaces, Landlock, seccomp and resource limits.
     Sandbox(SandboxArgs),
+    /// Supervise MCP servers: one MCP server towards your client, every call checked.
+    #[command(after_help = GATEWAY_HELP)]
+    Gateway(GatewayArgs),
+    /// Show the gateway's audit trail: every tool call, its decision and outcome.
+    #[command(after_help = "Examples:\n  \
+        moat audit                       # the last 50 calls\n  \
+        moat audit --since 1h --tool 'fs__*'\n  \
+        moat audit --since 2d --json | jq '.[] | select(.decision == \"deny\")'")]
+    Audit(AuditArgs),
+    /// Review and approve tool definitions that changed since they were approved.
+    #[command(after_help = "Examples:\n  \
+        moat pins                        # every pinned tool; changed ones with a diff\n  \
+        moat pins approve fs__write_file # accept the new definition\n  \
+        moat pins reset                  # forget every pin (re-pinned on next sight)")]
+    Pins(PinsArgs),
+}
+
+const GATEWAY_HELP: &str = "\
+The gateway starts every server in the configuration (each in its own sandbox unless it
+says `sandbox = false`), names their tools server__tool, and serves them as one MCP server
+on stdin/stdout (or over HTTP with --http). Every tools/call is checked: arguments against
+the tool's schema, then the policy (deny, then ask, then allow); `ask` goes to the person,
+through the client's elicitation form or the terminal. Tool definitions are pinned: one
+that changes is held back until `moat pins approve`. Every call lands in `moat audit`.
+
+FILE is a moat.toml, or an existing mcpServers JSON (Claude Desktop, Claude Code,
+Cursor) or VS Code mcp.json as is. The configuration is reloaded on SIGHUP and when the
+file changes; unchanged servers keep running.
+
+Examples:
+  moat gateway --config moat.toml
+  moat gateway --config ~/.config/Claude/claude_desktop_config.json
+  moat gateway --config moat.toml --http 8080     # http://127.0.0.1:8080/mcp
+  moat gateway --config moat.toml --check         # load, start, list, stop
+
+In Claude Desktop (claude_desktop_config.json), in place of the servers it wraps:
+  {\"mcpServers\": {\"moat\": {\"command\": \"moat\", \"args\": [\"gateway\", \"--config\", \"/path/to/moat.toml\"]}}}";
+
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    /// The configuration: moat.toml, or an mcpServers / VS Code servers JSON. Default:
+    /// ./moat.toml, else $XDG_CONFIG_HOME/moat/moat.toml.
+    #[arg(long, short, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+    /// Serve over HTTP on this address instead of stdio (Streamable HTTP at /mcp, every
+    /// revision; legacy HTTP+SSE at /sse). ADDR is HOST:PORT or just PORT (on 127.0.0.1).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    /// With --http: require `Authorization: Bearer TOKEN` (needed off loopback). Also
+    /// read from MOAT_HTTP_TOKEN. Never passed to the servers.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "MOAT_HTTP_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// With --http: also accept this host name in Host and Origin. Repeatable.
+    #[arg(long, value_name = "HOST", requires = "http")]
+    pub allow_host: Vec<String>,
+    /// With --http: also accept requests from this browser origin. Repeatable.
+    #[arg(long, value_name = "ORIGIN", requires = "http")]
+    pub allow_origin: Vec<String>,
+    /// Keep pins, consent decisions and the audit trail in memory only.
+    #[arg(long)]
+    pub ephemeral: bool,
+    /// Start every server, print what the client would see (tools listed, tools held
+    /// back, servers down), stop, and exit (0 when every server started).
+    #[arg(long)]
+    pub check: bool,
+    /// With --check: print it as JSON.
+    #[arg(long, requires = "check")]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Only calls newer than this: 90s, 15m, 1h, 2d, 1h30m.
+    #[arg(long, value_name = "DURATION")]
+    pub since: Option<String>,
+    /// Only tools matching this glob (server__tool, or server/tool).
+    #[arg(long, value_name = "GLOB")]
+    pub tool: Option<String>,
+    /// At most this many records (the newest).
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub limit: usize,
+    /// Print JSON (an array of records) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// The gateway's configuration, to find its state directory or audit path.
+    #[arg(long, short, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct PinsArgs {
+    #[command(subcommand)]
+    pub action: Option<PinsAction>,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The gateway's configuration, to find its state directory.
+    #[arg(long, short, value_name = "FILE", global = true)]
+    pub config: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PinsAction {
+    /// Every pinned tool; those with a changed definition waiting, with the diff.
+    List,
+    /// Accept the changed definition of NAME (server__tool), shown as a diff first.
+    Approve {
+        /// The tool, as the client sees it (server__tool) or as server/tool.
+        name: String,
+    },
+    /// Forget the pin of NAME, or of every tool: they are pinned again when next seen.
+    Reset {
+        /// The tool; all of them when left out.
+        name: Option<String>,
+    },
 }
 
 /// Which built-in server to run.

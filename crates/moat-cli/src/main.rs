@@ -88,6 +88,8 @@ fn prints_results(command: &Command) -> bool {
             | Command::Read(_)
             | Command::Prompts(_)
             | Command::Prompt(_)
+            | Command::Audit(_)
+            | Command::Pins(_)
     )
 }
 
@@ -102,6 +104,9 @@ async fn run(command: Command) -> Result<(), Failure> {
         Command::Prompts(args) => cmd::client::prompts(args).await,
         Command::Prompt(args) => cmd::client::prompt(args).await,
         Command::Sandbox(args) => cmd::sandbox::run(args).await,
+        Command::Gateway(args) => cmd::gateway::run(args).await,
+        Command::Audit(args) => cmd::state::audit(args),
+        Command::Pins(args) => cmd::state::pins(args),
     }
 }
 

@@ -1,1 +1,1337 @@
-//! (being written)
+//! The host's configuration: which MCP servers to run or reach, how each is sandboxed, and
+//! the `[policy]`, `[pins]`, `[audit]` and `[consent]` settings.
+//!
+//! [`Config::load`] reads either a `moat.toml` or, as they are, the JSON files MCP clients
+//! already have: `{"mcpServers": {...}}` (Claude Desktop's `claude_desktop_config.json`,
+//! Claude Code's `.mcp.json`, Cursor's `.cursor/mcp.json`) and `{"servers": {...}}` (VS Code's
+//! `.vscode/mcp.json`). A moat.toml can also pull servers from such a file with `import`.
+//!
+//! Every string that names something to run or reach (`command`, `args`, `env` values,
+//! `cwd`, `url`, `headers` values, sandbox paths, `state_dir`, `import`) goes through
+//! `${VAR}` / `${VAR:-default}` expansion (`$${` is a literal `${`; `${env:VAR}` is the
+//! same as `${VAR}`); an unset variable without a default is an error naming it. Relative
+//! paths are resolved against the directory of the file they are written in.
+//!
+//! Mistakes are reported as `file:line:column: field.path: what is wrong (what to do)`.
+//! Unknown keys anywhere in a moat.toml are errors; imported JSON files keep the leniency of
+//! the clients that own them (keys moat has no use for, such as `autoApprove`, are ignored).
+//!
+//! A complete moat.toml, annotated (it is also `tests/fixtures/moat.toml`, loaded by the
+//! tests):
+//!
+#![doc = concat!("```toml\n", include_str!("../tests/fixtures/moat.toml"), "```")]
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use moat_sandbox::{Limits, Net, Profile};
+use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use toml::de::DeTable;
+
+use crate::expand::{ExpandError, expand};
+
+/// The host's whole configuration.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Config {
+    /// The file it came from (`None` when built from a string without one).
+    pub path: Option<PathBuf>,
+    /// The servers, in file order (a moat.toml's own first, then each import's).
+    pub servers: Vec<ServerConfig>,
+    /// `[policy]`.
+    pub policy: crate::policy::PolicyConfig,
+    /// `[pins]`.
+    pub pins: crate::pins::PinsConfig,
+    /// `[audit]`.
+    pub audit: crate::audit::AuditConfig,
+    /// `[consent]`.
+    pub consent: ConsentConfig,
+    /// Where the audit store, pins and consent decisions live; `None`: the XDG state
+    /// directory.
+    pub state_dir: Option<PathBuf>,
+    /// The files `import` pulled servers from (absolute), so a watcher can follow them too.
+    pub imports: Vec<PathBuf>,
+}
+
+/// One MCP server the host runs (a command) or reaches (a URL).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// The table key: `^[A-Za-z0-9_-]{1,32}$` without `__` (tools are named `server__tool`).
+    pub name: String,
+    /// How to reach it.
+    pub transport: ServerTransport,
+    /// The sandbox of a command server ([`SandboxSetting::Off`] for URL servers).
+    pub sandbox: SandboxSetting,
+    /// `enabled = false` keeps a server configured but not started.
+    pub enabled: bool,
+    /// The deadline of one `tools/call`; `None`: the host's default.
+    pub call_timeout: Option<Duration>,
+    /// The server's own say about its tools.
+    pub trust: TrustLabels,
+}
+
+/// How a server is reached.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ServerTransport {
+    /// A child process speaking MCP on stdio.
+    Command {
+        /// The program (looked up on `PATH` when it has no `/`).
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Variables set for it (the host's own environment is not passed on).
+        env: BTreeMap<String, String>,
+        /// Its working directory (absolute once loaded).
+        cwd: Option<PathBuf>,
+    },
+    /// A server already running at an HTTP URL.
+    Url {
+        /// `http://` or `https://`.
+        url: String,
+        /// Headers sent with every request (e.g. `Authorization`).
+        headers: BTreeMap<String, String>,
+        /// Which HTTP transport to speak.
+        transport: UrlTransport,
+    },
+}
+
+/// The HTTP transport of a URL server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum UrlTransport {
+    /// Streamable HTTP, falling back to the legacy HTTP+SSE transport.
+    #[default]
+    Auto,
+    /// Streamable HTTP only (`"http"` is accepted too, as in Claude Code's `.mcp.json`).
+    #[serde(alias = "http", alias = "streamable-http")]
+    Streamable,
+    /// The legacy HTTP+SSE transport of 2024-11-05.
+    Sse,
+}
+
+/// Whether and how a command server is confined.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+// One per server, built once per load: the size of `Off` does not matter, direct access does.
+#[allow(clippy::large_enum_variant)]
+pub enum SandboxSetting {
+    /// `sandbox = false`: the server runs unconfined.
+    Off,
+    /// The server runs confined by this profile.
+    Profile(Profile),
+}
+
+/// A server's own labels for its tools, used by the injection containment. `None`: the
+/// server said nothing, and the host decides from the tools. In moat.toml these are plain
+/// keys of the server's table: `untrusted = true`, `private = true`, `sink = true`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TrustLabels {
+    /// Its tools return content from outside (web pages, issues, mail): possible injection.
+    pub untrusted: Option<bool>,
+    /// Its tools read private data.
+    pub private: Option<bool>,
+    /// Its tools can send data out or change things.
+    pub sink: Option<bool>,
+}
+
+/// `[consent]`: how the host asks the user before a call that policy says to ask about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsentConfig {
+    /// Where to ask.
+    pub mode: ConsentMode,
+    /// How long to wait for an answer before denying.
+    pub timeout: Duration,
+}
+
+impl Default for ConsentConfig {
+    fn default() -> Self {
+        ConsentConfig {
+            mode: ConsentMode::Auto,
+            timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Where consent is asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum ConsentMode {
+    /// MCP elicitation if the client supports it, else the terminal, else deny.
+    #[default]
+    Auto,
+    /// MCP elicitation only (deny when the client cannot elicit).
+    Elicit,
+    /// The controlling terminal only (deny when there is none).
+    Terminal,
+    /// Never ask: whatever policy says to ask about is denied.
+    Deny,
+}
+
+impl ServerConfig {
+    /// A command server with the default sandbox profile (reading the current directory) and
+    /// no other settings.
+    pub fn command(name: impl Into<String>, command: impl Into<String>, args: Vec<String>) -> Self {
+        ServerConfig {
+            name: name.into(),
+            transport: ServerTransport::Command {
+                command: command.into(),
+                args,
+                env: BTreeMap::new(),
+                cwd: None,
+            },
+            sandbox: SandboxSetting::Profile(default_profile(&current_dir(), None)),
+            enabled: true,
+            call_timeout: None,
+            trust: TrustLabels::default(),
+        }
+    }
+
+    /// A URL server (transport `auto`, no headers).
+    pub fn url(name: impl Into<String>, url: impl Into<String>) -> Self {
+        ServerConfig {
+            name: name.into(),
+            transport: ServerTransport::Url {
+                url: url.into(),
+                headers: BTreeMap::new(),
+                transport: UrlTransport::Auto,
+            },
+            sandbox: SandboxSetting::Off,
+            enabled: true,
+            call_timeout: None,
+            trust: TrustLabels::default(),
+        }
+    }
+
+    /// The sandbox profile to start this server with: `None` for URL servers and for
+    /// `sandbox = false`.
+    pub fn profile(&self) -> Option<Profile> {
+        match (&self.transport, &self.sandbox) {
+            (ServerTransport::Command { .. }, SandboxSetting::Profile(p)) => Some(p.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// The profile of a command server that says nothing about its sandbox: the system
+/// directories and `cwd` (else `base`, the config file's directory) read-only, no network,
+/// namespaces, the sandbox's default environment pass-through. Unlike a one-shot command, a
+/// server lives as long as the host, and its stdout is the protocol: no wall-clock limit and
+/// no output cap.
+pub fn default_profile(base: &Path, cwd: Option<&Path>) -> Profile {
+    Profile {
+        ro: vec![cwd.unwrap_or(base).to_path_buf()],
+        system_ro: true,
+        net: Net::None,
+        namespaces: true,
+        cwd: cwd.map(Path::to_path_buf),
+        limits: Limits {
+            timeout: None,
+            output_bytes: None,
+            ..Limits::default()
+        },
+        ..Profile::default()
+    }
+}
+
+/// A configuration mistake, located.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The file it is in.
+    pub file: Option<PathBuf>,
+    /// 1-based line.
+    pub line: Option<usize>,
+    /// 1-based column.
+    pub column: Option<usize>,
+    /// The dotted path of the field (`servers.fs.args`), empty for the document itself.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+    /// What to do about it, when that is clear.
+    pub hint: Option<String>,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.file {
+            Some(file) => write!(f, "{}", file.display())?,
+            None => f.write_str("<config>")?,
+        }
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+            if let Some(column) = self.column {
+                write!(f, ":{column}")?;
+            }
+        }
+        f.write_str(": ")?;
+        if !self.field.is_empty() {
+            write!(f, "{}: ", self.field)?;
+        }
+        f.write_str(&self.message)?;
+        if let Some(hint) = &self.hint {
+            write!(f, " ({hint})")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{}: cannot read the configuration: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file was read and something in it is wrong.
+    #[error("{0}")]
+    Invalid(Box<Diagnostic>),
+}
+
+impl ConfigError {
+    /// The 1-based line of the mistake, when known.
+    pub fn line(&self) -> Option<usize> {
+        self.diagnostic().and_then(|d| d.line)
+    }
+
+    /// The 1-based column of the mistake, when known.
+    pub fn column(&self) -> Option<usize> {
+        self.diagnostic().and_then(|d| d.column)
+    }
+
+    /// The dotted field path of the mistake (empty for the document).
+    pub fn field(&self) -> Option<&str> {
+        self.diagnostic().map(|d| d.field.as_str())
+    }
+
+    /// The file the mistake is in.
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            ConfigError::Read { path, .. } => Some(path),
+            ConfigError::Invalid(d) => d.file.as_deref(),
+        }
+    }
+
+    /// The located mistake, for an invalid file.
+    pub fn diagnostic(&self) -> Option<&Diagnostic> {
+        match self {
+            ConfigError::Invalid(d) => Some(d),
+            ConfigError::Read { .. } => None,
+        }
+    }
+}
+
+/// A variable lookup: a name (without the `env:` prefix) to its value.
+pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The process environment, as a [`Lookup`].
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+impl Config {
+    /// Reads a moat.toml, or an `mcpServers`/`servers` JSON file, expanding variables from
+    /// the process environment.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        Config::load_with(path, &process_env)
+    }
+
+    /// [`Config::load`] with variables from `lookup`.
+    pub fn load_with(path: &Path, lookup: Lookup<'_>) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::from_str_with(&text, Some(path), lookup)
+    }
+
+    /// Parses `text` as JSON when `path` ends in `.json` or the text starts with `{`, as
+    /// TOML otherwise.
+    pub fn from_str_with(
+        text: &str,
+        path: Option<&Path>,
+        lookup: Lookup<'_>,
+    ) -> Result<Config, ConfigError> {
+        if is_json(text, path) {
+            Config::from_json_str_with(text, path, lookup)
+        } else {
+            Config::from_toml_str_with(text, path, lookup)
+        }
+    }
+
+    /// Parses a moat.toml (variables from the process environment). `path` is used for
+    /// messages and to resolve relative paths (default: the current directory).
+    pub fn from_toml_str(text: &str, path: Option<&Path>) -> Result<Config, ConfigError> {
+        Config::from_toml_str_with(text, path, &process_env)
+    }
+
+    /// [`Config::from_toml_str`] with variables from `lookup`.
+    pub fn from_toml_str_with(
+        text: &str,
+        path: Option<&Path>,
+        lookup: Lookup<'_>,
+    ) -> Result<Config, ConfigError> {
+        load_toml(text, path, lookup)
+    }
+
+    /// Parses an `mcpServers`/`servers` JSON file (variables from the process environment).
+    pub fn from_json_str(text: &str, path: Option<&Path>) -> Result<Config, ConfigError> {
+        Config::from_json_str_with(text, path, &process_env)
+    }
+
+    /// [`Config::from_json_str`] with variables from `lookup`.
+    pub fn from_json_str_with(
+        text: &str,
+        path: Option<&Path>,
+        lookup: Lookup<'_>,
+    ) -> Result<Config, ConfigError> {
+        let servers = crate::import::servers_from_json(text, path, lookup)?;
+        Ok(Config {
+            path: path.map(Path::to_path_buf),
+            servers,
+            ..Config::default()
+        })
+    }
+
+    /// The server called `name`.
+    pub fn server(&self, name: &str) -> Option<&ServerConfig> {
+        self.servers.iter().find(|s| s.name == name)
+    }
+}
+
+pub(crate) fn is_json(text: &str, path: Option<&Path>) -> bool {
+    match path.and_then(|p| p.extension()).and_then(|e| e.to_str()) {
+        Some("json") => true,
+        Some("toml") => false,
+        _ => text.trim_start().starts_with('{'),
+    }
+}
+
+fn current_dir() -> PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
+}
+
+/// The directory relative paths in `path` are resolved against.
+pub(crate) fn base_dir(path: Option<&Path>) -> PathBuf {
+    let Some(path) = path else {
+        return current_dir();
+    };
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    absolute
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(current_dir)
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}
+
+/// Checks a server name: it becomes the `server` in `server__tool`.
+pub(crate) fn check_name(name: &str) -> Result<(), (String, String)> {
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let hint =
+        "use 1 to 32 letters, digits, `_` or `-`, without `__`: tools are exposed as SERVER__TOOL";
+    if name.is_empty() || name.chars().count() > 32 || !ok_chars {
+        return Err((format!("invalid server name {name:?}"), hint.into()));
+    }
+    if name.contains("__") {
+        return Err((
+            format!("invalid server name {name:?}: it contains `__`"),
+            hint.into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Where a file is and how to point into it; shared by the TOML and JSON loaders.
+pub(crate) struct Source<'a> {
+    pub text: &'a str,
+    pub file: Option<&'a Path>,
+    /// The directory relative paths are resolved against.
+    pub base: PathBuf,
+    /// The byte offset of the key at a path (`["servers", "fs", "args"]`), or of the
+    /// deepest key of it that exists.
+    pub locate: &'a dyn Fn(&[&str]) -> Option<usize>,
+    pub lookup: &'a dyn Fn(&str) -> Option<String>,
+    /// A better message and hint for an expansion error, where the format has one (VS Code's
+    /// `${input:ID}`).
+    pub explain: &'a dyn Fn(&ExpandError) -> Option<(String, String)>,
+}
+
+impl Source<'_> {
+    pub fn error_at(
+        &self,
+        offset: Option<usize>,
+        field: impl Into<String>,
+        message: impl Into<String>,
+        hint: Option<String>,
+    ) -> ConfigError {
+        let (line, column) = match offset {
+            Some(o) => {
+                let (l, c) = line_col(self.text, o);
+                (Some(l), Some(c))
+            }
+            None => (None, None),
+        };
+        ConfigError::Invalid(Box::new(Diagnostic {
+            file: self.file.map(Path::to_path_buf),
+            line,
+            column,
+            field: field.into(),
+            message: message.into(),
+            hint,
+        }))
+    }
+
+    /// An error at the key `at`, shown as `at` joined with dots.
+    pub fn error(
+        &self,
+        at: &[&str],
+        message: impl Into<String>,
+        hint: Option<String>,
+    ) -> ConfigError {
+        self.error_at((self.locate)(at), at.join("."), message, hint)
+    }
+
+    /// Expands `value`, found under the key `at`; `shown` is the field path to report.
+    pub fn expand(&self, at: &[&str], shown: &str, value: &str) -> Result<String, ConfigError> {
+        expand(value, self.lookup).map_err(|e| self.expand_error(at, shown, &e))
+    }
+
+    fn expand_error(&self, at: &[&str], shown: &str, e: &ExpandError) -> ConfigError {
+        let key = (self.locate)(at);
+        let needle = e.needle();
+        let offset = key
+            .and_then(|k| self.text[k..].find(&needle).map(|i| k + i))
+            .or(key);
+        let (message, hint) = (self.explain)(e).unwrap_or_else(|| (e.to_string(), e.hint()));
+        self.error_at(offset, shown, message, Some(hint))
+    }
+
+    /// Expands a path and makes it absolute against [`Source::base`].
+    pub fn path(&self, at: &[&str], shown: &str, value: &str) -> Result<PathBuf, ConfigError> {
+        Ok(self.base.join(self.expand(at, shown, value)?))
+    }
+}
+
+/// A server's transport fields, as written, before expansion and checks.
+#[derive(Default)]
+pub(crate) struct Parts {
+    pub command: Option<String>,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<String>,
+    pub url: Option<String>,
+    pub headers: BTreeMap<String, String>,
+    pub transport: Option<UrlTransport>,
+}
+
+/// Expands and checks a server's fields; `root` is the key the servers are under. The
+/// result has the default sandbox for a command server.
+pub(crate) fn build_server(
+    src: &Source<'_>,
+    root: &str,
+    name: &str,
+    parts: Parts,
+) -> Result<ServerConfig, ConfigError> {
+    let at = |key: &'static str| [root, name, key];
+    let shown = |key: &str| format!("{root}.{name}.{key}");
+    if let Err((message, hint)) = check_name(name) {
+        return Err(src.error(&[root, name], message, Some(hint)));
+    }
+    let transport = match (parts.command, parts.url) {
+        (Some(_), Some(_)) => {
+            return Err(src.error(
+                &at("url"),
+                "a server has either `command` or `url`, not both",
+                Some(
+                    "keep `command` to start a program, or `url` to reach a running server".into(),
+                ),
+            ));
+        }
+        (None, None) => {
+            return Err(src.error(
+                &[root, name],
+                "the server has neither `command` nor `url`",
+                Some(NEITHER_HINT.into()),
+            ));
+        }
+        (Some(command), None) => {
+            for (key, given) in [
+                ("headers", !parts.headers.is_empty()),
+                ("transport", parts.transport.is_some()),
+            ] {
+                if given {
+                    return Err(src.error(
+                        &at(key),
+                        format!("`{key}` applies to url servers, and this one has a `command`"),
+                        None,
+                    ));
+                }
+            }
+            let command = src.expand(&at("command"), &shown("command"), &command)?;
+            if command.trim().is_empty() {
+                return Err(src.error(&at("command"), "the command is empty", None));
+            }
+            let args = parts
+                .args
+                .iter()
+                .enumerate()
+                .map(|(i, a)| src.expand(&at("args"), &format!("{root}.{name}.args[{i}]"), a))
+                .collect::<Result<_, _>>()?;
+            let env = parts
+                .env
+                .iter()
+                .map(|(k, v)| {
+                    let value = src.expand(
+                        &[root, name, "env", k],
+                        &format!("{root}.{name}.env.{k}"),
+                        v,
+                    )?;
+                    Ok((k.clone(), value))
+                })
+                .collect::<Result<_, ConfigError>>()?;
+            let cwd = match &parts.cwd {
+                Some(c) => Some(src.path(&at("cwd"), &shown("cwd"), c)?),
+                None => None,
+            };
+            ServerTransport::Command {
+                command,
+                args,
+                env,
+                cwd,
+            }
+        }
+        (None, Some(url)) => {
+            for (key, given) in [
+                ("args", !parts.args.is_empty()),
+                ("env", !parts.env.is_empty()),
+                ("cwd", parts.cwd.is_some()),
+            ] {
+                if given {
+                    return Err(src.error(
+                        &at(key),
+                        format!("`{key}` applies to command servers, and this one has a `url`"),
+                        None,
+                    ));
+                }
+            }
+            let url = src.expand(&at("url"), &shown("url"), &url)?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(src.error(
+                    &at("url"),
+                    format!("{url:?} is not an http:// or https:// URL"),
+                    None,
+                ));
+            }
+            let headers = parts
+                .headers
+                .iter()
+                .map(|(k, v)| {
+                    let value = src.expand(
+                        &[root, name, "headers", k],
+                        &format!("{root}.{name}.headers.{k}"),
+                        v,
+                    )?;
+                    Ok((k.clone(), value))
+                })
+                .collect::<Result<_, ConfigError>>()?;
+            ServerTransport::Url {
+                url,
+                headers,
+                transport: parts.transport.unwrap_or_default(),
+            }
+        }
+    };
+    let sandbox = match &transport {
+        ServerTransport::Command { cwd, .. } => {
+            SandboxSetting::Profile(default_profile(&src.base, cwd.as_deref()))
+        }
+        ServerTransport::Url { .. } => SandboxSetting::Off,
+    };
+    Ok(ServerConfig {
+        name: name.to_string(),
+        transport,
+        sandbox,
+        enabled: true,
+        call_timeout: None,
+        trust: TrustLabels::default(),
+    })
+}
+
+/// Adds `servers` from `origin` to `all`, refusing a name defined twice.
+pub(crate) fn add_servers(
+    all: &mut Vec<(ServerConfig, Option<PathBuf>)>,
+    servers: Vec<ServerConfig>,
+    origin: Option<&Path>,
+    conflict: &dyn Fn(&str, Option<&Path>) -> ConfigError,
+) -> Result<(), ConfigError> {
+    for server in servers {
+        if let Some((_, first)) = all.iter().find(|(s, _)| s.name == server.name) {
+            return Err(conflict(&server.name, first.as_deref()));
+        }
+        all.push((server, origin.map(Path::to_path_buf)));
+    }
+    Ok(())
+}
+
+const NEITHER_HINT: &str =
+    "add `command` (and `args`) to start a program, or `url` to reach a running server";
+const IMPORT_HINT: &str = "import takes a Claude Desktop, Claude Code, Cursor or VS Code MCP \
+     configuration (an mcpServers/servers JSON file)";
+
+/// Shows a file for messages.
+pub(crate) fn show(file: Option<&Path>) -> String {
+    file.map_or_else(|| "<config>".into(), |p| p.display().to_string())
+}
+
+// ---------------------------------------------------------------------------------------
+// moat.toml
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlFile {
+    #[serde(default)]
+    servers: Ordered<TomlServer>,
+    #[serde(default)]
+    policy: crate::policy::PolicyConfig,
+    #[serde(default)]
+    pins: crate::pins::PinsConfig,
+    #[serde(default)]
+    audit: crate::audit::AuditConfig,
+    #[serde(default)]
+    consent: TomlConsent,
+    state_dir: Option<String>,
+    import: Option<OneOrMany>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlServer {
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<String>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    transport: Option<UrlTransport>,
+    sandbox: Option<TomlSandbox>,
+    enabled: Option<bool>,
+    call_timeout: Option<DurationValue>,
+    untrusted: Option<bool>,
+    private: Option<bool>,
+    sink: Option<bool>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlConsent {
+    #[serde(default)]
+    mode: ConsentMode,
+    timeout: Option<DurationValue>,
+}
+
+fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Config, ConfigError> {
+    let plain = |offset: Option<usize>, field: String, message: String| {
+        let src = Source {
+            text,
+            file: path,
+            base: PathBuf::new(),
+            locate: &|_| None,
+            lookup,
+            explain: &|_| None,
+        };
+        src.error_at(offset, field, message, None)
+    };
+    let root = DeTable::parse(text).map_err(|e| {
+        plain(
+            e.span().map(|s| s.start),
+            String::new(),
+            e.message().to_string(),
+        )
+    })?;
+    let locate = |at: &[&str]| toml_locate(root.get_ref(), at);
+    let raw: TomlFile = serde_path_to_error::deserialize(toml::Deserializer::from(root.clone()))
+        .map_err(|e| {
+            let field = field_path(e.path());
+            let offset = e
+                .inner()
+                .span()
+                .map(|s| s.start)
+                .or_else(|| locate(&field.split('.').collect::<Vec<_>>()));
+            plain(offset, field, e.inner().message().to_string())
+        })?;
+    let src = Source {
+        text,
+        file: path,
+        base: base_dir(path),
+        locate: &locate,
+        lookup: &|name| lookup(name.strip_prefix("env:").unwrap_or(name)),
+        explain: &|_| None,
+    };
+    let mut own = raw.servers.0;
+    own.sort_by_key(|(name, _)| locate(&["servers", name]));
+    let mut servers = Vec::new();
+    for (name, server) in own {
+        servers.push(toml_server(&src, &name, server)?);
+    }
+    let mut all = Vec::new();
+    let conflict_own = |name: &str, _: Option<&Path>| {
+        src.error(
+            &["servers", name],
+            format!("server {name:?} is defined twice"),
+            None,
+        )
+    };
+    add_servers(&mut all, servers, path, &conflict_own)?;
+    let imports = toml_imports(&src, raw.import, &mut all)?;
+    let consent = ConsentConfig {
+        mode: raw.consent.mode,
+        timeout: match raw.consent.timeout {
+            Some(t) => positive(&src, &["consent", "timeout"], t.0)?,
+            None => ConsentConfig::default().timeout,
+        },
+    };
+    let state_dir = match &raw.state_dir {
+        Some(dir) => Some(src.path(&["state_dir"], "state_dir", dir)?),
+        None => None,
+    };
+    Ok(Config {
+        path: path.map(Path::to_path_buf),
+        servers: all.into_iter().map(|(s, _)| s).collect(),
+        policy: raw.policy,
+        pins: raw.pins,
+        audit: raw.audit,
+        consent,
+        state_dir,
+        imports,
+    })
+}
+
+fn positive(src: &Source<'_>, at: &[&str], d: Duration) -> Result<Duration, ConfigError> {
+    if d.is_zero() {
+        return Err(src.error(at, "must be more than zero", Some("e.g. \"30s\"".into())));
+    }
+    Ok(d)
+}
+
+fn toml_server(src: &Source<'_>, name: &str, raw: TomlServer) -> Result<ServerConfig, ConfigError> {
+    let parts = Parts {
+        command: raw.command,
+        args: raw.args,
+        env: raw.env,
+        cwd: raw.cwd,
+        url: raw.url,
+        headers: raw.headers,
+        transport: raw.transport,
+    };
+    let mut server = build_server(src, "servers", name, parts)?;
+    server.enabled = raw.enabled.unwrap_or(true);
+    server.call_timeout = match raw.call_timeout {
+        Some(t) => Some(positive(src, &["servers", name, "call_timeout"], t.0)?),
+        None => None,
+    };
+    server.trust = TrustLabels {
+        untrusted: raw.untrusted,
+        private: raw.private,
+        sink: raw.sink,
+    };
+    let is_command = matches!(server.transport, ServerTransport::Command { .. });
+    match raw.sandbox {
+        None => {}
+        Some(TomlSandbox::Bool(false)) => server.sandbox = SandboxSetting::Off,
+        Some(_) if !is_command => {
+            return Err(src.error(
+                &["servers", name, "sandbox"],
+                "`sandbox` applies to command servers; a url server runs outside the host",
+                Some("remove it".into()),
+            ));
+        }
+        Some(TomlSandbox::Bool(true)) => {}
+        Some(TomlSandbox::Table(overlay)) => {
+            let SandboxSetting::Profile(base) = &server.sandbox else {
+                return Ok(server);
+            };
+            server.sandbox = SandboxSetting::Profile(sandbox_table(src, name, base, overlay)?);
+        }
+    }
+    Ok(server)
+}
+
+/// A `[servers.NAME.sandbox]` table over the server's default profile: the keys it gives
+/// replace the default's (lists included), `limits` is merged key by key.
+fn sandbox_table(
+    src: &Source<'_>,
+    name: &str,
+    base: &Profile,
+    overlay: serde_json::Value,
+) -> Result<Profile, ConfigError> {
+    let at = ["servers", name, "sandbox"];
+    let mut merged = serde_json::to_value(base)
+        .map_err(|e| src.error(&at, format!("cannot build the profile: {e}"), None))?;
+    merge(&mut merged, overlay);
+    let mut profile: Profile = serde_path_to_error::deserialize(merged).map_err(|e| {
+        let inner = field_path(e.path());
+        let mut key: Vec<&str> = at.to_vec();
+        key.extend(
+            inner
+                .split('.')
+                .filter(|s| !s.is_empty() && !s.contains('[')),
+        );
+        let shown = if inner.is_empty() {
+            at.join(".")
+        } else {
+            format!("{}.{inner}", at.join("."))
+        };
+        src.error_at((src.locate)(&key), shown, e.inner().to_string(), None)
+    })?;
+    let shown = |key: &str, i: usize| format!("servers.{name}.sandbox.{key}[{i}]");
+    for (key, list) in [("ro", &mut profile.ro), ("rw", &mut profile.rw)] {
+        for (i, p) in list.iter_mut().enumerate() {
+            if let Some(s) = p.to_str().map(str::to_owned) {
+                *p = src.path(&["servers", name, "sandbox", key], &shown(key, i), &s)?;
+            }
+        }
+    }
+    if let Some(s) = profile
+        .cwd
+        .as_ref()
+        .and_then(|p| p.to_str())
+        .map(str::to_owned)
+    {
+        let shown = format!("servers.{name}.sandbox.cwd");
+        profile.cwd = Some(src.path(&["servers", name, "sandbox", "cwd"], &shown, &s)?);
+    }
+    Ok(profile)
+}
+
+fn merge(base: &mut serde_json::Value, overlay: serde_json::Value) {
+    match (base, overlay) {
+        (serde_json::Value::Object(b), serde_json::Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
+fn toml_imports(
+    src: &Source<'_>,
+    import: Option<OneOrMany>,
+    all: &mut Vec<(ServerConfig, Option<PathBuf>)>,
+) -> Result<Vec<PathBuf>, ConfigError> {
+    let files = match import {
+        None => return Ok(Vec::new()),
+        Some(OneOrMany::One(f)) => vec![f],
+        Some(OneOrMany::Many(fs)) => fs,
+    };
+    let mut imported = Vec::new();
+    for (i, file) in files.iter().enumerate() {
+        let shown = if files.len() == 1 {
+            "import".to_string()
+        } else {
+            format!("import[{i}]")
+        };
+        let path = src.path(&["import"], &shown, file)?;
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            src.error_at(
+                (src.locate)(&["import"]),
+                shown.clone(),
+                format!("cannot read {}: {e}", path.display()),
+                None,
+            )
+        })?;
+        if !is_json(&text, Some(&path)) {
+            return Err(src.error_at(
+                (src.locate)(&["import"]),
+                shown,
+                format!("{} is not a JSON file", path.display()),
+                Some(IMPORT_HINT.into()),
+            ));
+        }
+        let servers = crate::import::servers_from_json(&text, Some(&path), src.lookup)?;
+        let conflict = |name: &str, first: Option<&Path>| {
+            let at_key = (src.locate)(&["servers", name]).or_else(|| (src.locate)(&["import"]));
+            src.error_at(
+                at_key,
+                shown.clone(),
+                format!(
+                    "server {name:?} is defined in both {} and {}",
+                    show(first),
+                    path.display()
+                ),
+                Some("rename one of them, or remove one".into()),
+            )
+        };
+        add_servers(all, servers, Some(&path), &conflict)?;
+        imported.push(path);
+    }
+    Ok(imported)
+}
+
+/// The offset of the key at `at` in a parsed TOML document, or of the deepest key of it
+/// that exists.
+fn toml_locate(root: &DeTable<'_>, at: &[&str]) -> Option<usize> {
+    let mut table = root;
+    let mut found = None;
+    for seg in at {
+        let Some((key, value)) = table.get_key_value(*seg) else {
+            break;
+        };
+        found = Some(key.span().start);
+        match value.get_ref().as_table() {
+            Some(t) => table = t,
+            None => break,
+        }
+    }
+    found
+}
+
+/// serde_path_to_error's path, with `.` (its name for the root) as empty.
+fn field_path(path: &serde_path_to_error::Path) -> String {
+    let s = path.to_string();
+    if s == "." { String::new() } else { s }
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared serde helpers
+
+/// A map kept in the order its deserializer gives it (file order for JSON; TOML's is
+/// sorted afterwards by position).
+pub(crate) struct Ordered<T>(pub Vec<(String, T)>);
+
+impl<T> Default for Ordered<T> {
+    fn default() -> Self {
+        Ordered(Vec::new())
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Ordered<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = Ordered<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a table of servers by name")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, T>()? {
+                    out.push((k, v));
+                }
+                Ok(Ordered(out))
+            }
+        }
+        d.deserialize_map(V(PhantomData))
+    }
+}
+
+/// `import = "a.json"` or `import = ["a.json", "b.json"]`.
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for OneOrMany {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = OneOrMany;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a file name or a list of file names")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(OneOrMany::One(v.to_owned()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(s) = seq.next_element::<String>()? {
+                    out.push(s);
+                }
+                Ok(OneOrMany::Many(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `sandbox = true|false` or a table (kept as JSON, merged over the default profile).
+enum TomlSandbox {
+    Bool(bool),
+    Table(serde_json::Value),
+}
+
+impl<'de> Deserialize<'de> for TomlSandbox {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = TomlSandbox;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("true, false, or a table of sandbox settings")
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(TomlSandbox::Bool(v))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let value =
+                    serde_json::Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(TomlSandbox::Table(value))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A duration: `"30s"`, `"500ms"`, `"2m"`, `"1h"`, or a number of seconds.
+pub(crate) struct DurationValue(pub Duration);
+
+impl<'de> Deserialize<'de> for DurationValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = DurationValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration such as \"30s\", \"500ms\", \"2m\", or a number of seconds")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(DurationValue(Duration::from_secs(v)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                u64::try_from(v)
+                    .map(|v| DurationValue(Duration::from_secs(v)))
+                    .map_err(|_| E::custom("a duration cannot be negative"))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                Duration::try_from_secs_f64(v)
+                    .map(DurationValue)
+                    .map_err(|_| E::custom(format!("{v} is not a duration in seconds")))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                parse_duration(v).map(DurationValue).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Parses `"30s"`, `"1.5s"`, `"500ms"`, `"2m"`, `"1h"`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let bad = || format!("{s:?} is not a duration (write e.g. \"30s\", \"500ms\", \"2m\", \"1h\")");
+    let n: f64 = number.parse().map_err(|_| bad())?;
+    let scale = match unit.trim() {
+        "" | "s" | "sec" | "secs" => 1.0,
+        "ms" => 0.001,
+        "m" | "min" | "mins" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(bad()),
+    };
+    Duration::try_from_secs_f64(n * scale).map_err(|_| bad())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "HOME" => Some("/home/ada".into()),
+            "TOKEN" => Some("t0k".into()),
+            _ => None,
+        }
+    }
+
+    fn load(text: &str) -> Result<Config, ConfigError> {
+        Config::from_toml_str_with(text, Some(Path::new("/etc/moat/moat.toml")), &env)
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert_eq!(parse_duration("7").unwrap(), Duration::from_secs(7));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5 fortnights").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn names() {
+        for ok in ["fs", "git-hub", "a_b", "X9", &"a".repeat(32)] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "a__b", "a b", "a.b", "ü", &"a".repeat(33)] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn line_and_column() {
+        let text = "ab\ncdé\nf";
+        assert_eq!(line_col(text, 0), (1, 1));
+        assert_eq!(line_col(text, 3), (2, 1));
+        assert_eq!(line_col(text, 7), (2, 4));
+        assert_eq!(line_col(text, 99), (3, 2));
+    }
+
+    #[test]
+    fn a_minimal_server_gets_the_default_profile() {
+        let c = load("[servers.fs]\ncommand = \"moat\"\nargs = [\"serve\", \"fs\"]\n").unwrap();
+        let s = &c.servers[0];
+        assert!(s.enabled && s.call_timeout.is_none());
+        let p = s.profile().unwrap();
+        assert_eq!(p.ro, vec![PathBuf::from("/etc/moat")]);
+        assert!(p.system_ro && p.namespaces && p.net == Net::None);
+        assert_eq!(p.limits.timeout, None);
+        assert_eq!(c.consent, ConsentConfig::default());
+        assert_eq!(c.consent.timeout, Duration::from_secs(120));
+    }
+
+    #[test]
+    fn servers_keep_file_order() {
+        let c = load(
+            "[servers.zeta]\ncommand = \"z\"\n[servers.alpha]\ncommand = \"a\"\n\
+             [servers.mid]\nurl = \"http://127.0.0.1:1/mcp\"\n",
+        )
+        .unwrap();
+        let names: Vec<_> = c.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["zeta", "alpha", "mid"]);
+    }
+
+    #[test]
+    fn sandbox_tables_overlay_the_default() {
+        let c = load(
+            r#"
+[servers.a]
+command = "a"
+cwd = "work"
+sandbox = false
+
+[servers.b]
+command = "b"
+cwd = "work"
+
+[servers.b.sandbox]
+rw = ["data", "/var/tmp"]
+net = { allow = ["api.github.com:443"] }
+limits = { memory_bytes = 1000000 }
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.servers[0].sandbox, SandboxSetting::Off);
+        assert_eq!(c.servers[0].profile(), None);
+        let p = c.servers[1].profile().unwrap();
+        assert_eq!(p.ro, vec![PathBuf::from("/etc/moat/work")]);
+        assert_eq!(p.cwd, Some(PathBuf::from("/etc/moat/work")));
+        assert_eq!(
+            p.rw,
+            vec![PathBuf::from("/etc/moat/data"), PathBuf::from("/var/tmp")]
+        );
+        assert!(matches!(p.net, Net::Allow(ref l) if l.len() == 1));
+        assert_eq!(p.limits.memory_bytes, Some(1_000_000));
+        assert_eq!(p.limits.timeout, None, "the server default stays");
+        assert_eq!(p.limits.open_files, Some(1024));
+    }
+
+    #[test]
+    fn sandbox_errors_are_located() {
+        let e = load("[servers.b]\ncommand = \"b\"\n\n[servers.b.sandbox]\nnet = \"proxy\"\n")
+            .unwrap_err();
+        assert_eq!(e.line(), Some(5), "{e}");
+        assert_eq!(e.field(), Some("servers.b.sandbox.net"), "{e}");
+        let e = load("[servers.b]\ncommand = \"b\"\nsandbox = { rox = [] }\n").unwrap_err();
+        assert!(e.to_string().contains("rox"), "{e}");
+        assert_eq!(e.line(), Some(3), "{e}");
+        let e = load("[servers.u]\nurl = \"https://x.example/mcp\"\nsandbox = true\n").unwrap_err();
+        assert_eq!(e.field(), Some("servers.u.sandbox"), "{e}");
+    }
+
+    #[test]
+    fn shape_errors_name_the_server() {
+        let e = load("[servers.x]\ncommand = \"a\"\nurl = \"http://h/mcp\"\n").unwrap_err();
+        assert_eq!(
+            (e.line(), e.field()),
+            (Some(3), Some("servers.x.url")),
+            "{e}"
+        );
+        let e = load("\n[servers.x]\nenabled = true\n").unwrap_err();
+        assert_eq!(e.line(), Some(2), "{e}");
+        assert!(e.to_string().contains("neither"), "{e}");
+        let e = load("[servers.x]\nurl = \"http://h/mcp\"\nargs = [\"a\"]\n").unwrap_err();
+        assert_eq!(e.field(), Some("servers.x.args"), "{e}");
+        let e = load("[servers.x]\ncommand = \"a\"\nheaders = { A = \"b\" }\n").unwrap_err();
+        assert_eq!(e.field(), Some("servers.x.headers"), "{e}");
+        let e = load("[servers.x]\nurl = \"ftp://h\"\n").unwrap_err();
+        assert!(e.to_string().contains("ftp://h"), "{e}");
+        let e = load("[servers.\"a__b\"]\ncommand = \"a\"\n").unwrap_err();
+        assert_eq!(e.line(), Some(1), "{e}");
+        assert!(e.to_string().contains("__"), "{e}");
+        let e = load("[servers.x]\ncommand = \"a\"\ncall_timeout = 0\n").unwrap_err();
+        assert_eq!(e.field(), Some("servers.x.call_timeout"), "{e}");
+    }
+
+    #[test]
+    fn consent_and_state_dir() {
+        let c = load(
+            "state_dir = \"${HOME}/.moat\"\n[consent]\nmode = \"terminal\"\ntimeout = \"45s\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.state_dir, Some(PathBuf::from("/home/ada/.moat")));
+        assert_eq!(c.consent.mode, ConsentMode::Terminal);
+        assert_eq!(c.consent.timeout, Duration::from_secs(45));
+        let e = load("[consent]\nmode = \"maybe\"\n").unwrap_err();
+        assert_eq!(
+            (e.line(), e.field()),
+            (Some(2), Some("consent.mode")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn display_without_a_file_or_line() {
+        let d = Diagnostic {
+            file: None,
+            line: None,
+            column: None,
+            field: "servers.a".into(),
+            message: "bad".into(),
+            hint: Some("fix it".into()),
+        };
+        assert_eq!(d.to_string(), "<config>: servers.a: bad (fix it)");
+    }
+}

@@ -1,9 +1,688 @@
 //! Pinning: tool definitions hashed on first approval, changed definitions held back.
+//!
+//! A server can show a harmless tool, get it approved, and later change what the tool says
+//! (a "rug pull"). So the first time the host sees a tool it pins the tool's definition
+//! (trust on first use): a SHA-256 of its canonical JSON ([`definition_hash`]) and the
+//! definition itself go into a SQLite table. When a later definition hashes differently,
+//! [`PinStore::observe`] keeps it as *pending* and answers [`PinStatus::Changed`]: the
+//! gateway hides the tool and refuses its calls until a person runs `moat pins approve NAME`,
+//! which shows the [`diff`] and calls [`PinStore::approve_hash`] from another process.
+//! The gateway notices that through [`PinStore::version`].
+//!
+//! Pinned fields: name, title, description, inputSchema, outputSchema, annotations. Not
+//! pinned: icons, `_meta` and execution, which do not change what the model reads.
+//!
+//! The store is one table (`pins`, plus `pins_generation`) in a file that other modules may
+//! share; WAL mode and a busy timeout let the CLI and a running gateway use it at once.
+//!
+//! Configuration, the `[pins]` table (every key optional):
+//!
+//! ```toml
+//! [pins]
+//! enabled = true          # pin tool definitions and hold back changed ones
+//! invisible = "block"     # invisible Unicode in a definition: off | warn | block
+//! instructions = "block"  # text phrased as orders to the model
+//! shadowing = "warn"      # text naming another server's tool
+//! ```
+//!
+//! The scan defaults: invisible characters have no place in a tool definition and hide text
+//! from the person approving it, so they block; the instruction patterns are narrow enough
+//! that a match is worth stopping for, so they block too; shadowing only warns, because
+//! servers that work together (a filesystem and a git server) legitimately name each
+//! other's tools. `enabled` governs pinning only; set a scan key to `"off"` to skip it.
 
-use serde::Deserialize;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// The `[pins]` table of the configuration.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+use moat_protocol::types::Tool;
+use rusqlite::types::Type;
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::scan::{Finding, FindingKind, ScanAction};
+
+/// The `[pins]` table of the configuration (see the module docs for the defaults and why).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 #[non_exhaustive]
-pub struct PinsConfig {}
+pub struct PinsConfig {
+    /// Pin tool definitions and hold back changed ones.
+    pub enabled: bool,
+    /// What to do when a definition carries invisible Unicode.
+    pub invisible: ScanAction,
+    /// What to do when a definition carries instructions aimed at the model.
+    pub instructions: ScanAction,
+    /// What to do when a definition names another server's tool.
+    pub shadowing: ScanAction,
+}
+
+// Not derived: pinning is on by default, and `bool::default()` is false.
+impl Default for PinsConfig {
+    fn default() -> Self {
+        PinsConfig {
+            enabled: true,
+            invisible: ScanAction::Block,
+            instructions: ScanAction::Block,
+            shadowing: ScanAction::Warn,
+        }
+    }
+}
+
+impl PinsConfig {
+    /// The configured action for one kind of finding.
+    pub fn action(&self, kind: FindingKind) -> ScanAction {
+        match kind {
+            FindingKind::InvisibleUnicode => self.invisible,
+            FindingKind::HiddenInstructions => self.instructions,
+            FindingKind::Shadowing => self.shadowing,
+        }
+    }
+
+    /// The strongest action any of `findings` calls for (`Off` when there are none).
+    pub fn verdict(&self, findings: &[Finding]) -> ScanAction {
+        findings
+            .iter()
+            .map(|f| self.action(f.kind))
+            .max()
+            .unwrap_or(ScanAction::Off)
+    }
+}
+
+/// Errors of the pin store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PinError {
+    /// The directory for the store could not be created.
+    #[error("cannot create the directory of the pin store {path}: {source}")]
+    CreateDir {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// SQLite failed (including a stored definition that is not JSON).
+    #[error("pin store: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// No pinned tool has that name.
+    #[error("no pinned tool is named {0:?}")]
+    NotFound(String),
+    /// The name fits more than one pinned tool.
+    #[error("{0:?} names more than one pinned tool; name it as server/tool")]
+    Ambiguous(String),
+    /// The tool has no changed definition waiting for approval.
+    #[error("{0:?} has no changed definition waiting for approval")]
+    NothingPending(String),
+    /// The pending definition changed again since it was shown.
+    #[error("the pending definition of {name:?} changed again (now {found}); review it again")]
+    PendingChanged {
+        /// The tool.
+        name: String,
+        /// The hash now pending.
+        found: String,
+    },
+}
+
+/// What [`PinStore::observe`] found.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum PinStatus {
+    /// First sight: the definition is pinned now.
+    New,
+    /// The definition is the pinned one.
+    Pinned,
+    /// The definition differs from the pinned one: hold the tool back. `pinned.pending`
+    /// holds the new definition.
+    Changed {
+        /// The pin, with the new definition pending.
+        pinned: Pin,
+    },
+}
+
+impl PinStatus {
+    /// Whether the tool must be hidden and its calls refused.
+    pub fn is_held(&self) -> bool {
+        matches!(self, PinStatus::Changed { .. })
+    }
+}
+
+/// A pinned tool definition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Pin {
+    /// The server's name in the configuration.
+    pub server: String,
+    /// The tool's name on its server.
+    pub tool: String,
+    /// The name the gateway exposes (`server__tool`), as last seen.
+    pub exposed_name: String,
+    /// [`definition_hash`] of `definition`.
+    pub hash: String,
+    /// The pinned fields of the approved definition.
+    pub definition: Value,
+    /// When it was pinned or approved (Unix seconds).
+    pub pinned_at: i64,
+    /// A changed definition waiting for approval.
+    pub pending: Option<Pending>,
+}
+
+impl Pin {
+    /// The unified diff from the pinned definition to the pending one, if any.
+    pub fn pending_diff(&self) -> Option<String> {
+        let pending = self.pending.as_ref()?;
+        Some(diff(&self.definition, &pending.definition))
+    }
+}
+
+/// A changed definition waiting for approval.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Pending {
+    /// [`definition_hash`] of `definition`.
+    pub hash: String,
+    /// The pinned fields of the changed definition.
+    pub definition: Value,
+    /// When this definition was first seen (Unix seconds).
+    pub seen_at: i64,
+}
+
+/// What [`PinStore::approve`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Approved {
+    /// The pin now, with the approved definition.
+    pub pin: Pin,
+    /// The hash that was pinned before.
+    pub previous_hash: String,
+    /// The unified diff from the previous definition to the approved one.
+    pub diff: String,
+}
+
+/// The pinned fields of a tool, as a JSON object.
+pub fn pinned_definition(tool: &Tool) -> Value {
+    let mut map = Map::new();
+    map.insert("name".into(), Value::String(tool.name.clone()));
+    if let Some(title) = &tool.title {
+        map.insert("title".into(), Value::String(title.clone()));
+    }
+    if let Some(description) = &tool.description {
+        map.insert("description".into(), Value::String(description.clone()));
+    }
+    map.insert("inputSchema".into(), tool.input_schema.clone());
+    if let Some(schema) = &tool.output_schema {
+        map.insert("outputSchema".into(), schema.clone());
+    }
+    if let Some(annotations) = &tool.annotations {
+        // Plain options and booleans: serializing cannot fail.
+        let value = serde_json::to_value(annotations).unwrap_or(Value::Null);
+        map.insert("annotations".into(), value);
+    }
+    Value::Object(map)
+}
+
+/// SHA-256 (lower-case hex) of the canonical JSON (keys sorted, no whitespace) of a tool's
+/// pinned fields.
+pub fn definition_hash(tool: &Tool) -> String {
+    hash_value(&pinned_definition(tool))
+}
+
+fn hash_value(definition: &Value) -> String {
+    let canonical = sorted(definition).to_string();
+    Sha256::digest(canonical.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The value with every object's keys in sorted order, whatever map serde_json was built with
+/// (`preserve_order` keeps insertion order, so sort explicitly).
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let map = keys
+                .into_iter()
+                .map(|k| (k.clone(), sorted(&map[k])))
+                .collect();
+            Value::Object(map)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A unified diff of the pretty JSON of two definitions (keys sorted), `pinned` to `pending`.
+pub fn diff(old: &Value, new: &Value) -> String {
+    let pretty = |v: &Value| {
+        let mut text = serde_json::to_string_pretty(&sorted(v)).unwrap_or_default();
+        text.push('\n');
+        text
+    };
+    let (old, new) = (pretty(old), pretty(new));
+    similar::TextDiff::from_lines(&old, &new)
+        .unified_diff()
+        .context_radius(3)
+        .header("pinned", "pending")
+        .to_string()
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS pins (
+    server TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    exposed_name TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    definition TEXT NOT NULL,
+    pinned_at INTEGER NOT NULL,
+    pending_hash TEXT,
+    pending_definition TEXT,
+    pending_seen_at INTEGER,
+    PRIMARY KEY (server, tool)
+);
+CREATE INDEX IF NOT EXISTS pins_by_exposed_name ON pins (exposed_name);
+CREATE TABLE IF NOT EXISTS pins_generation (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    value INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO pins_generation (id, value) VALUES (0, 0);
+";
+
+const COLUMNS: &str = "server, tool, exposed_name, hash, definition, pinned_at, \
+                       pending_hash, pending_definition, pending_seen_at";
+
+/// How long a write waits for another process's write to finish.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The pin store: one SQLite connection, shared by the gateway's tasks.
+#[derive(Debug)]
+pub struct PinStore {
+    conn: Mutex<Connection>,
+}
+
+impl PinStore {
+    /// Open (creating the directories, the file and the tables as needed) the store at `path`.
+    pub fn open(path: &Path) -> Result<PinStore, PinError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| PinError::CreateDir {
+                path: dir.to_owned(),
+                source,
+            })?;
+        }
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        // WAL: the gateway reads while the CLI writes, and the reverse.
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            // Another connection holds the file; still correct, only less concurrent.
+            tracing::warn!(path = %path.display(), %mode, "pin store is not in WAL mode");
+        }
+        PinStore::with(conn)
+    }
+
+    /// A store that lives in memory only (tests, `--no-state` runs).
+    pub fn open_in_memory() -> Result<PinStore, PinError> {
+        PinStore::with(Connection::open_in_memory()?)
+    }
+
+    fn with(conn: Connection) -> Result<PinStore, PinError> {
+        conn.execute_batch(SCHEMA)?;
+        Ok(PinStore {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic mid-transaction rolled that transaction back; the connection is usable.
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Check a tool the gateway sees: pin it if new ([`PinStatus::New`]), confirm it
+    /// ([`PinStatus::Pinned`]), or keep a changed definition pending ([`PinStatus::Changed`]).
+    /// Writes only when something changed.
+    pub fn observe(
+        &self,
+        server: &str,
+        exposed_name: &str,
+        tool: &Tool,
+    ) -> Result<PinStatus, PinError> {
+        let definition = pinned_definition(tool);
+        let hash = hash_value(&definition);
+        let now = unix_now();
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let status =
+            match select(&tx, server, &tool.name)? {
+                None => {
+                    tx.execute(
+                    "INSERT INTO pins (server, tool, exposed_name, hash, definition, pinned_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![server, tool.name, exposed_name, hash, definition.to_string(), now],
+                )?;
+                    bump(&tx)?;
+                    PinStatus::New
+                }
+                Some(pin) if pin.hash == hash => {
+                    // Back to the approved definition: a stale pending one must not be approvable.
+                    if pin.pending.is_some() || pin.exposed_name != exposed_name {
+                        tx.execute(
+                            "UPDATE pins SET exposed_name = ?3, pending_hash = NULL, \
+                         pending_definition = NULL, pending_seen_at = NULL \
+                         WHERE server = ?1 AND tool = ?2",
+                            params![server, tool.name, exposed_name],
+                        )?;
+                        bump(&tx)?;
+                    }
+                    PinStatus::Pinned
+                }
+                Some(mut pin) => {
+                    let known = pin.pending.as_ref().is_some_and(|p| p.hash == hash);
+                    if !known || pin.exposed_name != exposed_name {
+                        let pending = Pending {
+                            hash,
+                            definition,
+                            seen_at: if known { pin_seen_at(&pin) } else { now },
+                        };
+                        tx.execute(
+                            "UPDATE pins SET exposed_name = ?3, pending_hash = ?4, \
+                         pending_definition = ?5, pending_seen_at = ?6 \
+                         WHERE server = ?1 AND tool = ?2",
+                            params![
+                                server,
+                                tool.name,
+                                exposed_name,
+                                pending.hash,
+                                pending.definition.to_string(),
+                                pending.seen_at
+                            ],
+                        )?;
+                        bump(&tx)?;
+                        pin.exposed_name = exposed_name.to_owned();
+                        pin.pending = Some(pending);
+                    }
+                    PinStatus::Changed { pinned: pin }
+                }
+            };
+        tx.commit()?;
+        Ok(status)
+    }
+
+    /// Approve the pending definition of `name` (`server__tool` as exposed, or
+    /// `server/tool`): it becomes the pinned one.
+    ///
+    /// Between showing a diff and approving, the server may change the tool again; a CLI that
+    /// showed a diff should call [`PinStore::approve_hash`] with the hash it showed.
+    pub fn approve(&self, name: &str) -> Result<Approved, PinError> {
+        self.approve_inner(name, None)
+    }
+
+    /// Approve the pending definition of `name` only if its hash is still `pending_hash`.
+    pub fn approve_hash(&self, name: &str, pending_hash: &str) -> Result<Approved, PinError> {
+        self.approve_inner(name, Some(pending_hash))
+    }
+
+    fn approve_inner(&self, name: &str, expected: Option<&str>) -> Result<Approved, PinError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let (server, tool) = resolve(&tx, name)?;
+        let Some(mut pin) = select(&tx, &server, &tool)? else {
+            return Err(PinError::NotFound(name.to_owned()));
+        };
+        let Some(pending) = pin.pending.take() else {
+            return Err(PinError::NothingPending(name.to_owned()));
+        };
+        if expected.is_some_and(|h| h != pending.hash) {
+            return Err(PinError::PendingChanged {
+                name: name.to_owned(),
+                found: pending.hash,
+            });
+        }
+        let now = unix_now();
+        tx.execute(
+            "UPDATE pins SET hash = pending_hash, definition = pending_definition, \
+             pinned_at = ?3, pending_hash = NULL, pending_definition = NULL, \
+             pending_seen_at = NULL WHERE server = ?1 AND tool = ?2",
+            params![server, tool, now],
+        )?;
+        bump(&tx)?;
+        tx.commit()?;
+        let diff = diff(&pin.definition, &pending.definition);
+        let previous_hash = std::mem::replace(&mut pin.hash, pending.hash);
+        pin.definition = pending.definition;
+        pin.pinned_at = now;
+        Ok(Approved {
+            pin,
+            previous_hash,
+            diff,
+        })
+    }
+
+    /// Forget the pin of `name` (as in [`PinStore::approve`]), or every pin with `None`; the
+    /// tool is pinned afresh the next time it is seen. Returns how many pins were removed
+    /// (0 for a name that is not pinned).
+    pub fn reset(&self, name: Option<&str>) -> Result<usize, PinError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let removed = match name {
+            None => tx.execute("DELETE FROM pins", [])?,
+            Some(name) => match resolve(&tx, name) {
+                Ok((server, tool)) => tx.execute(
+                    "DELETE FROM pins WHERE server = ?1 AND tool = ?2",
+                    params![server, tool],
+                )?,
+                Err(PinError::NotFound(_)) => 0,
+                Err(e) => return Err(e),
+            },
+        };
+        if removed > 0 {
+            bump(&tx)?;
+        }
+        tx.commit()?;
+        Ok(removed)
+    }
+
+    /// Every pin, by server and tool.
+    pub fn list(&self) -> Result<Vec<Pin>, PinError> {
+        let conn = self.lock();
+        let mut statement =
+            conn.prepare(&format!("SELECT {COLUMNS} FROM pins ORDER BY server, tool"))?;
+        let pins = statement
+            .query_map([], read_pin)?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(pins)
+    }
+
+    /// The pin of `name` (as in [`PinStore::approve`]), if there is one.
+    pub fn get(&self, name: &str) -> Result<Option<Pin>, PinError> {
+        let conn = self.lock();
+        match resolve(&conn, name) {
+            Ok((server, tool)) => select(&conn, &server, &tool),
+            Err(PinError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A number that changes whenever any process changes the pins (one small read).
+    /// The gateway keeps the last value it saw; when it differs (say, after `moat pins
+    /// approve` in another process), it observes its tools again and updates what it shows.
+    pub fn version(&self) -> Result<u64, PinError> {
+        let conn = self.lock();
+        let value: i64 =
+            conn.query_row("SELECT value FROM pins_generation WHERE id = 0", [], |r| {
+                r.get(0)
+            })?;
+        Ok(u64::try_from(value).unwrap_or_default())
+    }
+}
+
+fn pin_seen_at(pin: &Pin) -> i64 {
+    pin.pending.as_ref().map_or(0, |p| p.seen_at)
+}
+
+fn bump(tx: &Transaction<'_>) -> Result<(), PinError> {
+    tx.execute(
+        "UPDATE pins_generation SET value = value + 1 WHERE id = 0",
+        [],
+    )?;
+    Ok(())
+}
+
+fn select(conn: &Connection, server: &str, tool: &str) -> Result<Option<Pin>, PinError> {
+    let sql = format!("SELECT {COLUMNS} FROM pins WHERE server = ?1 AND tool = ?2");
+    Ok(conn
+        .query_row(&sql, params![server, tool], read_pin)
+        .optional()?)
+}
+
+/// `(server, tool)` of a pin named as exposed (`server__tool`) or as `server/tool`.
+fn resolve(conn: &Connection, name: &str) -> Result<(String, String), PinError> {
+    let mut statement = conn.prepare("SELECT server, tool FROM pins WHERE exposed_name = ?1")?;
+    let found = statement
+        .query_map([name], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<Vec<(String, String)>, _>>()?;
+    match found.len() {
+        1 => return Ok(found.into_iter().next().unwrap_or_default()),
+        0 => {}
+        _ => return Err(PinError::Ambiguous(name.to_owned())),
+    }
+    if let Some((server, tool)) = name.split_once('/') {
+        let exists: Option<i64> = conn
+            .query_row(
+                "SELECT 1 FROM pins WHERE server = ?1 AND tool = ?2",
+                params![server, tool],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if exists.is_some() {
+            return Ok((server.to_owned(), tool.to_owned()));
+        }
+    }
+    Err(PinError::NotFound(name.to_owned()))
+}
+
+fn read_pin(row: &Row<'_>) -> rusqlite::Result<Pin> {
+    let pending_hash: Option<String> = row.get(6)?;
+    let pending = match pending_hash {
+        Some(hash) => Some(Pending {
+            hash,
+            definition: json_column(row, 7)?,
+            seen_at: row.get::<_, Option<i64>>(8)?.unwrap_or_default(),
+        }),
+        None => None,
+    };
+    Ok(Pin {
+        server: row.get(0)?,
+        tool: row.get(1)?,
+        exposed_name: row.get(2)?,
+        hash: row.get(3)?,
+        definition: json_column(row, 4)?,
+        pinned_at: row.get(5)?,
+        pending,
+    })
+}
+
+fn json_column(row: &Row<'_>, index: usize) -> rusqlite::Result<Value> {
+    let text: String = row.get(index)?;
+    serde_json::from_str(&text)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(e)))
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(description: &str) -> Tool {
+        Tool::new("echo", json!({ "type": "object" })).with_description(description)
+    }
+
+    #[test]
+    fn config_defaults_and_parsing() {
+        let config: PinsConfig = toml::from_str("").unwrap();
+        assert_eq!(config, PinsConfig::default());
+        assert!(config.enabled);
+        assert_eq!(config.invisible, ScanAction::Block);
+        assert_eq!(config.instructions, ScanAction::Block);
+        assert_eq!(config.shadowing, ScanAction::Warn);
+        let config: PinsConfig =
+            toml::from_str("enabled = false\ninstructions = \"warn\"\nshadowing = \"off\"")
+                .unwrap();
+        assert!(!config.enabled);
+        assert_eq!(config.instructions, ScanAction::Warn);
+        assert_eq!(config.shadowing, ScanAction::Off);
+        assert!(toml::from_str::<PinsConfig>("invisible = \"maybe\"").is_err());
+        assert!(toml::from_str::<PinsConfig>("colour = 1").is_err());
+    }
+
+    #[test]
+    fn verdict_is_the_strongest_action() {
+        let config = PinsConfig::default();
+        let finding = |kind| Finding {
+            kind,
+            detail: String::new(),
+        };
+        assert_eq!(config.verdict(&[]), ScanAction::Off);
+        assert_eq!(
+            config.verdict(&[finding(FindingKind::Shadowing)]),
+            ScanAction::Warn
+        );
+        let both = [
+            finding(FindingKind::Shadowing),
+            finding(FindingKind::HiddenInstructions),
+        ];
+        assert_eq!(config.verdict(&both), ScanAction::Block);
+    }
+
+    #[test]
+    fn hash_is_sha256_of_sorted_compact_json() {
+        let t = Tool::new("a", json!({ "type": "object" }));
+        let canonical = r#"{"inputSchema":{"type":"object"},"name":"a"}"#;
+        let expected: String = Sha256::digest(canonical.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(definition_hash(&t), expected);
+    }
+
+    #[test]
+    fn a_pending_change_that_reverts_is_dropped() {
+        let store = PinStore::open_in_memory().unwrap();
+        store.observe("s", "s__echo", &tool("one")).unwrap();
+        assert!(
+            store
+                .observe("s", "s__echo", &tool("two"))
+                .unwrap()
+                .is_held()
+        );
+        assert_eq!(
+            store.observe("s", "s__echo", &tool("one")).unwrap(),
+            PinStatus::Pinned
+        );
+        assert!(matches!(
+            store.approve("s__echo"),
+            Err(PinError::NothingPending(_))
+        ));
+    }
+
+    #[test]
+    fn seeing_the_same_change_again_writes_nothing() {
+        let store = PinStore::open_in_memory().unwrap();
+        store.observe("s", "s__echo", &tool("one")).unwrap();
+        store.observe("s", "s__echo", &tool("two")).unwrap();
+        let version = store.version().unwrap();
+        assert!(
+            store
+                .observe("s", "s__echo", &tool("two"))
+                .unwrap()
+                .is_held()
+        );
+        assert_eq!(store.version().unwrap(), version);
+        store.observe("s", "s__echo", &tool("one")).unwrap();
+        assert_ne!(store.version().unwrap(), version, "a revert clears pending");
+    }
+}

@@ -2,5 +2,7 @@
 
 pub mod client;
 pub mod demo;
+pub mod gateway;
 pub mod sandbox;
 pub mod serve;
+pub mod state;

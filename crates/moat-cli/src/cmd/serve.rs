@@ -47,7 +47,7 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
 }
 
 /// `8080`, `:8080`, `127.0.0.1:8080`, `[::1]:8080` or `localhost:8080`.
-async fn parse_addr(text: &str) -> anyhow::Result<SocketAddr> {
+pub(crate) async fn parse_addr(text: &str) -> anyhow::Result<SocketAddr> {
     let text = text.trim();
     let with_host = if let Some(port) = text.strip_prefix(':') {
         format!("127.0.0.1:{port}")

@@ -56,6 +56,17 @@ use resources::{ReadFn, ResourceEntry, TemplateEntry};
 use session::{Session, SessionHandler};
 use tools::{ToolEntry, make_entry};
 
+/// Answers `tools/call` for a name no registered tool has.
+type UnknownToolFn = Arc<
+    dyn Fn(
+            RequestContext,
+            String,
+            Option<Box<serde_json::value::RawValue>>,
+        ) -> BoxFuture<Result<moat_protocol::types::CallToolResult, ErrorObject>>
+        + Send
+        + Sync,
+>;
+
 type CompletionFn = Arc<
     dyn Fn(RequestContext, CompleteRequestParams) -> BoxFuture<Result<Completion, ErrorObject>>
         + Send
@@ -70,6 +81,7 @@ struct Registry {
     templates: Vec<TemplateEntry>,
     prompts: Vec<PromptEntry>,
     completion: Option<CompletionFn>,
+    pub(crate) unknown_tool: Option<UnknownToolFn>,
 }
 
 /// Settings of a server.
@@ -504,6 +516,27 @@ impl Server {
             reg.prompts.push(PromptEntry { def, get });
         }
         self.spawn_notify(methods::NOTIFICATIONS_PROMPTS_LIST_CHANGED);
+        self
+    }
+
+    /// Answer `tools/call` for names no registered tool has (by default: error -32602,
+    /// "Unknown tool"). `f` gets the name and the raw arguments; a gateway uses it to
+    /// refuse, and record, calls to tools it keeps from the list.
+    pub fn unknown_tool<F, Fut>(self, f: F) -> Self
+    where
+        F: Fn(RequestContext, String, Option<Box<serde_json::value::RawValue>>) -> Fut
+            + Send
+            + Sync
+            + 'static,
+        Fut: Future<Output = std::result::Result<moat_protocol::types::CallToolResult, ErrorObject>>
+            + Send
+            + 'static,
+    {
+        let f = Arc::new(f);
+        self.inner.registry_mut().unknown_tool = Some(Arc::new(move |ctx, name, args| {
+            let f = f.clone();
+            Box::pin(async move { f(ctx, name, args).await })
+        }));
         self
     }
 

@@ -662,10 +662,22 @@ async fn call_tool(
         })
     };
     let Some((call, support, start)) = tool else {
-        return Err(ErrorObject::invalid_params(format!(
-            "Unknown tool: {}",
-            p.name
-        )));
+        let fallback = server.registry().unknown_tool.clone();
+        let Some(fallback) = fallback else {
+            return Err(ErrorObject::invalid_params(format!(
+                "Unknown tool: {}",
+                p.name
+            )));
+        };
+        let marker = complete_marker(&ctx);
+        let version = ctx.protocol_version();
+        let args = p.arguments.map(ToOwned::to_owned);
+        let mut result = fallback(ctx, p.name.into_owned(), args).await?;
+        if let Some(v) = version {
+            v.downgrade_content(&mut result.content);
+        }
+        result.result_type = marker;
+        return encode(&result);
     };
     let marker = complete_marker(&ctx);
     let args = p.arguments.map(ToOwned::to_owned);

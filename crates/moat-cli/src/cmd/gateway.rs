@@ -1,0 +1,149 @@
+//! `moat gateway`: the supervising host, on stdio or HTTP, reloading its configuration
+//! on SIGHUP and when the file changes.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use moat::transport::http::server::HttpServerOptions;
+use moat_host::{Config, Host, HostOptions};
+
+use crate::Failure;
+use crate::cli::GatewayArgs;
+
+pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
+    let path = config_path(args.config.as_deref()).map_err(Failure::Usage)?;
+    let config = Config::load(&path).map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let helper = std::env::current_exe().context("finding the moat binary (the sandbox helper)")?;
+    let options = HostOptions::default()
+        .sandbox_helper(helper)
+        .ephemeral(args.ephemeral);
+    let host = Host::start(config, options)
+        .await
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    if args.check {
+        return check(&host, args.json).await;
+    }
+    summary(&host, &path);
+    spawn_reload(host.clone(), path.clone());
+
+    let Some(addr) = &args.http else {
+        host.serve_stdio().await?;
+        return Ok(());
+    };
+    let addr = crate::cmd::serve::parse_addr(addr)
+        .await
+        .map_err(Failure::Usage)?;
+    let mut http_options = HttpServerOptions::default();
+    http_options.token = args.token.clone();
+    http_options.allowed_hosts = args.allow_host.clone();
+    http_options.allowed_origins = args.allow_origin.clone();
+    let http = host
+        .server()
+        .bind_http(addr, http_options)
+        .await
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let local = http.local_addr().context("reading the bound address")?;
+    eprintln!("moat gateway: serving on http://{local}/mcp (legacy HTTP+SSE at /sse)");
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let served = http.run_until(shutdown).await.context("serving HTTP");
+    host.shutdown().await;
+    served?;
+    Ok(())
+}
+
+/// `--config`, else ./moat.toml, else the user's moat.toml.
+fn config_path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(path) = given {
+        return Ok(path.to_path_buf());
+    }
+    let local = PathBuf::from("moat.toml");
+    if local.exists() {
+        return Ok(local);
+    }
+    let user = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .map(|d| d.join("moat/moat.toml"));
+    match user {
+        Some(path) if path.exists() => Ok(path),
+        _ => Err(anyhow!(
+            "no configuration: pass --config FILE (a moat.toml, or your client's \
+             claude_desktop_config.json / .vscode/mcp.json as is), or create ./moat.toml"
+        )),
+    }
+}
+
+fn summary(host: &Host, path: &Path) {
+    let listed = host.listed_tools().len();
+    let held = host.held_tools();
+    let down = host.servers_down();
+    let mut line = format!(
+        "moat gateway: {} — {listed} tools listed",
+        path.display()
+    );
+    if !held.is_empty() {
+        line.push_str(&format!(", {} held back (see `moat pins`)", held.len()));
+    }
+    if !down.is_empty() {
+        line.push_str(&format!(", not running: {}", down.join(", ")));
+    }
+    eprintln!("{line}");
+}
+
+async fn check(host: &Host, json: bool) -> Result<(), Failure> {
+    let listed = host.listed_tools();
+    let held = host.held_tools();
+    let down = host.servers_down();
+    if json {
+        crate::output::print_json(&serde_json::json!({
+            "tools": listed,
+            "held": held.iter().map(|(n, r)| serde_json::json!({"name": n, "reason": r})).collect::<Vec<_>>(),
+            "down": down,
+        }));
+    } else {
+        println!("{} tools listed:", listed.len());
+        for name in &listed {
+            println!("  {name}");
+        }
+        for (name, reason) in &held {
+            println!("held back: {name}: {reason}");
+        }
+        for name in &down {
+            println!("not running: {name}");
+        }
+    }
+    host.shutdown().await;
+    if down.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::Connection(anyhow!(
+            "{} server(s) did not start: {} (run with -v to see why)",
+            down.len(),
+            down.join(", ")
+        )))
+    }
+}
+
+/// Reload on SIGHUP and on change; a broken edit is reported and the running
+/// configuration kept.
+fn spawn_reload(host: Host, path: PathBuf) {
+    tokio::spawn(async move {
+        let mut changes = moat_host::watch::watch(path);
+        while let Some(next) = changes.recv().await {
+            match next {
+                Ok(config) => {
+                    if let Err(e) = host.reload(config).await {
+                        eprintln!("moat gateway: reload refused, still running the previous configuration: {e}");
+                    }
+                }
+                Err(e) => eprintln!(
+                    "moat gateway: the configuration has an error, still running the previous one: {e}"
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+}

@@ -1,0 +1,207 @@
+//! The writer thread: owns the store's connection and commits whatever is queued.
+//!
+//! There is no timer: the thread wakes on the first queued message, takes everything else
+//! already waiting (up to [`MAX_BATCH`]) and commits it in one transaction at once. Under load
+//! batches grow by themselves; when idle every record is committed as soon as it arrives.
+//! Flushes and queries travel the same channel, so they are answered after every record
+//! handed over before them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread::JoinHandle;
+
+use rusqlite::Connection;
+
+use super::{AuditError, AuditQuery, AuditRecord, redact, store};
+
+/// Most records per transaction, so one commit stays short even after a backlog.
+const MAX_BATCH: usize = 512;
+
+enum Msg {
+    Record(Box<AuditRecord>),
+    Flush(Sender<Result<(), AuditError>>),
+    Query(AuditQuery, Sender<Result<Vec<AuditRecord>, AuditError>>),
+}
+
+/// The caller's side of the writer thread.
+pub(super) struct Writer {
+    path: PathBuf,
+    // `Option`s so that `Drop` can close the channel and then join.
+    tx: Option<Sender<Msg>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Writer {
+    pub(super) fn spawn(conn: Connection, path: PathBuf) -> Writer {
+        let (tx, rx) = mpsc::channel();
+        let thread_path = path.clone();
+        let thread = std::thread::Builder::new()
+            .name("moat-audit".into())
+            .spawn(move || run(conn, thread_path, rx));
+        let thread = match thread {
+            Ok(handle) => Some(handle),
+            Err(e) => {
+                // Records then fail loudly at `flush`/`query` (WriterGone) instead of vanishing quietly.
+                tracing::error!(error = %e, "audit: cannot start the writer thread");
+                None
+            }
+        };
+        Writer {
+            path,
+            tx: Some(tx),
+            thread: Mutex::new(thread),
+        }
+    }
+
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn send(&self, msg: Msg) -> Result<(), AuditError> {
+        let tx = self.tx.as_ref().ok_or(AuditError::WriterGone)?;
+        tx.send(msg).map_err(|_| AuditError::WriterGone)
+    }
+
+    pub(super) fn record(&self, record: AuditRecord) {
+        if self.send(Msg::Record(Box::new(record))).is_err() {
+            tracing::warn!(path = %self.path.display(), "audit: writer stopped, record dropped");
+        }
+    }
+
+    pub(super) fn flush(&self) -> Result<(), AuditError> {
+        let (reply, answer) = mpsc::channel();
+        self.send(Msg::Flush(reply))?;
+        answer.recv().map_err(|_| AuditError::WriterGone)?
+    }
+
+    pub(super) fn query(&self, q: AuditQuery) -> Result<Vec<AuditRecord>, AuditError> {
+        let (reply, answer) = mpsc::channel();
+        self.send(Msg::Query(q, reply))?;
+        answer.recv().map_err(|_| AuditError::WriterGone)?
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread once it has committed what is queued.
+        drop(self.tx.take());
+        let handle = self.thread.get_mut().ok().and_then(Option::take);
+        if let Some(handle) = handle {
+            if handle.join().is_err() {
+                tracing::error!("audit: the writer thread panicked");
+            }
+        }
+    }
+}
+
+/// Failures since the last flush, reported by the next one.
+#[derive(Default)]
+struct Lost {
+    count: u64,
+    first: Option<String>,
+}
+
+fn run(mut conn: Connection, path: PathBuf, rx: Receiver<Msg>) {
+    let mut lost = Lost::default();
+    let mut batch: Vec<AuditRecord> = Vec::new();
+    while let Ok(first) = rx.recv() {
+        let mut next = Some(first);
+        // Gather records until the queue is empty, the batch is full, or a request needs an answer.
+        let mut request = None;
+        while let Some(msg) = next.take() {
+            match msg {
+                Msg::Record(r) => batch.push(scrub(*r)),
+                other => {
+                    request = Some(other);
+                    break;
+                }
+            }
+            if batch.len() < MAX_BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        commit(&mut conn, &path, &mut batch, &mut lost);
+        match request {
+            Some(Msg::Flush(reply)) => {
+                let _ = reply.send(take_lost(&mut lost, &path));
+            }
+            Some(Msg::Query(q, reply)) => {
+                let _ = reply.send(store::query(&conn, &path, &q));
+            }
+            Some(Msg::Record(_)) | None => {}
+        }
+    }
+    commit(&mut conn, &path, &mut batch, &mut lost);
+}
+
+fn commit(conn: &mut Connection, path: &Path, batch: &mut Vec<AuditRecord>, lost: &mut Lost) {
+    if batch.is_empty() {
+        return;
+    }
+    if let Err(e) = store::insert_all(conn, batch) {
+        tracing::warn!(path = %path.display(), records = batch.len(), error = %e,
+            "audit: could not write records");
+        lost.count += batch.len() as u64;
+        lost.first.get_or_insert_with(|| e.to_string());
+    }
+    batch.clear();
+}
+
+fn take_lost(lost: &mut Lost, path: &Path) -> Result<(), AuditError> {
+    let taken = std::mem::take(lost);
+    match taken.count {
+        0 => Ok(()),
+        count => Err(AuditError::WriteFailed {
+            path: path.to_path_buf(),
+            count,
+            reason: taken.first.unwrap_or_default(),
+        }),
+    }
+}
+
+/// Last line of defence, off the hot path: token-looking strings in the free-text error.
+fn scrub(mut record: AuditRecord) -> AuditRecord {
+    if let Some(error) = record.error.take() {
+        record.error = Some(redact::scrub_tokens(&error).into_owned());
+    }
+    record
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn log_is_send_and_sync() {
+        assert_send_sync::<super::super::AuditLog>();
+    }
+
+    #[test]
+    fn a_failed_commit_is_reported_by_the_next_flush_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("locked.db");
+        let conn = store::open_writable(&path).unwrap();
+        // No waiting for the lock below, so the failure is immediate.
+        conn.busy_timeout(std::time::Duration::ZERO).unwrap();
+        let writer = Writer::spawn(conn, path.clone());
+
+        let holder = Connection::open(&path).unwrap();
+        holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        writer.record(AuditRecord::default());
+        writer.record(AuditRecord::default());
+        let err = writer.flush().unwrap_err();
+        assert!(
+            matches!(err, AuditError::WriteFailed { count: 2, .. }),
+            "{err}"
+        );
+
+        holder.execute_batch("COMMIT").unwrap();
+        writer.record(AuditRecord::default());
+        writer.flush().unwrap();
+        let all = writer.query(AuditQuery::default()).unwrap();
+        assert_eq!(all.len(), 1);
+    }
+}

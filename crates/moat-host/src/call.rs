@@ -1,0 +1,345 @@
+//! The path of one `tools/call` through the gateway:
+//!
+//! look up → arguments checked against the tool's `inputSchema` → policy with the
+//! arguments (deny → ask → allow) → rate limit → containment (a sink after untrusted
+//! content needs consent) → consent where asked → forward with a deadline, progress and
+//! cancellation → taint the session if the tool is a source of untrusted content → one
+//! audit record, whatever happened.
+//!
+//! Refusals come back as tool results with `isError` and a message that says why and what
+//! to do: the model can read it and tell the user, where a JSON-RPC error would often be
+//! swallowed by the client.
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use moat::{RequestContext, RequestOptions};
+use moat_protocol::ErrorObject;
+use moat_protocol::types::CallToolResult;
+use serde_json::{Map, Value};
+
+use crate::audit::AuditRecord;
+use crate::consent::{self, Choice, Question};
+use crate::host::{Inner, ToolEntry};
+use crate::policy::{Decision, ToolRef};
+use crate::sessions::Sessions;
+
+/// Runs one call; never fails: every outcome is a result for the client.
+pub(crate) async fn call(
+    inner: Arc<Inner>,
+    ctx: RequestContext,
+    exposed: &str,
+    args: Value,
+) -> CallToolResult {
+    let started = Instant::now();
+    let settings = inner.settings();
+    let mut record = new_record(&ctx, exposed);
+    // The digest is of the redacted arguments: a digest of a short secret could be
+    // reversed by anyone who can read the store.
+    record.set_arguments(&args, &settings.config.audit, &settings.redactor);
+    let result = run(&inner, &ctx, exposed, args, &mut record).await;
+    record.duration_us = started.elapsed().as_micros() as u64;
+    if let Some(audit) = &inner.audit {
+        audit.record(record);
+    }
+    result
+}
+
+/// A call to a name the client was not shown: a tool policy hides or one held back
+/// (refused by the same path, and recorded), or no tool at all (error -32602, recorded).
+pub(crate) async fn call_unlisted(
+    inner: Arc<Inner>,
+    ctx: RequestContext,
+    name: &str,
+    raw_args: Option<Box<serde_json::value::RawValue>>,
+) -> Result<CallToolResult, ErrorObject> {
+    let args = match &raw_args {
+        Some(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
+        None => Value::Null,
+    };
+    if let Err(None) = inner.lookup(name) {
+        let settings = inner.settings();
+        let mut record = new_record(&ctx, name);
+        record.set_arguments(&args, &settings.config.audit, &settings.redactor);
+        record.decision = "error".into();
+        record.rule = "unknown tool".into();
+        record.outcome = "refused".into();
+        record.error = Some(format!("Unknown tool: {name}"));
+        if let Some(audit) = &inner.audit {
+            audit.record(record);
+        }
+        return Err(ErrorObject::invalid_params(format!("Unknown tool: {name}")));
+    }
+    Ok(call(inner, ctx, name, args).await)
+}
+
+fn new_record(ctx: &RequestContext, exposed: &str) -> AuditRecord {
+    AuditRecord {
+        time_ms: unix_ms(),
+        session: Sessions::key(ctx).to_string(),
+        client: ctx
+            .peer()
+            .peer_info()
+            .map(|i| format!("{} {}", i.name, i.version)),
+        exposed_name: exposed.to_owned(),
+        decision: "deny".into(),
+        outcome: "refused".into(),
+        ..AuditRecord::default()
+    }
+}
+
+async fn run(
+    inner: &Arc<Inner>,
+    ctx: &RequestContext,
+    exposed: &str,
+    args: Value,
+    record: &mut AuditRecord,
+) -> CallToolResult {
+    let entry = match inner.lookup(exposed) {
+        Ok(entry) => entry,
+        Err(held) => {
+            return match held {
+                Some(held) => {
+                    record.server = held.server.clone();
+                    refuse(record, &held.rule, format!("moat holds back {exposed}: {}", held.reason))
+                }
+                None => refuse(
+                    record,
+                    "unknown tool",
+                    format!("no tool {exposed} is available (its server may be restarting)"),
+                ),
+            };
+        }
+    };
+    record.server = entry.server.clone();
+    record.tool = entry.tool.name.clone();
+    let args = match args {
+        Value::Object(map) => map,
+        Value::Null => Map::new(),
+        other => {
+            return refuse(
+                record,
+                "schema",
+                format!("the arguments of {exposed} must be a JSON object, not {other}"),
+            );
+        }
+    };
+    if let Err(message) = validate(&entry, &args) {
+        return refuse(
+            record,
+            "schema",
+            format!("invalid arguments for {exposed}: {message}"),
+        );
+    }
+
+    let settings = inner.settings();
+    let tool_ref = ToolRef {
+        server: &entry.server,
+        tool: &entry.tool.name,
+        annotations: entry.tool.annotations.as_ref(),
+    };
+    let verdict = settings.policy.evaluate(&tool_ref, Some(&args));
+    record.rule = verdict.rule.clone();
+    if verdict.decision == Decision::Deny {
+        return refuse(
+            record,
+            &verdict.rule,
+            format!(
+                "moat's policy denies this call to {exposed} ({}). If it should be allowed, change that rule in the gateway's configuration.",
+                verdict.rule
+            ),
+        );
+    }
+    if let Err(limited) = settings.policy.check_rate(&tool_ref) {
+        return refuse(
+            record,
+            "rate limit",
+            format!("{exposed} is called too often: {limited}"),
+        );
+    }
+
+    // Containment: after untrusted content, anything that can send data out or change
+    // things goes to a person, whatever its own rule says.
+    let taint = if entry.labels.sink {
+        inner.sessions.taint_source(ctx)
+    } else {
+        None
+    };
+    let mut decision = verdict.decision;
+    let mut reason = format!("policy {}", verdict.rule);
+    if let Some(source) = &taint {
+        decision = Decision::Ask;
+        reason = format!(
+            "this session has read untrusted content (from {source}) and {exposed} can send data out or change things"
+        );
+        record.rule = "taint".into();
+    }
+    record.decision = decision.to_string();
+
+    if decision == Decision::Ask {
+        let settled = taint.is_none()
+            && (inner.sessions.approved(ctx, exposed) || inner.decisions.always_allowed(exposed));
+        if settled {
+            record.consent = Some("approved earlier".into());
+        } else {
+            let question = Question {
+                tool: exposed,
+                reason: &reason,
+                arguments: &Value::Object(args.clone()),
+            };
+            let consent = &settings.config.consent;
+            let answer = consent::ask(ctx, consent.mode, consent.timeout, &question).await;
+            record.consent = Some(answer.how.clone());
+            if !answer.choice.approves() {
+                let hint = if answer.how == "no consent channel" {
+                    format!(
+                        " moat had no way to ask: the client does not support elicitation and there is no terminal. \
+                         To allow it, add a rule with decision = \"allow\" for {exposed} to the gateway's configuration, \
+                         or run the gateway where it can ask."
+                    )
+                } else {
+                    String::new()
+                };
+                return refuse(
+                    record,
+                    &record.rule.clone(),
+                    format!("{exposed} needs consent ({reason}), and it was not given ({}).{hint}", answer.how),
+                );
+            }
+            // A taint prompt approves this call only: the next sink call is a new question.
+            if taint.is_none() {
+                match answer.choice {
+                    Choice::Session => inner.sessions.approve(ctx, exposed),
+                    Choice::Always => {
+                        if let Err(e) = inner.decisions.allow_always(exposed) {
+                            tracing::warn!(tool = exposed, error = %e, "decision not stored");
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    forward(inner, ctx, &entry, exposed, args, record).await
+}
+
+/// Sends the call to its server and waits for the answer, the deadline, the client's
+/// cancellation, or the server's end, whichever comes first.
+async fn forward(
+    inner: &Arc<Inner>,
+    ctx: &RequestContext,
+    entry: &Arc<ToolEntry>,
+    exposed: &str,
+    args: Map<String, Value>,
+    record: &mut AuditRecord,
+) -> CallToolResult {
+    let Some(client) = inner.live_client(&entry.server) else {
+        record.outcome = "failed".into();
+        let message = format!(
+            "server {} is not running; moat is restarting it. Try again shortly.",
+            entry.server
+        );
+        record.error = Some(message.clone());
+        return CallToolResult::error(message);
+    };
+    let timeout = inner
+        .server_config(&entry.server)
+        .and_then(|c| c.call_timeout)
+        .unwrap_or(inner.options.call_timeout);
+    let mut options = RequestOptions::default().timeout(timeout);
+    let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
+    if ctx.progress_token().is_some() {
+        options = options.progress(progress_tx);
+    }
+    let call = client.call_tool_with(&entry.tool.name, Value::Object(args), options);
+    tokio::pin!(call);
+    let answer = loop {
+        tokio::select! {
+            answer = &mut call => break Some(answer),
+            Some(p) = progress_rx.recv() => ctx.progress(p.progress, p.total, p.message).await,
+            _ = ctx.cancelled() => break None,
+        }
+    };
+    match answer {
+        None => {
+            // Dropping the call future sends `notifications/cancelled` downstream.
+            record.outcome = "cancelled".into();
+            CallToolResult::error("cancelled by the client")
+        }
+        Some(Ok(result)) => {
+            record.result_bytes = serde_json::to_vec(&result).map(|v| v.len() as u64).unwrap_or(0);
+            record.outcome = if result.is_error == Some(true) {
+                "tool_error".into()
+            } else {
+                "ok".into()
+            };
+            if entry.labels.untrusted_source {
+                inner.sessions.taint(ctx, exposed);
+            }
+            result
+        }
+        Some(Err(error)) => {
+            let message = match &error {
+                moat::Error::Closed(_) => format!(
+                    "server {} stopped during the call ({error}); moat is restarting it",
+                    entry.server
+                ),
+                moat::Error::Timeout { after, .. } => format!(
+                    "server {} did not answer {exposed} within {after:?}",
+                    entry.server
+                ),
+                _ => format!("server {}: {error}", entry.server),
+            };
+            record.outcome = "failed".into();
+            record.error = Some(message.clone());
+            CallToolResult::error(message)
+        }
+    }
+}
+
+/// The arguments against the tool's `inputSchema`: the first few errors, with where.
+fn validate(entry: &ToolEntry, args: &Map<String, Value>) -> Result<(), String> {
+    let Some(validator) = &entry.validator else {
+        return Ok(());
+    };
+    let value = Value::Object(args.clone());
+    let errors: Vec<String> = validator
+        .iter_errors(&value)
+        .take(5)
+        .map(|e| {
+            let at = e.instance_path.to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+fn refuse(record: &mut AuditRecord, rule: &str, message: String) -> CallToolResult {
+    record.decision = if rule == "unknown tool" || rule == "schema" {
+        "error".into()
+    } else {
+        "deny".into()
+    };
+    if record.rule.is_empty() || record.rule != rule {
+        record.rule = rule.to_owned();
+    }
+    record.outcome = "refused".into();
+    record.error = Some(message.clone());
+    CallToolResult::error(message)
+}
+
+fn unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

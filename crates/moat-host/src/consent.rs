@@ -1,0 +1,379 @@
+//! Consent: asking a person whether a call that policy marked `ask` may go ahead.
+//!
+//! The channel, in order of preference (`[consent] mode = "auto"`): the client, through a
+//! form-mode elicitation, when it declared it supports one; else the controlling terminal,
+//! when the host has one (`/dev/tty`: a desktop app that launched the host over stdio
+//! usually has none); else nobody, and the call is refused with a message saying how to
+//! allow it. An answer may last: once, for this session, or always (stored, so it
+//! survives restarts; `moat pins reset` does not touch it, removing the rule does not
+//! either — the decision names the exposed tool).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use moat::RequestContext;
+use moat_protocol::types::{ElicitAction, ElicitRequestFormParams, ElicitValue, RequestedSchema};
+use rusqlite::Connection;
+
+use crate::HostError;
+use crate::config::ConsentMode;
+
+/// How long an answer holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Choice {
+    /// This call only.
+    Once,
+    /// Every call to this tool from this client session.
+    Session,
+    /// Every call to this tool, from now on (stored).
+    Always,
+    /// Refused.
+    Deny,
+}
+
+impl Choice {
+    const ALL: [(Choice, &'static str); 4] = [
+        (Choice::Once, "approve once"),
+        (Choice::Session, "approve for this session"),
+        (Choice::Always, "always approve"),
+        (Choice::Deny, "deny"),
+    ];
+
+    fn label(self) -> &'static str {
+        Choice::ALL
+            .iter()
+            .find(|(c, _)| *c == self)
+            .map(|(_, l)| *l)
+            .unwrap_or("deny")
+    }
+
+    fn from_label(label: &str) -> Choice {
+        Choice::ALL
+            .iter()
+            .find(|(_, l)| *l == label)
+            .map(|(c, _)| *c)
+            .unwrap_or(Choice::Deny)
+    }
+
+    /// Whether the call may go ahead.
+    pub fn approves(self) -> bool {
+        self != Choice::Deny
+    }
+}
+
+/// What a person is asked.
+#[derive(Debug, Clone)]
+pub struct Question<'a> {
+    /// The tool as the client knows it (`server__tool`).
+    pub tool: &'a str,
+    /// Why consent is needed: the rule, or the untrusted content seen earlier.
+    pub reason: &'a str,
+    /// The call's arguments, shown (shortened) so the person knows what they approve.
+    pub arguments: &'a serde_json::Value,
+}
+
+/// The answer, and how it was obtained (for the audit trail).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// What was chosen.
+    pub choice: Choice,
+    /// E.g. "approved once via elicitation", "no consent channel".
+    pub how: String,
+}
+
+/// Asks through the best channel `mode` allows.
+pub async fn ask(
+    ctx: &RequestContext,
+    mode: ConsentMode,
+    timeout: Duration,
+    question: &Question<'_>,
+) -> Answer {
+    let elicit_ok = client_can_elicit(ctx);
+    let use_elicit = matches!(mode, ConsentMode::Auto | ConsentMode::Elicit) && elicit_ok;
+    if use_elicit {
+        return match tokio::time::timeout(timeout, by_elicitation(ctx, question)).await {
+            Ok(answer) => answer,
+            Err(_) => Answer {
+                choice: Choice::Deny,
+                how: format!("no answer via elicitation within {}s", timeout.as_secs()),
+            },
+        };
+    }
+    let use_terminal = matches!(mode, ConsentMode::Auto | ConsentMode::Terminal);
+    if use_terminal && let Some(tty) = open_tty() {
+        let text = terminal_text(question);
+        let task = tokio::task::spawn_blocking(move || by_terminal(tty, &text));
+        return match tokio::time::timeout(timeout, task).await {
+            Ok(Ok(answer)) => answer,
+            _ => Answer {
+                choice: Choice::Deny,
+                how: format!("no answer on the terminal within {}s", timeout.as_secs()),
+            },
+        };
+    }
+    Answer {
+        choice: Choice::Deny,
+        how: "no consent channel".into(),
+    }
+}
+
+/// Whether the client declared form-mode elicitation (an empty `elicitation` object
+/// means form mode).
+fn client_can_elicit(ctx: &RequestContext) -> bool {
+    ctx.client_capabilities()
+        .and_then(|caps| caps.elicitation.as_ref())
+        .is_some_and(|e| e.form.is_some() || e.url.is_none())
+}
+
+async fn by_elicitation(ctx: &RequestContext, question: &Question<'_>) -> Answer {
+    let labels: Vec<&str> = Choice::ALL.iter().map(|(c, _)| c.label()).collect();
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "decision": {
+                "type": "string",
+                "title": "Decision",
+                "description": "Whether moat may run this tool call",
+                "enum": labels,
+                "default": "deny",
+            }
+        },
+        "required": ["decision"],
+    });
+    let schema: RequestedSchema = match serde_json::from_value(schema) {
+        Ok(s) => s,
+        Err(e) => {
+            return Answer {
+                choice: Choice::Deny,
+                how: format!("could not build the consent form: {e}"),
+            };
+        }
+    };
+    let message = format!(
+        "moat: allow the tool call {}?\nWhy you are asked: {}\nArguments: {}",
+        question.tool,
+        question.reason,
+        shorten(&question.arguments.to_string(), 600)
+    );
+    let params = ElicitRequestFormParams::new(message, schema);
+    match ctx.elicit(params.into()).await {
+        Ok(result) => match result.action {
+            ElicitAction::Accept => {
+                let choice = match result.content.as_ref().and_then(|c| c.get("decision")) {
+                    Some(ElicitValue::String(s)) => Choice::from_label(s),
+                    _ => Choice::Deny,
+                };
+                Answer {
+                    how: format!("{} via elicitation", past_tense(choice)),
+                    choice,
+                }
+            }
+            ElicitAction::Decline => Answer {
+                choice: Choice::Deny,
+                how: "declined via elicitation".into(),
+            },
+            _ => Answer {
+                choice: Choice::Deny,
+                how: "dismissed via elicitation".into(),
+            },
+        },
+        Err(e) => Answer {
+            choice: Choice::Deny,
+            how: format!("elicitation failed: {e}"),
+        },
+    }
+}
+
+fn past_tense(choice: Choice) -> &'static str {
+    match choice {
+        Choice::Once => "approved once",
+        Choice::Session => "approved for this session",
+        Choice::Always => "approved always",
+        Choice::Deny => "denied",
+    }
+}
+
+/// The controlling terminal, if the host has one. Never stdin: on stdio it is the wire.
+fn open_tty() -> Option<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .ok()
+}
+
+fn terminal_text(question: &Question<'_>) -> String {
+    format!(
+        "\nmoat: allow the tool call {}?\n  why: {}\n  arguments: {}\n[o]nce, [s]ession, [a]lways, [N]o: ",
+        question.tool,
+        question.reason,
+        shorten(&question.arguments.to_string(), 600)
+    )
+}
+
+/// Only one terminal question at a time: two interleaved prompts would be unanswerable.
+static TERMINAL: Mutex<()> = Mutex::new(());
+
+fn by_terminal(tty: std::fs::File, text: &str) -> Answer {
+    let _turn = TERMINAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut out = &tty;
+    if out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_err() {
+        return Answer {
+            choice: Choice::Deny,
+            how: "the terminal could not be written".into(),
+        };
+    }
+    let mut line = String::new();
+    if BufReader::new(&tty).read_line(&mut line).is_err() {
+        return Answer {
+            choice: Choice::Deny,
+            how: "the terminal could not be read".into(),
+        };
+    }
+    let choice = match line.trim().to_ascii_lowercase().as_str() {
+        "o" | "once" | "y" | "yes" => Choice::Once,
+        "s" | "session" => Choice::Session,
+        "a" | "always" => Choice::Always,
+        _ => Choice::Deny,
+    };
+    Answer {
+        how: format!("{} on the terminal", past_tense(choice)),
+        choice,
+    }
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..cut], text.len())
+}
+
+/// Lasting ("always") decisions, in SQLite next to the pins.
+pub struct Decisions {
+    conn: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for Decisions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Decisions")
+    }
+}
+
+impl Decisions {
+    /// Opens (creating) the store at `path`.
+    pub fn open(path: &Path) -> Result<Decisions, HostError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| HostError::State {
+                path: dir.to_path_buf(),
+                detail: e.to_string(),
+            })?;
+        }
+        let conn = Connection::open(path).map_err(|e| state_error(path, e))?;
+        Decisions::init(conn).map_err(|e| state_error(path, e))
+    }
+
+    /// A store that lives as long as the value (tests, `--ephemeral`).
+    pub fn in_memory() -> Result<Decisions, HostError> {
+        let conn = Connection::open_in_memory().map_err(|e| state_error(Path::new(":memory:"), e))?;
+        Decisions::init(conn).map_err(|e| state_error(Path::new(":memory:"), e))
+    }
+
+    fn init(conn: Connection) -> rusqlite::Result<Decisions> {
+        conn.busy_timeout(Duration::from_secs(5))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS consent_always (
+                tool TEXT PRIMARY KEY,
+                decided_at INTEGER NOT NULL
+            )",
+        )?;
+        Ok(Decisions {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    /// Whether `tool` (an exposed name) was approved for good.
+    pub fn always_allowed(&self, tool: &str) -> bool {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        conn.query_row(
+            "SELECT 1 FROM consent_always WHERE tool = ?1",
+            [tool],
+            |_| Ok(()),
+        )
+        .is_ok()
+    }
+
+    /// Remember that `tool` is approved for good.
+    pub fn allow_always(&self, tool: &str) -> Result<(), HostError> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        conn.execute(
+            "INSERT OR REPLACE INTO consent_always (tool, decided_at) VALUES (?1, ?2)",
+            rusqlite::params![tool, now],
+        )
+        .map_err(|e| state_error(Path::new("consent_always"), e))?;
+        Ok(())
+    }
+
+    /// Forget lasting decisions: one tool's, or all. Returns how many were forgotten.
+    pub fn forget(&self, tool: Option<&str>) -> Result<usize, HostError> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let n = match tool {
+            Some(t) => conn.execute("DELETE FROM consent_always WHERE tool = ?1", [t]),
+            None => conn.execute("DELETE FROM consent_always", []),
+        };
+        n.map_err(|e| state_error(Path::new("consent_always"), e))
+    }
+}
+
+fn state_error(path: &Path, e: rusqlite::Error) -> HostError {
+    HostError::State {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_round_trip_and_unknown_answers_deny() {
+        for (choice, label) in Choice::ALL {
+            assert_eq!(Choice::from_label(label), choice);
+            assert_eq!(choice.label(), label);
+        }
+        assert_eq!(Choice::from_label("yes please"), Choice::Deny);
+        assert!(!Choice::Deny.approves());
+    }
+
+    #[test]
+    fn always_decisions_are_stored_and_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pins.db");
+        let d = Decisions::open(&path).unwrap();
+        assert!(!d.always_allowed("fs__write"));
+        d.allow_always("fs__write").unwrap();
+        let again = Decisions::open(&path).unwrap();
+        assert!(again.always_allowed("fs__write"));
+        assert_eq!(again.forget(None).unwrap(), 1);
+        assert!(!d.always_allowed("fs__write"));
+    }
+
+    #[test]
+    fn long_arguments_are_shortened_on_a_boundary() {
+        let s = shorten(&"é".repeat(400), 601);
+        assert!(s.contains("bytes)"));
+    }
+}

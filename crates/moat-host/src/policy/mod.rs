@@ -1,0 +1,673 @@
+//! Policy: which tools are visible and callable, decided deny → ask → allow; rate limits per
+//! tool; and the labels that prompt-injection containment reads.
+//!
+//! One predicate serves both `tools/list` and `tools/call`: [`Policy::visible`] is
+//! [`Policy::evaluate`] without arguments, so a tool hidden from the listing is always denied
+//! when called.
+//!
+//! # Configuration
+//!
+//! ```toml
+//! [policy]
+//! default = "ask"                      # allow | ask | deny, when no rule matches (default: ask)
+//!
+//! [[policy.rules]]
+//! name = "no-shell"                    # optional; default "rule N" (1-based)
+//! decision = "deny"
+//! server = "exec"                      # glob or list of globs on the server name (optional)
+//! tool = ["run_*", "spawn"]            # glob or list of globs on the tool's own name (optional)
+//!
+//! [[policy.rules]]
+//! name = "destructive-asks"
+//! decision = "ask"
+//! annotations = { destructiveHint = true }   # readOnlyHint, destructiveHint, idempotentHint, openWorldHint
+//!
+//! [[policy.rules]]
+//! name = "confine-fs"
+//! decision = "deny"
+//! server = "fs"
+//! [policy.rules.args]                  # every condition must hold for the rule to match
+//! path = { outside = ["/home/*/project/**", "/tmp"] }
+//!
+//! [[policy.rules]]
+//! name = "no-drop"
+//! decision = "deny"
+//! server = "sqlite"
+//! args = { query = { regex = "(?i)\\bdrop\\b" } }
+//!
+//! [[policy.rules]]
+//! name = "small-pages"
+//! decision = "deny"
+//! args = { count = { gt = 100 } }      # gt, ge, lt, le: the rule matches when the comparison holds
+//!
+//! [[policy.rules]]
+//! name = "read-project"
+//! decision = "allow"
+//! server = "fs"
+//! tool = "read_*"
+//! args = { path = { inside = "/home/*/project" } }
+//!
+//! [[policy.rate_limits]]
+//! name = "fetch"                       # optional; default "rate limit N"
+//! server = "fetch"                     # globs as in rules, both optional
+//! tool = "*"
+//! per_minute = 30                      # exactly one of per_second, per_minute, per_hour
+//! burst = 10                           # optional: calls at once after a quiet spell (default: the count)
+//! shared = false                       # optional: true = one bucket for all matching tools
+//!
+//! [[policy.labels]]                    # prompt-injection labels, see below
+//! server = "fetch"
+//! tool = "*"
+//! untrusted = true                     # and/or private, sink
+//! ```
+//!
+//! # Rules
+//!
+//! A rule matches a tool when each selector it has matches: `server` and `tool` globs (on the
+//! downstream server's name and the tool's own name, not `server__tool`), `annotations`, and every
+//! `args` condition. Evaluation: if any matching rule denies, the call is denied; else if any asks,
+//! it asks; else if any allows, it is allowed; else `default`. The verdict names the first rule of
+//! the winning kind.
+//!
+//! An `annotations` selector compares effective hints: an absent hint takes the MCP default
+//! (`readOnlyHint` false, `destructiveHint` true unless `readOnlyHint` is true, `idempotentHint`
+//! false, `openWorldHint` true), so `{ destructiveHint = true }` also catches tools that say nothing.
+//! Annotations come from the server and are only as trustworthy as it is.
+//!
+//! # Argument conditions
+//!
+//! `args` maps an argument name to tests, all of which must hold:
+//! - `inside` / `outside` (glob or list): the value is an absolute path, normalised lexically
+//!   first (`/a/b/../../etc` is `/etc`, so `..` cannot walk out). A path is inside a glob when it
+//!   or one of its ancestors matches it: `/p`, `/p/` and `/p/**` all mean `/p` and everything under
+//!   it. `*` does not cross `/`; `**` does; a glob must start with `/` or `**`. Symlinks are not
+//!   resolved: that is the sandbox's job.
+//! - `regex` / `not_regex`: the value is a string; the regex is unanchored (use `^…$`).
+//! - `gt`, `ge`, `lt`, `le`: the value is a number (or a string holding one, since servers
+//!   coerce). Each holds when the comparison does, so "deny when count > 100" is
+//!   `{ gt = 100 }` on a deny rule and "allow 1 to 10" is `{ ge = 1, le = 10 }` on an allow rule.
+//!
+//! The key `"*"` applies the condition to every string anywhere in the arguments (e.g. a regex
+//! against injected instructions); it cannot carry numeric bounds.
+//!
+//! Values policy cannot read are decided on the safe side. A deny or ask rule is *restrictive*: it
+//! matches an array when **any** element satisfies the condition, and treats a value it cannot
+//! read (a relative path, a non-string, a non-number) as satisfying it. An allow rule needs
+//! **every** element to satisfy it and never matches on an unreadable value. So a relative path
+//! is never proven `inside`, and is caught by a deny with `outside` or with `inside`.
+//!
+//! An argument that is absent, `null` or `[]` satisfies only the negative tests: a condition made
+//! of `outside` and/or `not_regex` holds (a deny rule confining `path` catches a call that leaves
+//! `path` out, since the server would then pick a path policy never saw), any other condition does
+//! not (a deny on `query` matching `drop` has nothing to find when there is no query, and an allow
+//! needs the value it vouches for). `if_absent = true | false` on a condition overrides this, for
+//! a tool whose missing argument has a known harmless default.
+//!
+//! Listing (no arguments): rules with `args` cannot be decided and are skipped, except that when
+//! no unconditional rule matches, a matching conditional allow (or ask) rule stands in for a more
+//! restrictive default — the tool is listed when some call to it could go through. A tool that is
+//! not visible is therefore denied for every argument.
+//!
+//! # Rate limits
+//!
+//! Each `[[policy.rate_limits]]` entry is a token bucket per (entry, server, tool) — or one bucket
+//! for all its tools with `shared = true`. A call takes one token from every bucket it falls in;
+//! if any is empty, none is taken and [`RateLimited`] says when to retry.
+//!
+//! # Labels
+//!
+//! [`Labels`] feed containment of "private data + untrusted content + exfiltration". They are
+//! worked out in this order, each step overriding the last:
+//! 1. annotations: `openWorldHint = true` → untrusted source and sink (it talks to the outside
+//!    world: what it returns may be attacker text, what it is sent can leave); `readOnlyHint` not
+//!    true, or `destructiveHint = true` → sink. Only an explicit `openWorldHint = true` marks a
+//!    source untrusted (most servers do not annotate, and marking every tool would make containment
+//!    fire always); nothing infers private data.
+//! 2. the per-server [`TrustOverride`] from the server's configuration;
+//! 3. `[[policy.labels]]` entries that match the tool, in file order (the last one wins).
+
+mod args;
+mod config;
+mod rate;
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Instant;
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use moat_protocol::types::ToolAnnotations;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+pub use config::{
+    AnnotationsConfig, ArgCondition, Globs, LabelConfig, PolicyConfig, RateLimitConfig, RuleConfig,
+    TrustOverride,
+};
+pub use rate::RateLimited;
+
+use args::ArgRule;
+use rate::RateLimiter;
+
+/// What policy decides about a tool call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Decision {
+    /// Forward the call.
+    Allow,
+    /// Forward the call only with the user's consent.
+    #[default]
+    Ask,
+    /// Refuse the call (and hide the tool when denied outright).
+    Deny,
+}
+
+impl Decision {
+    /// `"allow"`, `"ask"` or `"deny"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Ask => "ask",
+            Decision::Deny => "deny",
+        }
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that is not `allow`, `ask` or `deny`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown decision {0:?} (expected allow, ask or deny)")]
+pub struct ParseDecisionError(pub String);
+
+impl FromStr for Decision {
+    type Err = ParseDecisionError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "allow" => Ok(Decision::Allow),
+            "ask" => Ok(Decision::Ask),
+            "deny" => Ok(Decision::Deny),
+            other => Err(ParseDecisionError(other.to_owned())),
+        }
+    }
+}
+
+/// The tool policy is asked about.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolRef<'a> {
+    /// The downstream server's configured name.
+    pub server: &'a str,
+    /// The tool's own name on that server (not `server__tool`).
+    pub tool: &'a str,
+    /// The annotations the server gave the tool.
+    pub annotations: Option<&'a ToolAnnotations>,
+}
+
+impl<'a> ToolRef<'a> {
+    /// A tool without annotations.
+    pub fn new(server: &'a str, tool: &'a str) -> Self {
+        ToolRef {
+            server,
+            tool,
+            annotations: None,
+        }
+    }
+
+    /// Sets the annotations.
+    pub fn with_annotations(mut self, annotations: Option<&'a ToolAnnotations>) -> Self {
+        self.annotations = annotations;
+        self
+    }
+}
+
+/// A decision and the rule that made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Verdict {
+    /// The decision.
+    pub decision: Decision,
+    /// `rule 3 (no-shell)`, `rule 2`, or `default`.
+    pub rule: String,
+}
+
+/// Labels of a tool for prompt-injection containment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Labels {
+    /// Its results may carry attacker-controlled text.
+    pub untrusted_source: bool,
+    /// Its results may carry private data.
+    pub private_data: bool,
+    /// A call to it can carry data out or change the world.
+    pub sink: bool,
+}
+
+impl Labels {
+    fn from_annotations(annotations: Option<&ToolAnnotations>) -> Self {
+        let hint = |get: fn(&ToolAnnotations) -> Option<bool>| annotations.and_then(get);
+        let open_world = hint(|a| a.open_world_hint) == Some(true);
+        Labels {
+            untrusted_source: open_world,
+            private_data: false,
+            sink: open_world
+                || hint(|a| a.read_only_hint) != Some(true)
+                || hint(|a| a.destructive_hint) == Some(true),
+        }
+    }
+
+    fn apply(&mut self, untrusted: Option<bool>, private: Option<bool>, sink: Option<bool>) {
+        self.untrusted_source = untrusted.unwrap_or(self.untrusted_source);
+        self.private_data = private.unwrap_or(self.private_data);
+        self.sink = sink.unwrap_or(self.sink);
+    }
+}
+
+/// A policy configuration that does not compile. `item` names the entry (`rule 3 (no-shell)`,
+/// `rate limit 1`, `label 2`) and `field` the key in it (`tool`, `args.path.inside`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// A glob that does not parse.
+    #[error("policy {item}: `{field}`: bad glob {glob:?}: {error}")]
+    Glob {
+        /// The entry.
+        item: String,
+        /// The key.
+        field: String,
+        /// The glob as written.
+        glob: String,
+        /// Why it does not parse.
+        error: globset::Error,
+    },
+    /// A regex that does not parse.
+    #[error("policy {item}: `{field}`: bad regex: {error}")]
+    Regex {
+        /// The entry.
+        item: String,
+        /// The key.
+        field: String,
+        /// Why it does not parse.
+        error: regex::Error,
+    },
+    /// A value that parses but makes no sense.
+    #[error("policy {item}: `{field}`: {reason}")]
+    Invalid {
+        /// The entry.
+        item: String,
+        /// The key.
+        field: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// `rule 3 (no-shell)` or `rule 3`, 1-based like the file reads.
+fn item_label(kind: &str, index: usize, name: Option<&str>) -> String {
+    match name {
+        Some(name) => format!("{kind} {} ({name})", index + 1),
+        None => format!("{kind} {}", index + 1),
+    }
+}
+
+/// Server and tool globs; an absent side matches everything.
+#[derive(Debug)]
+struct Selector {
+    server: Option<GlobSet>,
+    tool: Option<GlobSet>,
+}
+
+impl Selector {
+    fn new(item: &str, server: Option<&Globs>, tool: Option<&Globs>) -> Result<Self, PolicyError> {
+        Ok(Selector {
+            server: server.map(|g| name_globs(item, "server", g)).transpose()?,
+            tool: tool.map(|g| name_globs(item, "tool", g)).transpose()?,
+        })
+    }
+
+    fn matches(&self, tool: &ToolRef) -> bool {
+        self.server.as_ref().is_none_or(|g| g.is_match(tool.server))
+            && self.tool.as_ref().is_none_or(|g| g.is_match(tool.tool))
+    }
+}
+
+fn name_globs(item: &str, field: &str, globs: &Globs) -> Result<GlobSet, PolicyError> {
+    let error = |glob: &str, error| PolicyError::Glob {
+        item: item.to_owned(),
+        field: field.to_owned(),
+        glob: glob.to_owned(),
+        error,
+    };
+    if globs.0.is_empty() {
+        return Err(PolicyError::Invalid {
+            item: item.to_owned(),
+            field: field.to_owned(),
+            reason: "the list of globs is empty".to_owned(),
+        });
+    }
+    let mut set = GlobSetBuilder::new();
+    for glob in &globs.0 {
+        set.add(Glob::new(glob).map_err(|e| error(glob, e))?);
+    }
+    set.build().map_err(|e| error(&globs.0.join(", "), e))
+}
+
+/// Annotation values a rule requires, compared with the tool's effective hints.
+#[derive(Debug, Default)]
+struct AnnotationMatch(AnnotationsConfig);
+
+impl AnnotationMatch {
+    fn matches(&self, annotations: Option<&ToolAnnotations>) -> bool {
+        let hint = |get: fn(&ToolAnnotations) -> Option<bool>| annotations.and_then(get);
+        let read_only = hint(|a| a.read_only_hint).unwrap_or(false);
+        let effective = [
+            (self.0.read_only_hint, read_only),
+            (
+                self.0.destructive_hint,
+                hint(|a| a.destructive_hint).unwrap_or(!read_only),
+            ),
+            (
+                self.0.idempotent_hint,
+                hint(|a| a.idempotent_hint).unwrap_or(false),
+            ),
+            (
+                self.0.open_world_hint,
+                hint(|a| a.open_world_hint).unwrap_or(true),
+            ),
+        ];
+        effective
+            .iter()
+            .all(|(wanted, actual)| wanted.is_none_or(|w| w == *actual))
+    }
+}
+
+#[derive(Debug)]
+struct Rule {
+    label: String,
+    decision: Decision,
+    selector: Selector,
+    annotations: AnnotationMatch,
+    args: Vec<ArgRule>,
+}
+
+impl Rule {
+    fn new(index: usize, c: &RuleConfig) -> Result<Self, PolicyError> {
+        let label = item_label("rule", index, c.name.as_deref());
+        let args = c
+            .args
+            .iter()
+            .map(|(key, cond)| ArgRule::new(&label, key, cond))
+            .collect::<Result<_, _>>()?;
+        Ok(Rule {
+            selector: Selector::new(&label, c.server.as_ref(), c.tool.as_ref())?,
+            decision: c.decision,
+            annotations: AnnotationMatch(c.annotations.unwrap_or_default()),
+            args,
+            label,
+        })
+    }
+
+    /// Whether the rule is about this tool, arguments aside.
+    fn selects(&self, tool: &ToolRef) -> bool {
+        self.selector.matches(tool) && self.annotations.matches(tool.annotations)
+    }
+
+    fn args_hold(&self, args: &Map<String, Value>) -> bool {
+        let restrictive = self.decision != Decision::Allow;
+        self.args.iter().all(|a| a.holds(args, restrictive))
+    }
+
+    fn verdict(&self) -> Verdict {
+        Verdict {
+            decision: self.decision,
+            rule: self.label.clone(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct LabelRule {
+    selector: Selector,
+    untrusted: Option<bool>,
+    private: Option<bool>,
+    sink: Option<bool>,
+}
+
+/// A compiled policy. Cheap to share: evaluation takes `&self`, and rate buckets sit behind a
+/// mutex.
+#[derive(Debug)]
+pub struct Policy {
+    default: Decision,
+    rules: Vec<Rule>,
+    rates: RateLimiter,
+    labels: Vec<LabelRule>,
+}
+
+impl Default for Policy {
+    /// No rules, no limits, no label overrides; every call asks.
+    fn default() -> Self {
+        Policy {
+            default: Decision::Ask,
+            rules: Vec::new(),
+            rates: RateLimiter::default(),
+            labels: Vec::new(),
+        }
+    }
+}
+
+impl Policy {
+    /// Compiles the `[policy]` table; errors name the entry and the key.
+    pub fn new(cfg: &PolicyConfig) -> Result<Policy, PolicyError> {
+        let rules = cfg
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Rule::new(i, r))
+            .collect::<Result<_, _>>()?;
+        let labels = cfg
+            .labels
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                Ok(LabelRule {
+                    selector: Selector::new(
+                        &item_label("label", i, None),
+                        l.server.as_ref(),
+                        l.tool.as_ref(),
+                    )?,
+                    untrusted: l.untrusted,
+                    private: l.private,
+                    sink: l.sink,
+                })
+            })
+            .collect::<Result<_, PolicyError>>()?;
+        Ok(Policy {
+            default: cfg.default,
+            rules,
+            rates: RateLimiter::new(&cfg.rate_limits)?,
+            labels,
+        })
+    }
+
+    /// The decision when no rule matches.
+    pub fn default_decision(&self) -> Decision {
+        self.default
+    }
+
+    /// Decides deny → ask → allow → default.
+    ///
+    /// `args: None` is a listing: rules with argument conditions cannot be decided and are
+    /// skipped, save that a conditional allow/ask rule may stand in for a stricter default (see
+    /// the module doc), so the verdict is the most a call could get. `args: Some` is a call and
+    /// every rule applies; a call that sent no arguments must pass an empty map, never `None`.
+    pub fn evaluate(&self, tool: &ToolRef, args: Option<&Map<String, Value>>) -> Verdict {
+        let mut ask = None;
+        let mut allow = None;
+        let mut could_ask = None;
+        let mut could_allow = None;
+        for rule in self.rules.iter().filter(|r| r.selects(tool)) {
+            match args {
+                Some(args) if !rule.args_hold(args) => continue,
+                None if !rule.args.is_empty() => {
+                    match rule.decision {
+                        Decision::Allow => could_allow.get_or_insert(rule),
+                        Decision::Ask => could_ask.get_or_insert(rule),
+                        Decision::Deny => continue,
+                    };
+                    continue;
+                }
+                _ => {}
+            }
+            match rule.decision {
+                Decision::Deny => return rule.verdict(),
+                Decision::Ask => ask.get_or_insert(rule),
+                Decision::Allow => allow.get_or_insert(rule),
+            };
+        }
+        if let Some(rule) = ask.or(allow) {
+            return rule.verdict();
+        }
+        let default = Verdict {
+            decision: self.default,
+            rule: "default".to_owned(),
+        };
+        match (self.default, could_allow, could_ask) {
+            (Decision::Allow, _, _) => default,
+            (_, Some(rule), _) => rule.verdict(),
+            (Decision::Ask, _, _) => default,
+            (_, _, Some(rule)) => rule.verdict(),
+            _ => default,
+        }
+    }
+
+    /// Whether `tools/list` shows the tool: some call to it is not denied.
+    pub fn visible(&self, tool: &ToolRef) -> bool {
+        self.evaluate(tool, None).decision != Decision::Deny
+    }
+
+    /// Takes a token for one call from every rate limit the tool falls in.
+    pub fn check_rate(&self, tool: &ToolRef) -> Result<(), RateLimited> {
+        self.rates.check(tool, Instant::now())
+    }
+
+    /// [`check_rate`](Self::check_rate) at a given instant, for callers (and tests) with their
+    /// own clock. Instants earlier than one already seen count as that one.
+    pub fn check_rate_at(&self, tool: &ToolRef, now: Instant) -> Result<(), RateLimited> {
+        self.rates.check(tool, now)
+    }
+
+    /// The tool's labels: annotations, then `server_trust`, then matching `[[policy.labels]]`.
+    pub fn labels(&self, tool: &ToolRef, server_trust: &TrustOverride) -> Labels {
+        let mut labels = Labels::from_annotations(tool.annotations);
+        labels.apply(
+            server_trust.untrusted,
+            server_trust.private,
+            server_trust.sink,
+        );
+        for entry in self.labels.iter().filter(|l| l.selector.matches(tool)) {
+            labels.apply(entry.untrusted, entry.private, entry.sink);
+        }
+        labels
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The example in this module's doc, so the doc cannot drift from what parses.
+    fn documented_example() -> String {
+        let source = include_str!("mod.rs");
+        let doc: Vec<&str> = source
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .map(|l| l.trim_start_matches("//!").strip_prefix(' ').unwrap_or(""))
+            .collect();
+        let start = doc.iter().position(|l| *l == "```toml").unwrap() + 1;
+        let len = doc[start..].iter().position(|l| *l == "```").unwrap();
+        doc[start..start + len].join("\n")
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct File {
+        policy: PolicyConfig,
+    }
+
+    #[test]
+    fn the_documented_example_compiles_and_means_what_it_says() {
+        let file: File = toml::from_str(&documented_example()).unwrap();
+        let p = Policy::new(&file.policy).unwrap();
+        let call = |server, tool, a: Value| {
+            let args = a.as_object().unwrap().clone();
+            p.evaluate(&ToolRef::new(server, tool), Some(&args))
+        };
+        let read_only = ToolAnnotations {
+            read_only_hint: Some(true),
+            open_world_hint: Some(false),
+            ..Default::default()
+        };
+        let fs_read = ToolRef::new("fs", "read_file").with_annotations(Some(&read_only));
+        let args = |a: Value| a.as_object().unwrap().clone();
+        assert_eq!(call("exec", "run_x", json!({})).rule, "rule 1 (no-shell)");
+        // No path: the server would pick one, so the confining rule refuses.
+        assert_eq!(
+            call("fs", "read_file", json!({})).rule,
+            "rule 3 (confine-fs)"
+        );
+        // Unannotated tools count as destructive.
+        let write = call("fs", "write", json!({ "path": "/tmp/a" }));
+        assert_eq!(
+            (write.decision, write.rule.as_str()),
+            (Decision::Ask, "rule 2 (destructive-asks)")
+        );
+        let ok = args(json!({ "path": "/home/u/project/a" }));
+        let v = p.evaluate(&fs_read, Some(&ok));
+        assert_eq!(
+            (v.decision, v.rule.as_str()),
+            (Decision::Allow, "rule 6 (read-project)")
+        );
+        let escape = args(json!({ "path": "/home/u/project/../.ssh/id" }));
+        assert_eq!(
+            p.evaluate(&fs_read, Some(&escape)).rule,
+            "rule 3 (confine-fs)"
+        );
+        let drop = call("sqlite", "q", json!({ "query": "DROP TABLE x" }));
+        assert_eq!(drop.rule, "rule 4 (no-drop)");
+        assert_eq!(
+            call("db", "list", json!({ "count": 101 })).rule,
+            "rule 5 (small-pages)"
+        );
+        let fetch = ToolRef::new("fetch", "get");
+        assert!(p.labels(&fetch, &TrustOverride::default()).untrusted_source);
+        let now = Instant::now();
+        for _ in 0..10 {
+            assert!(p.check_rate_at(&fetch, now).is_ok());
+        }
+        assert!(p.check_rate_at(&fetch, now).is_err());
+    }
+
+    #[test]
+    fn listing_verdict_names_the_rule_that_keeps_a_tool_visible() {
+        let mut cfg = PolicyConfig {
+            default: Decision::Deny,
+            ..PolicyConfig::default()
+        };
+        let mut ask = RuleConfig::new(Decision::Ask);
+        ask.tool = Some(Globs::from("w"));
+        ask.args
+            .insert("n".to_owned(), toml::from_str("gt = 1").unwrap());
+        cfg.rules.push(ask);
+        let p = Policy::new(&cfg).unwrap();
+        let w = ToolRef::new("s", "w");
+        let v = p.evaluate(&w, None);
+        assert_eq!((v.decision, v.rule.as_str()), (Decision::Ask, "rule 1"));
+        assert!(!p.visible(&ToolRef::new("s", "x")));
+        assert_eq!(p.evaluate(&w, Some(&Map::new())).decision, Decision::Deny);
+    }
+}

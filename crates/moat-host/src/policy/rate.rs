@@ -1,0 +1,184 @@
+//! Rate limits: a token bucket per (rate limit, server, tool), refilled continuously.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::config::RateLimitConfig;
+use super::{PolicyError, Selector, ToolRef};
+
+/// Buckets beyond this many are pruned of full ones (a full bucket is the same as no bucket).
+const PRUNE_ABOVE: usize = 4096;
+
+/// A call refused by a rate limit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{rule}: rate limit exceeded, retry after {:.1}s", retry_after.as_secs_f64())]
+#[non_exhaustive]
+pub struct RateLimited {
+    /// The limit that refused, e.g. `rate limit 1 (fetch)`.
+    pub rule: String,
+    /// How long until the call would be accepted.
+    pub retry_after: Duration,
+}
+
+#[derive(Debug)]
+struct RateRule {
+    label: String,
+    selector: Selector,
+    capacity: f64,
+    per_second: f64,
+    shared: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+type Key = (usize, String, String);
+
+#[derive(Debug, Default)]
+pub(crate) struct RateLimiter {
+    rules: Vec<RateRule>,
+    buckets: Mutex<HashMap<Key, Bucket>>,
+}
+
+impl RateLimiter {
+    pub(crate) fn new(configs: &[RateLimitConfig]) -> Result<Self, PolicyError> {
+        let rules = configs
+            .iter()
+            .enumerate()
+            .map(|(i, c)| RateRule::new(i, c))
+            .collect::<Result<_, _>>()?;
+        Ok(RateLimiter {
+            rules,
+            buckets: Mutex::default(),
+        })
+    }
+
+    /// Takes a token from every bucket the tool falls in, or from none if one is empty.
+    pub(crate) fn check(&self, tool: &ToolRef, now: Instant) -> Result<(), RateLimited> {
+        if self.rules.is_empty() {
+            return Ok(());
+        }
+        // A panic elsewhere while holding the lock leaves buckets that are still valid numbers.
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut taken = Vec::new();
+        let mut refused: Option<RateLimited> = None;
+        for (index, rule) in self.rules.iter().enumerate() {
+            if !rule.selector.matches(tool) {
+                continue;
+            }
+            let key = rule.key(index, tool);
+            let bucket = rule.refill(buckets.get(&key).copied(), now);
+            if bucket.tokens >= 1.0 {
+                taken.push((key, bucket));
+                continue;
+            }
+            let retry_after = Duration::from_secs_f64((1.0 - bucket.tokens) / rule.per_second);
+            if refused.as_ref().is_none_or(|r| r.retry_after < retry_after) {
+                refused = Some(RateLimited {
+                    rule: rule.label.clone(),
+                    retry_after,
+                });
+            }
+        }
+        if let Some(refused) = refused {
+            return Err(refused);
+        }
+        for (key, bucket) in taken {
+            buckets.insert(
+                key,
+                Bucket {
+                    tokens: bucket.tokens - 1.0,
+                    ..bucket
+                },
+            );
+        }
+        if buckets.len() > PRUNE_ABOVE {
+            self.prune(&mut buckets, now);
+        }
+        Ok(())
+    }
+
+    fn prune(&self, buckets: &mut HashMap<Key, Bucket>, now: Instant) {
+        buckets.retain(|(index, _, _), bucket| {
+            let rule = &self.rules[*index];
+            rule.refill(Some(*bucket), now).tokens < rule.capacity
+        });
+    }
+}
+
+impl RateRule {
+    fn new(index: usize, c: &RateLimitConfig) -> Result<Self, PolicyError> {
+        let label = super::item_label("rate limit", index, c.name.as_deref());
+        let invalid = |field: &str, reason: &str| PolicyError::Invalid {
+            item: label.clone(),
+            field: field.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let rates = [
+            ("per_second", c.per_second, 1.0),
+            ("per_minute", c.per_minute, 60.0),
+            ("per_hour", c.per_hour, 3600.0),
+        ];
+        let mut given = rates.iter().filter(|(_, n, _)| n.is_some());
+        let (field, count, period) = match (given.next(), given.next()) {
+            (Some((field, Some(n), period)), None) => (*field, *n, *period),
+            (None, _) => {
+                return Err(invalid(
+                    "per_minute",
+                    "give one of per_second, per_minute, per_hour",
+                ));
+            }
+            _ => {
+                return Err(invalid(
+                    "per_minute",
+                    "give only one of per_second, per_minute, per_hour",
+                ));
+            }
+        };
+        if count == 0 {
+            return Err(invalid(
+                field,
+                "must be at least 1 (to forbid a tool, write a deny rule)",
+            ));
+        }
+        let burst = c.burst.unwrap_or(count);
+        if burst == 0 {
+            return Err(invalid("burst", "must be at least 1"));
+        }
+        Ok(RateRule {
+            selector: Selector::new(&label, c.server.as_ref(), c.tool.as_ref())?,
+            label,
+            capacity: f64::from(burst),
+            per_second: f64::from(count) / period,
+            shared: c.shared,
+        })
+    }
+
+    fn key(&self, index: usize, tool: &ToolRef) -> Key {
+        if self.shared {
+            (index, String::new(), String::new())
+        } else {
+            (index, tool.server.to_owned(), tool.tool.to_owned())
+        }
+    }
+
+    /// The bucket as of `now`; a new bucket starts full.
+    fn refill(&self, bucket: Option<Bucket>, now: Instant) -> Bucket {
+        let Some(bucket) = bucket else {
+            return Bucket {
+                tokens: self.capacity,
+                at: now,
+            };
+        };
+        // An instant earlier than the last one (an injected clock) adds nothing.
+        let elapsed = now.saturating_duration_since(bucket.at).as_secs_f64();
+        Bucket {
+            tokens: (bucket.tokens + elapsed * self.per_second).min(self.capacity),
+            at: now.max(bucket.at),
+        }
+    }
+}
