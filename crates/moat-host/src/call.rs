@@ -101,7 +101,11 @@ async fn run(
             return match held {
                 Some(held) => {
                     record.server = held.server.clone();
-                    refuse(record, &held.rule, format!("moat holds back {exposed}: {}", held.reason))
+                    refuse(
+                        record,
+                        &held.rule,
+                        format!("moat holds back {exposed}: {}", held.reason),
+                    )
                 }
                 None => refuse(
                     record,
@@ -203,7 +207,10 @@ async fn run(
                 return refuse(
                     record,
                     &record.rule.clone(),
-                    format!("{exposed} needs consent ({reason}), and it was not given ({}).{hint}", answer.how),
+                    format!(
+                        "{exposed} needs consent ({reason}), and it was not given ({}).{hint}",
+                        answer.how
+                    ),
                 );
             }
             // A taint prompt approves this call only: the next sink call is a new question.
@@ -268,7 +275,9 @@ async fn forward(
             CallToolResult::error("cancelled by the client")
         }
         Some(Ok(result)) => {
-            record.result_bytes = serde_json::to_vec(&result).map(|v| v.len() as u64).unwrap_or(0);
+            record.result_bytes = serde_json::to_vec(&result)
+                .map(|v| v.len() as u64)
+                .unwrap_or(0);
             record.outcome = if result.is_error == Some(true) {
                 "tool_error".into()
             } else {

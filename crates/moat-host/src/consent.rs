@@ -220,7 +220,11 @@ static TERMINAL: Mutex<()> = Mutex::new(());
 fn by_terminal(tty: std::fs::File, text: &str) -> Answer {
     let _turn = TERMINAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut out = &tty;
-    if out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_err() {
+    if out
+        .write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .is_err()
+    {
         return Answer {
             choice: Choice::Deny,
             how: "the terminal could not be written".into(),
@@ -282,7 +286,8 @@ impl Decisions {
 
     /// A store that lives as long as the value (tests, `--ephemeral`).
     pub fn in_memory() -> Result<Decisions, HostError> {
-        let conn = Connection::open_in_memory().map_err(|e| state_error(Path::new(":memory:"), e))?;
+        let conn =
+            Connection::open_in_memory().map_err(|e| state_error(Path::new(":memory:"), e))?;
         Decisions::init(conn).map_err(|e| state_error(Path::new(":memory:"), e))
     }
 

@@ -30,9 +30,7 @@ pub enum HostError {
         detail: String,
     },
     /// No place to keep state.
-    #[error(
-        "no state directory: set XDG_STATE_HOME or HOME, or `state_dir` in the configuration"
-    )]
+    #[error("no state directory: set XDG_STATE_HOME or HOME, or `state_dir` in the configuration")]
     NoStateDir,
     /// A downstream server could not be started or reached.
     #[error("server {server}: {detail}")]

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use moat::{Client, ResourceRequest, Server, ServerNotification};
 use moat_protocol::types::{
-    CompleteRequestParams, CompletionReference, Prompt, Resource,
-    ResourceContents, ResourceTemplate, Tool,
+    CompleteRequestParams, CompletionReference, Prompt, Resource, ResourceContents,
+    ResourceTemplate, Tool,
 };
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
@@ -94,6 +94,11 @@ pub(crate) struct ToolEntry {
     pub(crate) validator: Option<jsonschema::Validator>,
     pub(crate) labels: Labels,
 }
+
+/// What a forwarded resource read resolves to.
+type ReadFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Vec<ResourceContents>, String>> + Send>,
+>;
 
 /// A tool kept from the client, and why.
 #[derive(Debug, Clone)]
@@ -276,7 +281,11 @@ impl Host {
 
     /// The names of the tools the client is shown right now.
     pub fn listed_tools(&self) -> Vec<String> {
-        let mut names: Vec<String> = lock(&self.inner.catalog).registered.keys().cloned().collect();
+        let mut names: Vec<String> = lock(&self.inner.catalog)
+            .registered
+            .keys()
+            .cloned()
+            .collect();
         names.sort();
         names
     }
@@ -370,9 +379,9 @@ fn install_upstream_hooks(inner: &Arc<Inner>) {
     let server = server.unknown_tool(move |ctx, name, args| {
         let weak = unknown_weak.clone();
         async move {
-            let inner = weak
-                .upgrade()
-                .ok_or_else(|| moat_protocol::ErrorObject::internal("the gateway is shutting down"))?;
+            let inner = weak.upgrade().ok_or_else(|| {
+                moat_protocol::ErrorObject::internal("the gateway is shutting down")
+            })?;
             crate::call::call_unlisted(inner, ctx, &name, args).await
         }
     });
@@ -508,7 +517,10 @@ impl Inner {
         self.publish_tools(server, tools, at_start)?;
         if caps.resources.is_some() {
             let resources = client.list_all_resources().await.unwrap_or_default();
-            let templates = client.list_all_resource_templates().await.unwrap_or_default();
+            let templates = client
+                .list_all_resource_templates()
+                .await
+                .unwrap_or_default();
             self.publish_resources(server, resources, templates);
         }
         if caps.prompts.is_some() {
@@ -559,6 +571,7 @@ impl Inner {
             .iter()
             .map(|(s, t)| (s.as_str(), t.as_str()))
             .collect();
+        let index = scan::ToolIndex::new(&other_refs);
 
         let mut entries: Vec<(String, Arc<ToolEntry>)> = Vec::new();
         let mut held: Vec<(String, Held)> = Vec::new();
@@ -576,7 +589,7 @@ impl Inner {
                 tracing::warn!("{msg}; the second is dropped");
                 continue;
             }
-            if let Some(h) = self.screen(server, &exposed, &tool, &other_refs, pins_config) {
+            if let Some(h) = self.screen(server, &exposed, &tool, &index, pins_config) {
                 held.push((exposed, h));
                 continue;
             }
@@ -680,10 +693,10 @@ impl Inner {
         server: &str,
         exposed: &str,
         tool: &Tool,
-        others: &[(&str, &str)],
+        others: &scan::ToolIndex,
         pins: &crate::pins::PinsConfig,
     ) -> Option<Held> {
-        let findings = scan::scan_tool(server, tool, others);
+        let findings = scan::scan_tool_in(server, tool, others);
         let mut blocking = Vec::new();
         for finding in &findings {
             match pins.action(finding.kind) {
@@ -712,8 +725,8 @@ impl Inner {
         }
         match self.pins.observe(server, exposed, tool) {
             Ok(PinStatus::Changed { pinned }) => {
-                let now = serde_json::to_value(pin_view(tool)).unwrap_or(Value::Null);
-                let diff = crate::pins::diff(&pinned.definition, &now);
+                let diff =
+                    crate::pins::diff(&pinned.definition, &crate::pins::pinned_definition(tool));
                 Some(Held {
                     server: server.to_owned(),
                     rule: "pin changed".into(),
@@ -735,9 +748,10 @@ impl Inner {
 
     fn register_tool(self: &Arc<Self>, def: Tool, exposed: String) {
         let weak = Arc::downgrade(self);
-        let _ = self.server.clone().tool_def(
-            def,
-            move |ctx: moat::RequestContext, args: Value| {
+        let _ = self
+            .server
+            .clone()
+            .tool_def(def, move |ctx: moat::RequestContext, args: Value| {
                 let weak = weak.clone();
                 let exposed = exposed.clone();
                 async move {
@@ -746,8 +760,7 @@ impl Inner {
                         None => Err("the gateway is shutting down".to_owned()),
                     }
                 }
-            },
-        );
+            });
     }
 
     fn publish_resources(
@@ -814,13 +827,7 @@ impl Inner {
     fn reader(
         self: &Arc<Self>,
         server: &str,
-    ) -> impl Fn(
-        ResourceRequest,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<Vec<ResourceContents>, String>> + Send>,
-    > + Send
-    + Sync
-    + 'static {
+    ) -> impl Fn(ResourceRequest) -> ReadFuture + Send + Sync + 'static {
         let weak = Arc::downgrade(self);
         let server = server.to_owned();
         move |req: ResourceRequest| {
@@ -869,7 +876,8 @@ impl Inner {
         for prompt in prompts {
             let exposed = exposed_name(server, &prompt.name);
             if let Some((owner, _)) = catalog.prompts.get(&exposed) {
-                let msg = format!("prompt {exposed} of server {server} collides with one of {owner}");
+                let msg =
+                    format!("prompt {exposed} of server {server} collides with one of {owner}");
                 if at_start {
                     return Err(HostError::Collision(msg));
                 }
@@ -892,9 +900,9 @@ impl Inner {
                     let original = original.clone();
                     async move {
                         let inner = weak.upgrade().ok_or("the gateway is shutting down")?;
-                        let client = inner
-                            .live_client(&server)
-                            .ok_or_else(|| format!("server {server} is not running (restarting)"))?;
+                        let client = inner.live_client(&server).ok_or_else(|| {
+                            format!("server {server} is not running (restarting)")
+                        })?;
                         client
                             .get_prompt(&original, args)
                             .await
@@ -1039,18 +1047,6 @@ fn client_definition(exposed: &str, tool: &Tool) -> Tool {
     def.name = exposed.to_owned();
     def.execution = None;
     def
-}
-
-/// The parts of a definition that pins cover, as shown in a diff.
-fn pin_view(tool: &Tool) -> Value {
-    serde_json::json!({
-        "name": tool.name,
-        "title": tool.title,
-        "description": tool.description,
-        "inputSchema": tool.input_schema,
-        "outputSchema": tool.output_schema,
-        "annotations": tool.annotations,
-    })
 }
 
 fn trust_override(cfg: &ServerConfig) -> TrustOverride {

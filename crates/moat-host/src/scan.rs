@@ -24,6 +24,7 @@
 //!   tells the model how to use someone else's `send_email`.
 //!
 //! What to do about a finding is configuration ([`ScanAction`], per kind, in `[pins]`).
+//! To scan a whole catalog, index the tools once ([`ToolIndex`]) and call [`scan_tool_in`].
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -109,7 +110,7 @@ pub const INSTRUCTION_PATTERNS: &[(&str, &str)] = &[
         "an order to drop earlier instructions",
     ),
     (
-        r"\b(do\s+not|don['’]?t|never)\s+(tell|mention|inform|notify|alert|reveal)\b.{0,60}?\b(users?|human)\b|\b(do\s+not|don['’]?t|never)\s+(tell|mention|reveal)\s+(this|that|it)\b",
+        r"\b(do\s+not|don['’]?t|never)\s+(tell|mention|inform|notify|alert|reveal)\b.{0,60}?\b(users?|human)\b([^'’\w]|$)|\b(do\s+not|don['’]?t|never)\s+(tell|mention|reveal)\s+(this|that|it)\b",
         "an order to keep something from the user",
     ),
     (
@@ -164,19 +165,7 @@ const NON_PROSE_KEYS: &[&str] = &[
 /// Scan one tool of `server`. `other_tools` lists `(server, tool name)` of every tool the host
 /// knows (it may include this server's own tools; those are never shadowing).
 pub fn scan_tool(server: &str, tool: &Tool, other_tools: &[(&str, &str)]) -> Vec<Finding> {
-    let fields = fields(tool);
-    let mut findings = Vec::new();
-    for field in &fields {
-        invisible(field, &mut findings);
-    }
-    for field in fields.iter().filter(|f| f.prose) {
-        instructions(field, &mut findings);
-    }
-    let shadows = Shadows::new(server, tool, other_tools);
-    for field in fields.iter().filter(|f| f.prose) {
-        shadowing(field, &shadows, &mut findings);
-    }
-    findings
+    scan_tool_in(server, tool, &ToolIndex::new(other_tools))
 }
 
 /// One piece of text of a tool definition and where it sits.
@@ -436,45 +425,91 @@ fn quote(text: &str) -> String {
 
 // ---- shadowing ----
 
-/// Names of other servers' tools worth looking for, lower-cased, each with the tool it names.
-#[derive(Default)]
-struct Shadows {
-    /// Names made of identifier characters only: looked up word by word.
-    words: HashMap<String, String>,
-    /// Names with other characters (`-`, `.`): searched for.
-    others: Vec<(String, String)>,
+/// The tools of every server, indexed once so that a whole catalog can be scanned for
+/// shadowing in time proportional to its size ([`scan_tool_in`]).
+#[derive(Debug, Default)]
+pub struct ToolIndex {
+    /// Lower-cased names made of identifier characters only: looked up word by word.
+    words: HashMap<String, Vec<Named>>,
+    /// Lower-cased names with other characters (`-`, `.`): searched for.
+    others: Vec<(String, Named)>,
+    /// Lower-cased tool names of each server.
+    by_server: HashMap<String, HashSet<String>>,
 }
 
-impl Shadows {
-    fn new(server: &str, tool: &Tool, other_tools: &[(&str, &str)]) -> Shadows {
-        let own: HashSet<String> = other_tools
-            .iter()
-            .filter(|(s, _)| *s == server)
-            .map(|(_, t)| t.to_ascii_lowercase())
-            .chain([tool.name.to_ascii_lowercase()])
-            .collect();
-        let mut shadows = Shadows::default();
-        for (other_server, other_tool) in other_tools {
-            if *other_server == server {
-                continue;
-            }
-            let owner = format!("{other_server}__{other_tool}");
-            shadows.add(owner.to_ascii_lowercase(), &owner);
-            let bare = other_tool.to_ascii_lowercase();
-            if distinctive(other_tool) && !own.contains(&bare) {
-                shadows.add(bare, &owner);
+/// A tool a needle names.
+#[derive(Debug)]
+struct Named {
+    server: String,
+    /// `server__tool`, as the finding shows it.
+    exposed: String,
+    /// The lower-cased bare name, when the needle is the bare name (not `server__tool`).
+    bare: Option<String>,
+}
+
+impl ToolIndex {
+    /// Index `(server, tool name)` pairs.
+    pub fn new(tools: &[(&str, &str)]) -> ToolIndex {
+        let mut index = ToolIndex::default();
+        for (server, tool) in tools {
+            let bare = tool.to_ascii_lowercase();
+            index
+                .by_server
+                .entry((*server).to_owned())
+                .or_default()
+                .insert(bare.clone());
+            let exposed = format!("{server}__{tool}");
+            let named = |bare| Named {
+                server: (*server).to_owned(),
+                exposed: exposed.clone(),
+                bare,
+            };
+            index.add(exposed.to_ascii_lowercase(), named(None));
+            if distinctive(tool) {
+                index.add(bare.clone(), named(Some(bare)));
             }
         }
-        shadows
+        index
     }
 
-    fn add(&mut self, needle: String, owner: &str) {
+    fn add(&mut self, needle: String, named: Named) {
         if needle.chars().all(is_ident) {
-            self.words.entry(needle).or_insert_with(|| owner.to_owned());
+            self.words.entry(needle).or_default().push(named);
         } else {
-            self.others.push((needle, owner.to_owned()));
+            self.others.push((needle, named));
         }
     }
+
+    /// The tool `named` stands for, if naming it from `tool` of `server` is shadowing: it
+    /// belongs to another server, and a bare name is not also one of this server's own.
+    fn shadowed<'a>(&self, named: &'a Named, server: &str, tool: &Tool) -> Option<&'a str> {
+        if named.server == server {
+            return None;
+        }
+        if let Some(bare) = &named.bare {
+            let own = self.by_server.get(server).is_some_and(|s| s.contains(bare));
+            if own || tool.name.eq_ignore_ascii_case(bare) {
+                return None;
+            }
+        }
+        Some(&named.exposed)
+    }
+}
+
+/// [`scan_tool`] with the other tools indexed once, for scanning a whole catalog.
+pub fn scan_tool_in(server: &str, tool: &Tool, index: &ToolIndex) -> Vec<Finding> {
+    let fields = fields(tool);
+    let mut findings = Vec::new();
+    for field in &fields {
+        invisible(field, &mut findings);
+    }
+    for field in fields.iter().filter(|f| f.prose) {
+        instructions(field, &mut findings);
+    }
+    for field in fields.iter().filter(|f| f.prose) {
+        shadowing(field, server, tool, index, &mut findings);
+    }
+    findings
 }
 
 fn is_ident(c: char) -> bool {
@@ -491,29 +526,38 @@ fn distinctive(name: &str) -> bool {
     name.chars().count() >= 6 && (name.contains('_') || name.contains('-') || hump)
 }
 
-fn shadowing(field: &Field<'_>, shadows: &Shadows, findings: &mut Vec<Finding>) {
+fn shadowing(
+    field: &Field<'_>,
+    server: &str,
+    tool: &Tool,
+    index: &ToolIndex,
+    findings: &mut Vec<Finding>,
+) {
     let lower = field.text.to_ascii_lowercase();
-    let mut hits: Vec<(usize, &str)> = words(&lower)
-        .filter_map(|(at, word)| Some((at, shadows.words.get(word)?.as_str())))
-        .collect();
-    for (needle, owner) in &shadows.others {
-        if let Some(at) = find_word(&lower, needle) {
-            hits.push((at, owner));
+    let mut hits: Vec<(usize, &str)> = Vec::new();
+    for (at, word) in words(&lower) {
+        for named in index.words.get(word).into_iter().flatten() {
+            hits.extend(index.shadowed(named, server, tool).map(|t| (at, t)));
+        }
+    }
+    for (needle, named) in &index.others {
+        if let Some(exposed) = index.shadowed(named, server, tool) {
+            hits.extend(find_word(&lower, needle).map(|at| (at, exposed)));
         }
     }
     hits.sort_unstable();
     let mut reported: Vec<&str> = Vec::new();
-    for (at, owner) in hits {
-        if reported.contains(&owner) {
+    for (at, exposed) in hits {
+        if reported.contains(&exposed) {
             continue;
         }
-        reported.push(owner);
+        reported.push(exposed);
         // ASCII lower-casing keeps byte offsets, so `at` indexes the original text too.
         let position = field.text[..at].chars().count() + 1;
         findings.push(Finding {
             kind: FindingKind::Shadowing,
             detail: format!(
-                "{}, char {position}: names {owner}, a tool of another server",
+                "{}, char {position}: names {exposed}, a tool of another server",
                 field.place
             ),
         });
@@ -732,6 +776,7 @@ mod tests {
             "Pass the content as a UTF-8 string.",
             "Sorts entries <by name> or size; a < b means a first.",
             "Matches files like `*.environment.json`.",
+            "Never reveal the user's password in logs.",
         ];
         for text in benign {
             assert!(scan_tool("s", &described(text), &[]).is_empty(), "{text}");

@@ -170,7 +170,9 @@ pub(crate) async fn supervise(
         // Live before its tools appear: a call that follows the listing finds it.
         live.send_replace(Some(client.clone()));
         let Some(inner) = host.upgrade() else { return };
-        let published = inner.refresh_catalog(&cfg.name, &client, ready.is_some()).await;
+        let published = inner
+            .refresh_catalog(&cfg.name, &client, ready.is_some())
+            .await;
         drop(inner);
         if let Err(e) = published {
             // Only a start-time collision is fatal: the host refuses to start.

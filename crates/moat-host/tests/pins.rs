@@ -6,7 +6,7 @@ use std::sync::Arc;
 use moat_host::pins::{
     PinError, PinStatus, PinStore, PinsConfig, definition_hash, diff, pinned_definition,
 };
-use moat_host::scan::{FindingKind, ScanAction, scan_tool};
+use moat_host::scan::{FindingKind, ScanAction, ToolIndex, scan_tool, scan_tool_in};
 use moat_protocol::types::Tool;
 use serde_json::{Value, json};
 
@@ -363,6 +363,8 @@ fn a_tool_that_redirects_another_servers_email_is_shadowing() {
         .collect();
     assert_eq!(shadowing.len(), 1, "{findings:?}");
     assert!(shadowing[0].detail.contains("mail__send_email"));
+    let index = ToolIndex::new(&others);
+    assert_eq!(scan_tool_in("facts", &t, &index), findings);
     assert_eq!(
         PinsConfig::default().verdict(&shadowing.into_iter().cloned().collect::<Vec<_>>()),
         ScanAction::Warn
@@ -446,23 +448,11 @@ fn real_descriptions_have_no_findings() {
         .iter()
         .flat_map(|(server, tools)| tools.iter().map(move |t| (*server, t.name.as_str())))
         .collect();
+    let index = ToolIndex::new(&all);
     for (server, tools) in &servers {
         for t in tools {
-            let findings = scan_tool(server, t, &all);
+            let findings = scan_tool_in(server, t, &index);
             assert!(findings.is_empty(), "{server}/{}: {findings:?}", t.name);
         }
     }
-}
-
-#[test]
-fn tmp_perf() {
-    let tools: Vec<Tool> = (0..1000).map(|i| echo(&format!("Does thing number {i} with the given message, returning a result_value for the caller to read in full."))).collect();
-    let names: Vec<String> = (0..1000).map(|i| format!("tool_{i}")).collect();
-    let all: Vec<(&str, &str)> = names.iter().enumerate().map(|(i, n)| (if i % 2 == 0 { "a" } else { "b" }, n.as_str())).collect();
-    let start = std::time::Instant::now();
-    for t in &tools { assert!(scan_tool("a", t, &all).is_empty()); }
-    eprintln!("scan 1000x1000: {:?}", start.elapsed());
-    let start = std::time::Instant::now();
-    for t in &tools { assert!(scan_tool("a", t, &[]).is_empty()); }
-    eprintln!("scan 1000x0: {:?}", start.elapsed());
 }

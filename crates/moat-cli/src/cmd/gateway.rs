@@ -80,10 +80,7 @@ fn summary(host: &Host, path: &Path) {
     let listed = host.listed_tools().len();
     let held = host.held_tools();
     let down = host.servers_down();
-    let mut line = format!(
-        "moat gateway: {} — {listed} tools listed",
-        path.display()
-    );
+    let mut line = format!("moat gateway: {} — {listed} tools listed", path.display());
     if !held.is_empty() {
         line.push_str(&format!(", {} held back (see `moat pins`)", held.len()));
     }
@@ -136,7 +133,9 @@ fn spawn_reload(host: Host, path: PathBuf) {
             match next {
                 Ok(config) => {
                     if let Err(e) = host.reload(config).await {
-                        eprintln!("moat gateway: reload refused, still running the previous configuration: {e}");
+                        eprintln!(
+                            "moat gateway: reload refused, still running the previous configuration: {e}"
+                        );
                     }
                 }
                 Err(e) => eprintln!(

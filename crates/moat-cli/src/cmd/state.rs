@@ -48,10 +48,12 @@ pub fn audit(args: AuditArgs) -> Result<(), Failure> {
              pass --config FILE if its configuration moves it)"
         ))
     })?;
-    let mut query = AuditQuery::default();
-    query.since_ms = since_ms;
-    query.tool = args.tool.clone();
-    query.limit = Some(args.limit);
+    let query = AuditQuery {
+        since_ms,
+        tool: args.tool.clone(),
+        limit: Some(args.limit),
+        ..AuditQuery::default()
+    };
     let records = reader
         .query(&query)
         .map_err(|e| Failure::Usage(anyhow!(e)))?;
@@ -62,7 +64,14 @@ pub fn audit(args: AuditArgs) -> Result<(), Failure> {
         let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
         print!("{}", audit::format_table(&records, colour));
         if records.is_empty() {
-            eprintln!("no calls recorded{}", if args.since.is_some() { " in that time" } else { "" });
+            eprintln!(
+                "no calls recorded{}",
+                if args.since.is_some() {
+                    " in that time"
+                } else {
+                    ""
+                }
+            );
         }
     }
     Ok(())
@@ -77,7 +86,8 @@ pub fn pins(args: PinsArgs) -> Result<(), Failure> {
         PinsAction::List => {
             let pins = store.list().map_err(|e| Failure::Usage(anyhow!(e)))?;
             if args.json {
-                let value = serde_json::to_value(&pins).map_err(|e| Failure::Connection(e.into()))?;
+                let value =
+                    serde_json::to_value(&pins).map_err(|e| Failure::Connection(e.into()))?;
                 crate::output::print_json(&value);
                 return Ok(());
             }
@@ -104,14 +114,35 @@ pub fn pins(args: PinsArgs) -> Result<(), Failure> {
             Ok(())
         }
         PinsAction::Approve { name } => {
-            let approved = store
-                .approve(&name)
-                .map_err(|e| Failure::Usage(anyhow!("{e}\n(`moat pins` lists the tools waiting for approval)")))?;
+            let pin = store
+                .get(&name)
+                .map_err(|e| Failure::Usage(anyhow!(e)))?
+                .ok_or_else(|| {
+                    Failure::Usage(anyhow!(
+                        "no tool {name} is pinned (`moat pins` lists them; names are server__tool)"
+                    ))
+                })?;
+            let Some(pending) = &pin.pending else {
+                return Err(Failure::Usage(anyhow!(
+                    "{} has no changed definition waiting: nothing to approve",
+                    pin.exposed_name
+                )));
+            };
+            if !args.json {
+                // What the person approves is exactly what they were shown: approve_hash
+                // refuses if the server changed the definition again meanwhile.
+                println!("{}", pin.pending_diff().unwrap_or_default());
+            }
+            let approved = store.approve_hash(&name, &pending.hash).map_err(|e| {
+                Failure::Usage(anyhow!(
+                    "{e}\n(`moat pins` lists the tools waiting for approval)"
+                ))
+            })?;
             if args.json {
-                let value = serde_json::to_value(&approved.pin).map_err(|e| Failure::Connection(e.into()))?;
+                let value = serde_json::to_value(&approved.pin)
+                    .map_err(|e| Failure::Connection(e.into()))?;
                 crate::output::print_json(&value);
             } else {
-                println!("{}", approved.diff);
                 println!(
                     "approved {}: a running gateway lists it again within a second",
                     approved.pin.exposed_name
