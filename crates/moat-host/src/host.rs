@@ -917,6 +917,10 @@ impl Inner {
     /// Removes everything of `server` from what the client sees (it went away).
     pub(crate) fn withdraw(&self, server: &str) {
         let mut catalog = lock(&self.catalog);
+        // Its last list goes too: a republish (pins, policy) must not bring back the
+        // tools of a server that is down or removed.
+        catalog.fetched.remove(server);
+        catalog.held.retain(|_, h| h.server != server);
         catalog.tools.retain(|_, e| e.server != server);
         let gone: Vec<String> = catalog
             .registered
