@@ -31,7 +31,8 @@ Exit codes: 0 ok, 1 usage error, 2 connection or protocol failure, 3 the tool re
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// A tour: moat's client and its built-in server, every revision, bad input, a crash.
+    /// The whole path in seconds: a client, the gateway's policy and consent, three
+    /// sandboxed servers, a prompt injection stopped, the audit trail.
     Demo(DemoArgs),
     /// Run a built-in MCP server on stdin/stdout, or over HTTP with --http.
     #[command(after_help = "Examples:\n  \
@@ -185,9 +186,13 @@ pub enum BuiltinServer {
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Print a JSON summary instead of the tour.
+    /// Print a machine-readable trace (JSON) instead of the narrated steps.
     #[arg(long)]
     pub json: bool,
+    /// Instead: a tour of the protocol layer (every revision, a server's request for user
+    /// input, bad input, a crash) against the built-in `everything` server.
+    #[arg(long)]
+    pub tour: bool,
 }
 
 #[derive(Debug, Args)]

@@ -10,7 +10,8 @@ use moat::types::{
 };
 use serde_json::Value;
 
-fn colour() -> bool {
+/// Whether stdout gets colour: a terminal, and `NO_COLOR` unset.
+pub fn colour() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none())
 }

@@ -5,7 +5,7 @@ use std::process::Command;
 #[test]
 fn demo_runs_and_reports_every_revision() {
     let out = Command::new(env!("CARGO_BIN_EXE_moat"))
-        .args(["demo", "--json"])
+        .args(["demo", "--tour", "--json"])
         .output()
         .expect("run moat demo");
     assert!(
@@ -39,7 +39,7 @@ fn demo_runs_and_reports_every_revision() {
 #[test]
 fn human_output_has_no_colour_when_piped() {
     let out = Command::new(env!("CARGO_BIN_EXE_moat"))
-        .arg("demo")
+        .args(["demo", "--tour"])
         .output()
         .unwrap();
     assert!(out.status.success());

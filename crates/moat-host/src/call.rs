@@ -333,11 +333,12 @@ fn validate(entry: &ToolEntry, args: &Map<String, Value>) -> Result<(), String> 
 }
 
 fn refuse(record: &mut AuditRecord, rule: &str, message: String) -> CallToolResult {
-    record.decision = if rule == "unknown tool" || rule == "schema" {
-        "error".into()
-    } else {
-        "deny".into()
-    };
+    // A refused `ask` stays `ask` in the trail (the consent column says who said no).
+    if rule == "unknown tool" || rule == "schema" {
+        record.decision = "error".into();
+    } else if record.decision != "ask" {
+        record.decision = "deny".into();
+    }
     if record.rule.is_empty() || record.rule != rule {
         record.rule = rule.to_owned();
     }

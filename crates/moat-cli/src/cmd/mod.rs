@@ -6,3 +6,4 @@ pub mod gateway;
 pub mod sandbox;
 pub mod serve;
 pub mod state;
+pub mod tour;
