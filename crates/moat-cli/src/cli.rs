@@ -39,7 +39,10 @@ pub enum Command {
         moat serve everything                          # stdio, for a client that launches it\n  \
         moat serve everything --http 8080              # http://127.0.0.1:8080/mcp, every revision\n  \
         moat serve everything --http 8080 --stateless  # 2026-07-28 only, no sessions\n  \
-        moat serve everything --http 0.0.0.0:8080 --token \"$TOKEN\"   # off loopback: a token is required")]
+        moat serve everything --http 0.0.0.0:8080 --token \"$TOKEN\"   # off loopback: a token is required\n  \
+        moat serve fs --root ~/project                 # files, safely resolved under the root\n  \
+        moat serve exec --ro ~/project --cwd ~/project # each command sandboxed\n  \
+        moat serve sqlite --db shop.db                 # read-only SQL")]
     Serve(ServeArgs),
     /// List a server's tools.
     Tools(ListArgs),
@@ -182,6 +185,12 @@ pub enum PinsAction {
 pub enum BuiltinServer {
     /// The conformance fixture: every kind of tool, resource and prompt.
     Everything,
+    /// Files under --root: list, read, search, stat, write, move, delete; resources.
+    Fs,
+    /// Run commands (argv, not a shell line), each in a sandbox of its own.
+    Exec,
+    /// Read-only SQL on --db, refused writes enforced by SQLite itself.
+    Sqlite,
 }
 
 #[derive(Debug, Args)]
@@ -227,6 +236,30 @@ pub struct ServeArgs {
     /// With --http: close sessions idle for this many seconds.
     #[arg(long, value_name = "SECS", default_value_t = 1800, requires = "http")]
     pub session_idle: u64,
+    /// fs: the directory whose files are served (nothing outside it is reachable).
+    #[arg(long, value_name = "DIR", required_if_eq("server", "fs"))]
+    pub root: Option<std::path::PathBuf>,
+    /// fs: refuse every write, move and delete.
+    #[arg(long)]
+    pub read_only: bool,
+    /// sqlite: the database file, opened read-only.
+    #[arg(long, value_name = "FILE", required_if_eq("server", "sqlite"))]
+    pub db: Option<std::path::PathBuf>,
+    /// exec: a path commands may read (the system directories always are); repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub ro: Vec<std::path::PathBuf>,
+    /// exec: a path commands may read and write; repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub rw: Vec<std::path::PathBuf>,
+    /// exec: the default working directory of commands.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<std::path::PathBuf>,
+    /// exec: network access of commands (none: loopback only; host: unfiltered).
+    #[arg(long, value_enum, default_value = "none")]
+    pub net: SandboxNet,
+    /// exec: allow `sh -c` and other shells as the command.
+    #[arg(long)]
+    pub allow_shell: bool,
 }
 
 /// How to reach the server: a URL, or a command after `--`.

@@ -47,3 +47,55 @@ fn human_output_has_no_colour_when_piped() {
     assert!(text.contains("speaking 2026-07-28"));
     assert!(!text.contains('\x1b'), "no escape codes on a pipe");
 }
+
+/// `moat demo` (the main job): every step of the supervised path behaves, and the trace
+/// says so step by step.
+#[test]
+fn demo_walks_the_supervised_path() {
+    let out = Command::new(env!("CARGO_BIN_EXE_moat"))
+        .args(["demo", "--json"])
+        .output()
+        .expect("run moat demo");
+    let trace: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "JSON trace ({e}); stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert!(
+        out.status.success(),
+        "trace: {trace:#}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(trace["ok"], true);
+    let steps: Vec<&str> = trace["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| s["step"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "start",
+            "negotiate",
+            "list tools",
+            "allowed call",
+            "read-only SQL",
+            "policy refuses a write",
+            "database refuses a write",
+            "an injected instruction arrives",
+            "exfiltration held for consent",
+            "audit trail",
+        ]
+    );
+    let audit = trace["steps"][9]["detail"]
+        .as_array()
+        .expect("audit records");
+    assert_eq!(audit[5]["rule"], "taint");
+    assert_eq!(audit[5]["outcome"], "refused");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains('\x1b'),
+        "no colour in JSON"
+    );
+}

@@ -70,7 +70,7 @@ pub use outcome::{
 };
 pub use profile::{Limits, Net, Profile};
 pub use proxy::{Resolve, SystemResolver};
-pub use spawn::Sandbox;
+pub use spawn::{RunControl, Sandbox};
 pub use zygote::SPARE_ENV;
 
 /// The result type of this crate.

@@ -1,11 +1,14 @@
 //! The supervising side: hand the run to the zygote, enforce the timeout and the output
 //! cap, collect the [`Outcome`]. A run either has its output captured ([`Sandbox::spawn`])
 //! or streams through the caller's own stdin, stdout and stderr ([`Sandbox::spawn_stdio`]).
+//! A [`RunControl`] lets another thread stop a captured run and watch its output grow
+//! ([`Sandbox::spawn_with`]).
 
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::cgroup::Cgroup;
@@ -84,7 +87,7 @@ impl Sandbox {
                 probe: true,
                 proxy_dir: None,
             };
-            self.supervise(&plan, &Cgroup::default(), RunIo::Capture)
+            self.supervise(&plan, &Cgroup::default(), RunIo::Capture, None)
                 .is_ok_and(|r| r.termination == Termination::Exited(0))
         })
     }
@@ -101,7 +104,24 @@ impl Sandbox {
     /// ([`Error::Unsupported`]) where the namespaces are unavailable or turned off: the
     /// allow-list cannot be enforced without a network namespace of its own.
     pub fn spawn(&self, profile: &Profile, argv: &[String]) -> Result<Outcome> {
-        self.run(profile, argv, RunIo::Capture)
+        self.run(profile, argv, RunIo::Capture, None)
+    }
+
+    /// As [`Sandbox::spawn`], with `control` to stop the run from another thread
+    /// ([`RunControl::cancel`]: its process group is killed, as at the timeout) and to see
+    /// how much output it has written so far ([`RunControl::output_bytes`]).
+    ///
+    /// For a caller that cannot unwind the blocked thread to abandon the run: an async
+    /// caller running this in `spawn_blocking`, say. A cancelled run still returns its
+    /// [`Outcome`] (typically [`Termination::Signaled`] with `SIGKILL`, no limit hit); a
+    /// `control` cancelled before the call kills the run as soon as it starts.
+    pub fn spawn_with(
+        &self,
+        profile: &Profile,
+        argv: &[String],
+        control: &RunControl,
+    ) -> Result<Outcome> {
+        self.run(profile, argv, RunIo::Capture, Some(control))
     }
 
     /// Runs `argv` confined by `profile` with this process's own stdin, stdout and stderr
@@ -129,10 +149,16 @@ impl Sandbox {
                     .into(),
             ));
         }
-        self.run(profile, argv, RunIo::PassThrough)
+        self.run(profile, argv, RunIo::PassThrough, None)
     }
 
-    fn run(&self, profile: &Profile, argv: &[String], io: RunIo) -> Result<Outcome> {
+    fn run(
+        &self,
+        profile: &Profile,
+        argv: &[String],
+        io: RunIo,
+        control: Option<&RunControl>,
+    ) -> Result<Outcome> {
         if argv.is_empty() {
             return Err(Error::EmptyCommand);
         }
@@ -166,7 +192,7 @@ impl Sandbox {
             probe: false,
             proxy_dir: proxy.as_ref().map(|p| p.dir().to_path_buf()),
         };
-        let run = self.supervise(&plan, &cgroup, io)?;
+        let run = self.supervise(&plan, &cgroup, io, control)?;
         drop(cgroup);
         let (connections, connections_omitted) = proxy.map(Proxy::finish).unwrap_or_default();
         Ok(Outcome {
@@ -184,8 +210,14 @@ impl Sandbox {
 
     /// Starts `plan` in the zygote and supervises it: output (captured and capped, unless
     /// passed through), the timeout, the reports on the run socket. One thread, no helper
-    /// threads: `poll` on the pipes (if any) and the run socket.
-    fn supervise(&self, plan: &Plan, cgroup: &Cgroup, io: RunIo) -> Result<Supervised> {
+    /// threads: `poll` on the pipes (if any), the run socket and the control's wake pipe.
+    fn supervise(
+        &self,
+        plan: &Plan,
+        cgroup: &Cgroup,
+        io: RunIo,
+        control: Option<&RunControl>,
+    ) -> Result<Supervised> {
         let json = serde_json::to_vec(plan)?;
         let start = Instant::now();
         let RunEnds {
@@ -214,6 +246,9 @@ impl Sandbox {
         // itself, so that the cgroup is empty when it is checked and removed.
         let early = plan.namespaces && plan.cgroup_procs.is_empty();
         let mut chunk = [0u8; 16 * 1024];
+        // Whether the control's cancellation was seen (and the run killed): its wake pipe
+        // stays readable, so it is polled only until then.
+        let mut cancel_seen = false;
         let kill = |sock: &OwnedFd| {
             let _ = rustix::net::send(
                 sock,
@@ -245,6 +280,18 @@ impl Sandbox {
                 pfds.push(pollfd(&sock));
                 which.push(2);
             }
+            if let Some(c) = control
+                && ended.is_none()
+                && !cancel_seen
+            {
+                if c.is_cancelled() {
+                    cancel_seen = true;
+                    kill(&sock);
+                } else {
+                    pfds.push(pollfd(&c.inner.wake_read));
+                    which.push(3);
+                }
+            }
             let timeout = match wake {
                 Some(w) => {
                     let left = w.saturating_duration_since(Instant::now());
@@ -271,6 +318,11 @@ impl Sandbox {
                 if pfd.revents == 0 {
                     continue;
                 }
+                if i == 3 {
+                    // Never drained: the flag says what it means, and the next turn of the
+                    // loop acts on it.
+                    continue;
+                }
                 if i == 2 {
                     match read_report(&sock) {
                         Report::Nothing => {}
@@ -295,6 +347,9 @@ impl Sandbox {
                     Ok(n) => {
                         let room = usize::try_from(cap.saturating_sub(used)).unwrap_or(usize::MAX);
                         used = used.saturating_add(n as u64);
+                        if let Some(c) = control {
+                            c.inner.output.store(used, Ordering::Relaxed);
+                        }
                         let keep = n.min(room);
                         bufs[i].extend_from_slice(&chunk[..keep]);
                         if keep < n && !truncated {
@@ -343,6 +398,71 @@ impl Sandbox {
             truncated,
             wall_time: at - start,
         })
+    }
+}
+
+/// Stops a run of [`Sandbox::spawn_with`] from another thread, and shows how much output it
+/// has written so far. Cheap to clone; clones share the run. Cancelling is final (a
+/// cancelled control given to another run kills that run as it starts).
+#[derive(Clone)]
+pub struct RunControl {
+    inner: Arc<ControlInner>,
+}
+
+struct ControlInner {
+    cancelled: AtomicBool,
+    /// Bytes of stdout plus stderr read so far, kept or not.
+    output: AtomicU64,
+    /// Becomes readable (one byte, never read) on cancellation, so that the supervising
+    /// `poll` wakes at once rather than at its next deadline.
+    wake_read: OwnedFd,
+    wake_write: OwnedFd,
+}
+
+impl std::fmt::Debug for RunControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunControl")
+            .field("cancelled", &self.is_cancelled())
+            .field("output_bytes", &self.output_bytes())
+            .finish()
+    }
+}
+
+impl RunControl {
+    /// A control for one run (a pipe, to wake the supervising thread).
+    pub fn new() -> Result<RunControl> {
+        let (wake_read, wake_write) = rustix::pipe::pipe_with(
+            rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
+        )
+        .map_err(std::io::Error::from)?;
+        Ok(RunControl {
+            inner: Arc::new(ControlInner {
+                cancelled: AtomicBool::new(false),
+                output: AtomicU64::new(0),
+                wake_read,
+                wake_write,
+            }),
+        })
+    }
+
+    /// Kills the run (its whole process group, and the cgroup's processes), from any
+    /// thread; [`Sandbox::spawn_with`] then returns. Idempotent.
+    pub fn cancel(&self) {
+        if !self.inner.cancelled.swap(true, Ordering::SeqCst) {
+            // Cannot block (non-blocking, and at most one byte is ever written).
+            let _ = rustix::io::write(&self.inner.wake_write, &[1]);
+        }
+    }
+
+    /// Whether [`RunControl::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Bytes of stdout plus stderr the run has written so far (past the cap too, until
+    /// it is killed for it).
+    pub fn output_bytes(&self) -> u64 {
+        self.inner.output.load(Ordering::Relaxed)
     }
 }
 

@@ -7,12 +7,10 @@ use anyhow::{Context, anyhow};
 use moat::transport::http::server::HttpServerOptions;
 
 use crate::Failure;
-use crate::cli::{BuiltinServer, ServeArgs};
+use crate::cli::{BuiltinServer, SandboxNet, ServeArgs};
 
 pub async fn run(args: ServeArgs) -> Result<(), Failure> {
-    let server = match args.server {
-        BuiltinServer::Everything => moat_servers::everything::server(),
-    };
+    let server = build(&args).map_err(Failure::Usage)?;
     let Some(addr) = &args.http else {
         tracing::info!(server = %server.info().name, "serving on stdio");
         server.serve_stdio().await?;
@@ -44,6 +42,44 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
     };
     http.run_until(shutdown).await.context("serving HTTP")?;
     Ok(())
+}
+
+/// The built-in server `args` names, with its options.
+fn build(args: &ServeArgs) -> anyhow::Result<moat::Server> {
+    Ok(match args.server {
+        BuiltinServer::Everything => moat_servers::everything::server(),
+        BuiltinServer::Fs => {
+            let root = args
+                .root
+                .clone()
+                .ok_or_else(|| anyhow!("moat serve fs needs --root DIR"))?;
+            let mut options = moat_servers::fs::FsOptions::default();
+            options.read_only = args.read_only;
+            moat_servers::fs::server_with(root, options)?
+        }
+        BuiltinServer::Sqlite => {
+            let db = args
+                .db
+                .clone()
+                .ok_or_else(|| anyhow!("moat serve sqlite needs --db FILE"))?;
+            moat_servers::sqlite::server(db, moat_servers::sqlite::SqliteOptions::default())?
+        }
+        BuiltinServer::Exec => {
+            let mut options = moat_servers::exec::ExecOptions::default();
+            options.helper = Some(std::env::current_exe().context("finding the moat binary")?);
+            options.profile.ro.extend(args.ro.iter().cloned());
+            options.profile.rw.extend(args.rw.iter().cloned());
+            if let Some(cwd) = &args.cwd {
+                options.profile.cwd = Some(cwd.clone());
+            }
+            options.profile.net = match args.net {
+                SandboxNet::None => moat_sandbox::Net::None,
+                SandboxNet::Host => moat_sandbox::Net::Host,
+            };
+            options.allow_shell = args.allow_shell;
+            moat_servers::exec::server(options)?
+        }
+    })
 }
 
 /// `8080`, `:8080`, `127.0.0.1:8080`, `[::1]:8080` or `localhost:8080`.
