@@ -35,6 +35,25 @@ Options:
                            initialize. In every non-auto case the client fails
                            unless the server ends up on REV.
     --call NAME JSONARGS   call a tool (repeatable, in order)
+    --retry-call NAME JSONARGS SECONDS
+                           call a tool again and again (every 200 ms) until it
+                           returns a result without isError or SECONDS have
+                           passed; JSON-RPC errors count as failed attempts. Its
+                           entry in "calls" holds the last result (or "error")
+                           and "attempts". In order with --call.
+    --tolerate-errors      a --call that fails with a JSON-RPC error (or a
+                           broken connection) is recorded as {"name",
+                           "arguments", "error": "..."} instead of ending the
+                           run with exit code 1
+    --call-log FILE        append "NAME\n" to FILE (flushed) just before each
+                           tools/call is sent, so a test can act while it runs
+    --elicit ANSWER        declare the elicitation capability and accept every
+                           form with {"decision": ANSWER} (the gateway's
+                           consent form: "approve once", "approve for this
+                           session", "always approve", "deny")
+    --elicit-decline       declare elicitation and decline every request
+                           Both repeatable: the answers are given in order, one
+                           per request, the last one for every request after.
     --read URI             read a resource (repeatable)
     --prompt NAME JSONARGS get a prompt (repeatable)
     --timeout SECONDS      overall deadline (default 60)
@@ -42,6 +61,11 @@ Options:
     --transport KIND       with --url: streamable (default; Streamable HTTP, URL
                            is the MCP endpoint) or sse (legacy HTTP+SSE, URL is
                            the SSE endpoint, e.g. http://HOST/sse)
+
+Every "calls" entry also has "elapsedMs" (how long the call took). With
+--elicit or --elicit-decline the output also has "elicitations": every
+elicitation request received, in order, as {"message", "requestedSchema",
+"mode", "answer"}.
 
 Over HTTP the output also has "transport" ("streamable" | "sse") and, for
 Streamable HTTP, "sessionId" (the Mcp-Session-Id the server assigned, null when
@@ -53,13 +77,15 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from importlib import metadata
 from typing import Any, NoReturn
 
 PROG = "py_client"
 USAGE = (
     "usage: py_client.py [--protocol REV|auto] [--call NAME JSON]... [--read URI]... "
-    "[--prompt NAME JSON]... [--timeout SECS] (-- CMD [ARGS...] | --url URL [--transport streamable|sse])"
+    "[--prompt NAME JSON]... [--retry-call NAME JSON SECS]... [--tolerate-errors] "
+    "[--call-log FILE] [--elicit ANSWER | --elicit-decline] [--timeout SECS] (-- CMD [ARGS...] | --url URL [--transport streamable|sse])"
 )
 
 
@@ -93,6 +119,9 @@ def parse_args(argv: list[str]) -> dict[str, Any]:
         "timeout": 60.0,
         "url": None,
         "transport": None,
+        "tolerate_errors": False,
+        "elicit": [],
+        "call_log": None,
     }
     i = 0
 
@@ -111,8 +140,30 @@ def parse_args(argv: list[str]) -> dict[str, Any]:
             i += 2
         elif a == "--call":
             need(a, 2)
-            opts["calls"].append((argv[i + 1], parse_json_obj(a, argv[i + 2])))
+            opts["calls"].append((argv[i + 1], parse_json_obj(a, argv[i + 2]), None))
             i += 3
+        elif a == "--retry-call":
+            need(a, 3)
+            try:
+                secs = float(argv[i + 3])
+            except ValueError:
+                usage("--retry-call: SECONDS must be a number")
+            opts["calls"].append((argv[i + 1], parse_json_obj(a, argv[i + 2]), secs))
+            i += 4
+        elif a == "--call-log":
+            need(a, 1)
+            opts["call_log"] = argv[i + 1]
+            i += 2
+        elif a == "--tolerate-errors":
+            opts["tolerate_errors"] = True
+            i += 1
+        elif a == "--elicit":
+            need(a, 1)
+            opts["elicit"].append(("accept", argv[i + 1]))
+            i += 2
+        elif a == "--elicit-decline":
+            opts["elicit"].append(("decline", None))
+            i += 1
         elif a == "--read":
             need(a, 1)
             opts["reads"].append(argv[i + 1])
@@ -242,12 +293,17 @@ async def run(opts: dict[str, Any]) -> dict[str, Any]:
     else:
         server = http_transport(opts["url"], opts["transport"], session)
         target = f"{opts['url']} ({opts['transport']})"
+    elicitations: list[dict[str, Any]] = []
+    extra: dict[str, Any] = {}
+    if opts["elicit"]:
+        extra["elicitation_callback"] = elicitation_answerer(opts["elicit"], elicitations)
     client = Client(
         server,
         mode=mode,
         client_info=Implementation(name="moat-interop-py-client", version=sdk_version()),
         read_timeout_seconds=opts["timeout"],
         cache=None,
+        **extra,
     )
     try:
         await client.__aenter__()
@@ -287,9 +343,23 @@ async def run(opts: dict[str, Any]) -> dict[str, Any]:
             )
         if caps.prompts is not None:
             out["prompts"] = await step("prompts/list", list_all(client.list_prompts, "prompts"))
-        for name, arguments in opts["calls"]:
-            result = await step(f"tools/call {name}", client.call_tool(name, arguments))
-            out["calls"].append({"name": name, "arguments": arguments, "result": dump(result)})
+        if opts["elicit"]:
+            out["elicitations"] = elicitations
+        for name, arguments, retry_secs in opts["calls"]:
+            log_call(opts["call_log"], name)
+            if retry_secs is not None:
+                out["calls"].append(await retry_call(client, name, arguments, retry_secs))
+                continue
+            started = time.monotonic()
+            entry: dict[str, Any] = {"name": name, "arguments": arguments}
+            try:
+                entry["result"] = dump(await client.call_tool(name, arguments))
+            except Exception as e:  # noqa: BLE001 - fatal unless tolerated
+                if not opts["tolerate_errors"]:
+                    raise RuntimeError(f"tools/call {name} failed: {describe(e)}") from e
+                entry["error"] = describe(e)
+            entry["elapsedMs"] = round((time.monotonic() - started) * 1000)
+            out["calls"].append(entry)
         for uri in opts["reads"]:
             result = await step(f"resources/read {uri}", client.read_resource(uri))
             out["reads"].append({"uri": uri, "result": dump(result)})
@@ -303,6 +373,58 @@ async def run(opts: dict[str, Any]) -> dict[str, Any]:
             await client.__aexit__(None, None, None)
         except Exception as e:  # noqa: BLE001 - shutdown noise must not mask the result
             sys.stderr.write(f"{PROG}: warning: shutdown: {describe(e)}\n")
+
+
+def log_call(path: str | None, name: str) -> None:
+    if path is not None:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(name + "\n")
+
+
+async def retry_call(client: Any, name: str, arguments: dict[str, Any], secs: float) -> dict[str, Any]:
+    """Calls `name` until a result without isError, or `secs` have passed."""
+    import anyio
+
+    started = time.monotonic()
+    entry: dict[str, Any] = {"name": name, "arguments": arguments, "attempts": 0}
+    while True:
+        entry["attempts"] += 1
+        try:
+            entry["result"] = dump(await client.call_tool(name, arguments))
+            entry.pop("error", None)
+            if not entry["result"].get("isError"):
+                break
+        except Exception as e:  # noqa: BLE001 - a failed attempt
+            entry.pop("result", None)
+            entry["error"] = describe(e)
+        if time.monotonic() - started >= secs:
+            break
+        await anyio.sleep(0.2)
+    entry["elapsedMs"] = round((time.monotonic() - started) * 1000)
+    return entry
+
+
+def elicitation_answerer(answers: list[tuple[str, str | None]], seen: list[dict[str, Any]]) -> Any:
+    """An elicitation callback giving `answers` in order (the last one from then on), and
+    logging every request."""
+    from mcp_types import ElicitResult
+
+    async def answer_it(context: Any, params: Any) -> Any:
+        action, answer = answers[min(len(seen), len(answers) - 1)]
+        record = dump(params)
+        seen.append(
+            {
+                "message": record.get("message"),
+                "requestedSchema": record.get("requestedSchema"),
+                "mode": record.get("mode", "form"),
+                "answer": answer if action == "accept" else action,
+            }
+        )
+        if action == "accept":
+            return ElicitResult(action="accept", content={"decision": answer})
+        return ElicitResult(action=action)
+
+    return answer_it
 
 
 def http_transport(url: str, kind: str, session: dict[str, str | None]) -> Any:

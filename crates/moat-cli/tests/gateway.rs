@@ -882,11 +882,18 @@ fn deny_rule(via: Via) {
         everything("every")
     ));
     let out = gw.client(&[
+        "--tolerate-errors",
         "--call",
         "every__greet",
         r#"{"name":"Mallory"}"#,
         "--call",
         "every__test_simple_text",
+        "{}",
+        "--call",
+        "every__slow_compute",
+        r#"{"seconds":"soon"}"#,
+        "--call",
+        "every__no_such_tool",
         "{}",
     ]);
     let tools = tool_names(&out);
@@ -920,6 +927,24 @@ fn deny_rule(via: Via) {
     assert_eq!(field(&denied[0], "tool"), "greet");
     let allowed = gw.audit_of("every__test_simple_text", 1);
     assert_record(&allowed[0], "allow", "ok");
+
+    // Arguments are checked against the tool's inputSchema before anything else.
+    let message = refused_call(&out, 2);
+    assert!(message.contains("invalid arguments"), "{message}");
+    let invalid = gw.audit_of("every__slow_compute", 1);
+    assert_record(&invalid[0], "error", "refused");
+    assert_eq!(field(&invalid[0], "rule"), "schema");
+    // A name no server has: a JSON-RPC error (invalid params), recorded too.
+    let unknown = &calls(&out)[3];
+    assert!(
+        unknown["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("Unknown tool") && e.contains("-32602")),
+        "{unknown:#}"
+    );
+    let unknown = gw.audit_of("every__no_such_tool", 1);
+    assert_record(&unknown[0], "error", "refused");
+    assert_eq!(field(&unknown[0], "rule"), "unknown tool");
 }
 
 #[test]
@@ -975,7 +1000,8 @@ fn ask_without_channel(via: Via) {
         "the refusal should say there was no way to ask: {message}"
     );
     let records = gw.audit_of("every__greet", 1);
-    assert_record(&records[0], "deny", "refused");
+    // A refused `ask` stays `ask`; the consent column says who said no.
+    assert_record(&records[0], "ask", "refused");
     assert_eq!(field(&records[0], "consent"), "no consent channel");
     assert!(
         field(&records[0], "rule").contains("greet-asks"),
@@ -998,12 +1024,15 @@ fn ask_without_consent_channel_is_refused_http() {
 // 3. Consent through elicitation
 // ---------------------------------------------------------------------------
 
-/// One client run answering every form with `answer`, calling greet `n` times.
-fn greet_with(gw: &Gw, protocol: &str, answer: Option<&str>, n: usize) -> Value {
+/// One client run calling greet `n` times, answering the consent forms with `answers`
+/// in order (`None`: decline the form; the last answer repeats).
+fn greet_with(gw: &Gw, protocol: &str, answers: &[Option<&str>], n: usize) -> Value {
     let mut a = args(&["--protocol", protocol]);
-    match answer {
-        Some(answer) => a.extend(args(&["--elicit", answer])),
-        None => a.push("--elicit-decline".into()),
+    for answer in answers {
+        match answer {
+            Some(answer) => a.extend(args(&["--elicit", answer])),
+            None => a.push("--elicit-decline".into()),
+        }
     }
     for i in 0..n {
         a.extend(args(&[
@@ -1015,19 +1044,46 @@ fn greet_with(gw: &Gw, protocol: &str, answer: Option<&str>, n: usize) -> Value 
     gw.client(&refs(&a))
 }
 
+/// One client, six calls of an `ask` tool: approve once (twice: asked each time), deny,
+/// decline, approve for the session, then a call that is not asked.
 fn consent_by_elicitation(via: Via, protocol: &str) {
     let Some(p) = peers() else { return };
     let gw = Gw::new(p, via).start(&ask_greet_config());
-    let mut expected = 0;
+    let answers = [
+        Some(CONSENT_ONCE),
+        Some(CONSENT_ONCE),
+        Some(CONSENT_DENY),
+        None,
+        Some(CONSENT_SESSION),
+        Some(CONSENT_DENY),
+    ];
+    let out = greet_with(&gw, protocol, &answers, 6);
+    if protocol != "auto" {
+        assert_eq!(out["protocolVersion"], protocol);
+    }
 
-    // Approve once: the call goes through; a second call is asked again.
-    let out = greet_with(&gw, protocol, Some(CONSENT_ONCE), 2);
     assert_eq!(ok_call(&out, 0), "Hello, call 0!");
     assert_eq!(ok_call(&out, 1), "Hello, call 1!");
+    for i in [2, 3] {
+        let message = refused_call(&out, i);
+        assert!(
+            message.contains("not given") && !message.contains("Hello"),
+            "call {i}: {message}"
+        );
+    }
+    // 2026-07-28 over HTTP has no session: "for this session" approves that call only,
+    // so the next one is asked again (and denied).
+    let sessionless = matches!(via, Via::Http) && out["protocolVersion"] == "2026-07-28";
+    assert_eq!(ok_call(&out, 4), "Hello, call 4!");
+    if sessionless {
+        assert!(refused_call(&out, 5).contains("not given"));
+    } else {
+        assert_eq!(ok_call(&out, 5), "Hello, call 5!");
+    }
     assert_eq!(
         elicitations(&out),
-        2,
-        "approve once lasts one call: {out:#}"
+        if sessionless { 6 } else { 5 },
+        "asked for every call but the one after `approve for this session`: {out:#}"
     );
     let form = &out["elicitations"][0];
     assert!(
@@ -1042,59 +1098,26 @@ fn consent_by_elicitation(via: Via, protocol: &str) {
         json!([CONSENT_ONCE, CONSENT_SESSION, CONSENT_ALWAYS, CONSENT_DENY]),
         "{form:#}"
     );
-    expected += 2;
-    let records = gw.audit_of("every__greet", expected);
-    for r in &records[expected - 2..] {
-        assert_record(r, "ask", "ok");
-        assert_eq!(field(r, "consent"), "approved once via elicitation");
+
+    let records = gw.audit_of("every__greet", 6);
+    let want = [
+        ("ok", "approved once via elicitation"),
+        ("ok", "approved once via elicitation"),
+        ("refused", "denied via elicitation"),
+        ("refused", "declined via elicitation"),
+        ("ok", "approved for this session via elicitation"),
+        if sessionless {
+            ("refused", "denied via elicitation")
+        } else {
+            ("ok", "approved earlier")
+        },
+    ];
+    for (r, (outcome, consent)) in records.iter().zip(want) {
+        // A refused `ask` stays `ask`; the consent column says who said no.
+        assert_record(r, "ask", outcome);
+        assert_eq!(field(r, "consent"), consent, "{r:#}");
+        assert!(field(r, "rule").contains("greet-asks"), "{r:#}");
     }
-
-    // Deny: refused, and the server never sees it.
-    let out = greet_with(&gw, protocol, Some(CONSENT_DENY), 1);
-    let message = refused_call(&out, 0);
-    assert!(
-        message.contains("not given") && !message.contains("Hello"),
-        "{message}"
-    );
-    assert_eq!(elicitations(&out), 1);
-    expected += 1;
-    let records = gw.audit_of("every__greet", expected);
-    assert_record(&records[expected - 1], "deny", "refused");
-    assert_eq!(
-        field(&records[expected - 1], "consent"),
-        "denied via elicitation"
-    );
-
-    // Decline (the form's own "no"): refused too.
-    let out = greet_with(&gw, protocol, None, 1);
-    refused_call(&out, 0);
-    assert_eq!(elicitations(&out), 1);
-    expected += 1;
-    let records = gw.audit_of("every__greet", expected);
-    assert_record(&records[expected - 1], "deny", "refused");
-    assert_eq!(
-        field(&records[expected - 1], "consent"),
-        "declined via elicitation"
-    );
-
-    // For this session: asked once, then the second call goes through unasked.
-    let out = greet_with(&gw, protocol, Some(CONSENT_SESSION), 2);
-    assert_eq!(ok_call(&out, 0), "Hello, call 0!");
-    assert_eq!(ok_call(&out, 1), "Hello, call 1!");
-    assert_eq!(
-        elicitations(&out),
-        1,
-        "approved for the session: the second call is not asked again: {out:#}"
-    );
-    expected += 2;
-    let records = gw.audit_of("every__greet", expected);
-    assert_record(&records[expected - 2], "ask", "ok");
-    assert_eq!(
-        field(&records[expected - 2], "consent"),
-        "approved for this session via elicitation"
-    );
-    assert_record(&records[expected - 1], "ask", "ok");
-    assert_eq!(field(&records[expected - 1], "consent"), "approved earlier");
 }
 
 #[test]
@@ -1114,9 +1137,9 @@ fn consent_by_elicitation_http_2025_11_25() {
     let Some(p) = peers() else { return };
     consent_by_elicitation(Via::Http, "2025-11-25");
     let gw = Gw::new(p, Via::Http).start(&ask_greet_config());
-    let out = greet_with(&gw, "2025-11-25", Some(CONSENT_SESSION), 1);
+    let out = greet_with(&gw, "2025-11-25", &[Some(CONSENT_SESSION)], 1);
     assert_eq!(elicitations(&out), 1);
-    let out = greet_with(&gw, "2025-11-25", Some(CONSENT_SESSION), 1);
+    let out = greet_with(&gw, "2025-11-25", &[Some(CONSENT_SESSION)], 1);
     assert_eq!(
         elicitations(&out),
         1,
@@ -1132,17 +1155,14 @@ fn consent_by_elicitation_http_2026() {
 /// "approve for this session" given by one 2026-07-28 client over HTTP must not approve
 /// the calls of every later client of the gateway.
 #[test]
-#[ignore = "BUG: over HTTP at 2026-07-28 every client shares one gateway-wide session, so \
-            `approve for this session` approves the tool for all later clients until the \
-            gateway restarts"]
 fn session_approval_does_not_outlive_the_client_http_2026() {
     let Some(p) = peers() else { return };
     let gw = Gw::new(p, Via::Http).start(&ask_greet_config());
-    let out = greet_with(&gw, "auto", Some(CONSENT_SESSION), 1);
+    let out = greet_with(&gw, "auto", &[Some(CONSENT_SESSION)], 1);
     assert_eq!(out["protocolVersion"], "2026-07-28");
     assert_eq!(elicitations(&out), 1);
     // Another client, later: it never approved anything.
-    let out = greet_with(&gw, "auto", Some(CONSENT_DENY), 1);
+    let out = greet_with(&gw, "auto", &[Some(CONSENT_DENY)], 1);
     assert_eq!(
         elicitations(&out),
         1,
@@ -1151,16 +1171,37 @@ fn session_approval_does_not_outlive_the_client_http_2026() {
     refused_call(&out, 0);
 }
 
+/// The audit trail names the client, whatever revision it speaks.
+#[test]
+#[ignore = "BUG: at 2026-07-28 the client's name comes in each request's _meta \
+            (io.modelcontextprotocol/clientInfo), which the SDK does not expose: the audit \
+            `client` column is null for every modern client"]
+fn audit_names_the_client_2026() {
+    let Some(p) = peers() else { return };
+    let gw = Gw::new(p, Via::Stdio).start(&format!(
+        "{}\n[policy]\ndefault = \"allow\"\n",
+        everything("every")
+    ));
+    let out = gw.client(&["--call", "every__test_simple_text", "{}"]);
+    assert_eq!(out["protocolVersion"], "2026-07-28");
+    let records = gw.audit_of("every__test_simple_text", 1);
+    assert!(
+        field(&records[0], "client").starts_with("moat-interop-py-client"),
+        "{:#}",
+        records[0]
+    );
+}
+
 /// "always approve" is stored: a new gateway process does not ask again.
 #[test]
 fn consent_always_survives_a_restart() {
     let Some(p) = peers() else { return };
     let gw = Gw::new(p, Via::Stdio).start(&ask_greet_config());
-    let out = greet_with(&gw, "auto", Some(CONSENT_ALWAYS), 1);
+    let out = greet_with(&gw, "auto", &[Some(CONSENT_ALWAYS)], 1);
     assert_eq!(ok_call(&out, 0), "Hello, call 0!");
     assert_eq!(elicitations(&out), 1);
     // A new gateway (stdio: each client run spawns one) on the same state directory.
-    let out = greet_with(&gw, "auto", Some(CONSENT_DENY), 1);
+    let out = greet_with(&gw, "auto", &[Some(CONSENT_DENY)], 1);
     assert_eq!(ok_call(&out, 0), "Hello, call 0!");
     assert_eq!(elicitations(&out), 0, "always approved: not asked: {out:#}");
     let records = gw.audit_of("every__greet", 2);
@@ -1206,6 +1247,16 @@ fn confined_paths(via: Via) {
         ("fs__read_text_file", call(&traversal)),
         ("fs__write_file", write(&outside_write)),
         ("fs__write_file", write(&format!("{root_s}/../evil2.txt"))),
+        // Tools whose paths are not called `path`: the rule confining `path` catches a
+        // call without one (policy cannot see where it goes), so no other name slips by.
+        (
+            "fs__read_multiple_files",
+            json!({ "paths": [inside, "/etc/passwd"] }).to_string(),
+        ),
+        (
+            "fs__move_file",
+            json!({ "source": inside, "destination": dir.join("moved.txt") }).to_string(),
+        ),
     ];
     let mut argv = Vec::new();
     for (tool, arguments) in &a {
@@ -1225,7 +1276,7 @@ fn confined_paths(via: Via) {
         std::fs::read_to_string(root.join("written.txt")).unwrap(),
         "written through moat"
     );
-    for i in 2..6 {
+    for i in 2..8 {
         let message = refused_call(&out, i);
         assert!(message.contains("confine-fs"), "call {i}: {message}");
         assert!(
@@ -1234,6 +1285,7 @@ fn confined_paths(via: Via) {
         );
     }
     assert!(!dir.join("evil.txt").exists() && !dir.join("evil2.txt").exists());
+    assert!(root.join("inside.txt").exists() && !dir.join("moved.txt").exists());
 
     let reads = gw.audit_of("fs__read_text_file", 3);
     assert_record(&reads[0], "allow", "ok");
@@ -1253,7 +1305,10 @@ fn confined_paths(via: Via) {
         let tree = descendants(http.pid());
         let node = tree
             .iter()
-            .find(|p| p.cmdline.iter().any(|a| a.ends_with(FILESYSTEM_JS)))
+            .find(|p| {
+                p.cmdline.first().is_some_and(|a| a.ends_with("node"))
+                    && p.cmdline.iter().any(|a| a.ends_with(FILESYSTEM_JS))
+            })
             .unwrap_or_else(|| panic!("no server-filesystem process under the gateway: {tree:#?}"));
         let mut ancestry = Vec::new();
         let mut pid = node.ppid;
@@ -1328,86 +1383,90 @@ fn killed_mid_call(via: Via, sandboxed: bool) {
     );
     let gw = Gw::new(p, via).start(&config);
 
-    for attempt in 0..3 {
-        let client = gw.client_start(&[
-            "--tolerate-errors",
-            "--call",
-            "every__slow_compute",
-            r#"{"seconds":40,"label":"doomed"}"#,
-            "--retry-call",
-            "every__greet",
-            r#"{"name":"again"}"#,
-            "20",
-        ]);
-        let gateway = match &gw.http {
-            Some(http) => http.pid(),
-            None => wait_for_process(client.pid(), "moat gateway", is_gateway).pid,
-        };
-        let victim = wait_for_process(gateway, "moat serve everything", is_everything);
-        // Give the client time to connect, list and start the slow call.
-        thread::sleep(Duration::from_millis(2500));
-        kill_pid(victim.pid, libc::SIGKILL);
-        let killed_at = Instant::now();
-        let run = client.finish();
-        let out = run.json();
-        let slow = &calls(&out)[0];
-        let message = call_text(slow);
-        if message.contains("is not running") && attempt < 2 {
-            // Killed before the call reached it (a slow machine): try again.
-            eprintln!("the kill came before the call; retrying: {message}");
-            continue;
-        }
+    let marks = gw.dir().join("calls.log");
+    let marks_s = marks.to_string_lossy().into_owned();
+    let client = gw.client_start(&[
+        "--tolerate-errors",
+        "--call-log",
+        &marks_s,
+        "--call",
+        "every__slow_compute",
+        r#"{"seconds":40,"label":"doomed"}"#,
+        "--retry-call",
+        "every__greet",
+        r#"{"name":"again"}"#,
+        "20",
+    ]);
+    let gateway = match &gw.http {
+        Some(http) => http.pid(),
+        None => wait_for_process(client.pid(), "moat gateway", is_gateway).pid,
+    };
+    let victim = wait_for_process(gateway, "moat serve everything", is_everything);
+    // Kill it once the slow call is on its way (the client logs each call as it sends it).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&marks).is_ok_and(|m| m.contains("every__slow_compute")) {
         assert!(
-            call_is_error(slow),
-            "the slow call must fail: {slow:#}\n{}",
-            gw.describe_run(&run)
+            Instant::now() < deadline,
+            "the client never sent the slow call"
         );
-        assert!(
-            message.contains("every") && message.contains("stopped during the call"),
-            "the error should say the server stopped: {message}"
-        );
-        let elapsed = slow["elapsedMs"].as_u64().unwrap();
-        assert!(
-            elapsed < 10_000,
-            "the call should fail at once, not after {elapsed} ms (call timeout 120 s)"
-        );
-        let again = &calls(&out)[1];
-        assert!(
-            !call_is_error(again) && call_text(again) == "Hello, again!",
-            "after the restart a call goes through: {again:#}\n{}",
-            gw.describe_run(&run)
-        );
-        eprintln!(
-            "slow call failed after {elapsed} ms; greet succeeded after {} attempt(s), {:?} after the kill",
-            again["attempts"],
-            killed_at.elapsed()
-        );
-        assert!(
-            tool_names(&out).contains("every__slow_compute"),
-            "listed before the kill"
-        );
-
-        // Restarted: a new server process, the old one gone and reaped.
-        if let Some(http) = &gw.http {
-            let fresh = wait_for_process(http.pid(), "restarted server", is_everything);
-            assert_ne!(fresh.pid, victim.pid, "a new server process");
-            assert_no_zombies(http.pid());
-            let out = gw.client(&[]);
-            assert!(
-                tool_names(&out).contains("every__slow_compute"),
-                "listed again after the restart"
-            );
-        }
-
-        let records = gw.audit_of("every__slow_compute", 1);
-        let last = records.last().unwrap();
-        assert_record(last, "allow", "failed");
-        assert!(field(last, "error").contains("stopped"), "{last:#}");
-        let greets = gw.audit_of("every__greet", 1);
-        assert_record(greets.last().unwrap(), "allow", "ok");
-        return;
+        thread::sleep(Duration::from_millis(20));
     }
-    unreachable!();
+    thread::sleep(Duration::from_millis(700));
+    kill_pid(victim.pid, libc::SIGKILL);
+    let killed_at = Instant::now();
+    let run = client.finish();
+    let out = run.json();
+    let slow = &calls(&out)[0];
+    let message = call_text(slow);
+    assert!(
+        call_is_error(slow),
+        "the slow call must fail: {slow:#}\n{}",
+        gw.describe_run(&run)
+    );
+    assert!(
+        message.contains("every") && message.contains("stopped during the call"),
+        "the error should say the server stopped: {message}"
+    );
+    let elapsed = slow["elapsedMs"].as_u64().unwrap();
+    assert!(
+        elapsed < 10_000,
+        "the call should fail at once, not after {elapsed} ms (call timeout 120 s)"
+    );
+    let again = &calls(&out)[1];
+    assert!(
+        !call_is_error(again) && call_text(again) == "Hello, again!",
+        "after the restart a call goes through: {again:#}\n{}",
+        gw.describe_run(&run)
+    );
+    eprintln!(
+        "slow call failed after {elapsed} ms; greet succeeded after {} attempt(s), {:?} after the kill",
+        again["attempts"],
+        killed_at.elapsed()
+    );
+    assert!(
+        tool_names(&out).contains("every__slow_compute"),
+        "listed before the kill"
+    );
+
+    // Restarted: a new server process, the old one gone and reaped.
+    if let Some(http) = &gw.http {
+        let fresh = wait_for_process(http.pid(), "restarted server", |p| {
+            is_everything(p) && p.pid != victim.pid && p.state != 'Z'
+        });
+        assert_ne!(fresh.pid, victim.pid, "a new server process");
+        assert_no_zombies(http.pid());
+        assert!(
+            raw_tools_list(&http.authority).contains("every__slow_compute"),
+            "listed again after the restart"
+        );
+    }
+
+    let records = gw.audit_of("every__slow_compute", 1);
+    let last = records.last().unwrap();
+    assert_record(last, "allow", "failed");
+    assert!(field(last, "error").contains("stopped"), "{last:#}");
+    let greets = gw.audit_of("every__greet", 1);
+    assert_record(greets.last().unwrap(), "allow", "ok");
 }
 
 #[test]
@@ -1423,6 +1482,37 @@ fn server_killed_mid_call_http() {
 #[test]
 fn sandboxed_server_killed_mid_call_http() {
     killed_mid_call(Via::Http, true);
+}
+
+/// A healthy server that speaks 2026-07-28 must not be restarted by the health checks,
+/// and a call longer than two health intervals (2 x 30 s) must complete.
+#[test]
+#[ignore = "slow: a call longer than two health intervals takes 75 s (run with --ignored)"]
+fn healthy_modern_server_is_not_restarted() {
+    let Some(p) = peers() else { return };
+    let config = format!(
+        "{}\n[policy]\ndefault = \"allow\"\n",
+        everything_with("every", false, "call_timeout = \"120s\"\n")
+    );
+    let gw = Gw::new(p, Via::Http).start(&config);
+    let gateway = gw.http.as_ref().unwrap().pid();
+    let first = wait_for_process(gateway, "moat serve everything", is_everything);
+    let out = gw.client(&[
+        "--timeout",
+        "110",
+        "--call",
+        "every__slow_compute",
+        r#"{"seconds":70}"#,
+    ]);
+    let result = ok_call(&out, 0);
+    assert!(result.contains("completed after 70 seconds"), "{result}");
+    let now = wait_for_process(gateway, "moat serve everything", is_everything);
+    assert_eq!(
+        now.pid,
+        first.pid,
+        "the server was restarted while healthy:\n{}",
+        gw.gateway_log()
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -1522,22 +1612,24 @@ fn changed_description_is_held_until_approved() {
     let approve = gw.moat(&["pins", "approve", "mut__weather"]);
     assert_eq!(approve.code, Some(0), "{}", approve.describe());
     let approved_at = Instant::now();
-    loop {
-        let out = gw.client(&["--tolerate-errors"]);
-        if tool_names(&out).contains("mut__weather") {
-            assert_eq!(description_of(&out, "mut__weather"), WEATHER_V3);
-            break;
-        }
+    let authority = gw.http.as_ref().unwrap().authority.clone();
+    while !raw_tools_list(&authority).contains("mut__weather") {
         assert!(
             approved_at.elapsed() < Duration::from_secs(5),
             "the running gateway did not list the approved tool within 5 s\n{}",
             gw.gateway_log()
         );
+        thread::sleep(Duration::from_millis(25));
     }
     let picked_up = approved_at.elapsed();
-    let out = gw.client(&call);
-    assert_eq!(ok_call(&out, 0), "weather: Paris");
     eprintln!("approval picked up by the running gateway within {picked_up:?}");
+    assert!(
+        picked_up < Duration::from_secs(2),
+        "approval should be picked up within about a second, took {picked_up:?}"
+    );
+    let out = gw.client(&call);
+    assert_eq!(description_of(&out, "mut__weather"), WEATHER_V3);
+    assert_eq!(ok_call(&out, 0), "weather: Paris");
 }
 
 // ---------------------------------------------------------------------------
@@ -1648,20 +1740,48 @@ fn poisoned_descriptions_are_held_http() {
 // 8. Containment: a sink after untrusted content needs consent
 // ---------------------------------------------------------------------------
 
-fn taint_config() -> String {
-    format!(
-        "{}\n[policy]\ndefault = \"allow\"\n\n\
-         [[policy.labels]]\nserver = \"every\"\ntool = \"test_simple_text\"\nuntrusted = true\nsink = false\n\n\
-         [[policy.labels]]\nserver = \"every\"\ntool = \"greet\"\nsink = true\n",
-        everything("every")
-    )
+/// How the untrusted source and the sink are labelled.
+#[derive(Clone, Copy)]
+enum Labels {
+    /// `[[policy.labels]]`: every__test_simple_text untrusted, every__greet a sink.
+    Policy,
+    /// Server keys: a second server `web` with `untrusted = true` (all its tools are
+    /// sources), and `sink = true` on `every`.
+    Server,
 }
 
-fn taint(via: Via, protocol: &str) {
+impl Labels {
+    fn config(self) -> String {
+        match self {
+            Labels::Policy => format!(
+                "{}\n[policy]\ndefault = \"allow\"\n\n\
+                 [[policy.labels]]\nserver = \"every\"\ntool = \"test_simple_text\"\n\
+                 untrusted = true\nsink = false\n\n\
+                 [[policy.labels]]\nserver = \"every\"\ntool = \"greet\"\nsink = true\n",
+                everything("every")
+            ),
+            Labels::Server => format!(
+                "{}{}\n[policy]\ndefault = \"allow\"\n",
+                everything_with("every", false, "sink = true\n"),
+                everything_with("web", false, "untrusted = true\nsink = false\n")
+            ),
+        }
+    }
+
+    /// The tool whose result taints the session.
+    fn source(self) -> &'static str {
+        match self {
+            Labels::Policy => "every__test_simple_text",
+            Labels::Server => "web__test_simple_text",
+        }
+    }
+}
+
+fn taint(via: Via, protocol: &str, labels: Labels) {
     let Some(p) = peers() else { return };
-    let gw = Gw::new(p, via).start(&taint_config());
+    let gw = Gw::new(p, via).start(&labels.config());
     let sink = ["--call", "every__greet", r#"{"name":"Eve"}"#];
-    let source = ["--call", "every__test_simple_text", "{}"];
+    let source = ["--call", labels.source(), "{}"];
 
     // No consent channel: the sink goes through before, is refused after.
     let mut a = vec!["--protocol", protocol];
@@ -1673,31 +1793,36 @@ fn taint(via: Via, protocol: &str) {
     ok_call(&out, 1);
     let message = refused_call(&out, 2);
     assert!(
-        message.contains("untrusted") && message.contains("no consent channel"),
+        message.contains("untrusted")
+            && message.contains(labels.source())
+            && message.contains("no consent channel"),
         "{message}"
     );
     let greets = gw.audit_of("every__greet", 2);
     assert_record(&greets[0], "allow", "ok");
-    assert_record(&greets[1], "deny", "refused");
+    assert_record(&greets[1], "ask", "refused");
     assert_eq!(field(&greets[1], "rule"), "taint");
     assert_eq!(field(&greets[1], "consent"), "no consent channel");
+    assert_record(&gw.audit_of(labels.source(), 1)[0], "allow", "ok");
 
     if via == Via::Http && protocol == "auto" {
         // 2026-07-28 has no sessions: the taint is gateway-wide (stricter by design).
         // The elicitation part below needs a clean gateway.
         drop(gw);
-        let gw = Gw::new(peers().unwrap(), via).start(&taint_config());
-        return taint_consent(&gw, protocol, &sink, &source, 0);
+        let gw = Gw::new(peers().unwrap(), via).start(&labels.config());
+        return taint_consent(&gw, protocol, labels, 0);
     }
-    taint_consent(&gw, protocol, &sink, &source, 2);
+    taint_consent(&gw, protocol, labels, 2);
 }
 
 /// With elicitation: the sink after the source is asked every time, even when approved
-/// "for this session" (a taint prompt approves one call).
-fn taint_consent(gw: &Gw, protocol: &str, sink: &[&str], source: &[&str], before: usize) {
+/// "for this session" (a taint prompt approves one call). Over HTTP in the handshake era
+/// this is a new session: the first sink call is not asked.
+fn taint_consent(gw: &Gw, protocol: &str, labels: Labels, before: usize) {
+    let sink = ["--call", "every__greet", r#"{"name":"Eve"}"#];
     let mut a = vec!["--protocol", protocol, "--elicit", CONSENT_SESSION];
     a.extend(sink);
-    a.extend(source);
+    a.extend(["--call", labels.source(), "{}"]);
     a.extend(sink);
     a.extend(sink);
     let out = gw.client(&a);
@@ -1712,7 +1837,7 @@ fn taint_consent(gw: &Gw, protocol: &str, sink: &[&str], source: &[&str], before
     );
     let form = out["elicitations"][0]["message"].as_str().unwrap();
     assert!(
-        form.contains("untrusted") && form.contains("every__test_simple_text"),
+        form.contains("untrusted") && form.contains(labels.source()),
         "the form should say why: {form}"
     );
     let greets = gw.audit_of("every__greet", before + 3);
@@ -1729,17 +1854,22 @@ fn taint_consent(gw: &Gw, protocol: &str, sink: &[&str], source: &[&str], before
 
 #[test]
 fn sink_after_untrusted_needs_consent_stdio() {
-    taint(Via::Stdio, "auto");
+    taint(Via::Stdio, "auto", Labels::Policy);
+}
+
+#[test]
+fn sink_after_untrusted_server_needs_consent_stdio_2025_11_25() {
+    taint(Via::Stdio, "2025-11-25", Labels::Server);
 }
 
 #[test]
 fn sink_after_untrusted_needs_consent_http_2025_11_25() {
-    taint(Via::Http, "2025-11-25");
+    taint(Via::Http, "2025-11-25", Labels::Policy);
 }
 
 #[test]
-fn sink_after_untrusted_needs_consent_http_2026() {
-    taint(Via::Http, "auto");
+fn sink_after_untrusted_server_needs_consent_http_2026() {
+    taint(Via::Http, "auto", Labels::Server);
 }
 
 // ---------------------------------------------------------------------------
@@ -1903,6 +2033,54 @@ fn imports_vscode_mcp_json() {
     assert_imported(&out, &state);
 }
 
+/// Claude Desktop's file lives in ~/.config/Claude (or ~/Library/Application Support/Claude)
+/// and names servers installed elsewhere (`npx`, a global node_modules) and folders
+/// elsewhere: `moat gateway --config ~/.config/Claude/claude_desktop_config.json`, as the
+/// help suggests, must be able to start them.
+#[test]
+#[ignore = "BUG: imported servers get the default sandbox, read-only on the config file's \
+            directory only, and an import cannot be given a sandbox table: a server installed \
+            outside that directory (node_modules, npx cache) or serving a folder outside it \
+            cannot start"]
+fn imports_claude_desktop_config_in_its_real_place() {
+    let Some(p) = peers() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(home.path()).unwrap();
+    let claude = home.join(".config/Claude");
+    let desktop = home.join("Desktop");
+    std::fs::create_dir_all(&claude).unwrap();
+    std::fs::create_dir_all(&desktop).unwrap();
+    let config = claude.join("claude_desktop_config.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"files": {
+            "command": "node",
+            "args": [p.path(FILESYSTEM_JS), desktop]
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    let state = home.join("state");
+    let run = moat(
+        &[
+            "gateway",
+            "--config",
+            config.to_str().unwrap(),
+            "--check",
+            "--json",
+        ],
+        &[("XDG_STATE_HOME", state.to_str().unwrap())],
+    );
+    let report: Value = serde_json::from_str(run.stdout.trim()).unwrap_or(Value::Null);
+    assert!(
+        report["tools"]
+            .as_array()
+            .is_some_and(|t| t.contains(&json!("files__read_text_file"))),
+        "the imported server should start and list its tools: {}",
+        run.describe()
+    );
+}
+
 // ---------------------------------------------------------------------------
 // 10. Malformed configurations
 // ---------------------------------------------------------------------------
@@ -1972,7 +2150,7 @@ fn malformed_configs_are_located() {
     assert_config_error(
         "[servers.every]\ncommand = \"moat\"\nargs = [\"serve\",\n",
         3,
-        "args",
+        "unclosed array",
     );
 }
 
@@ -1983,8 +2161,10 @@ fn malformed_configs_are_located() {
 struct RawResponse {
     status: u16,
     head: String,
+    body: String,
 }
 
+/// One `POST /mcp` over a plain TCP connection (`Connection: close`: read to the end).
 fn raw_post(authority: &str, headers: &[&str], body: &str) -> RawResponse {
     let mut tcp = TcpStream::connect(authority).expect("connect to the gateway");
     tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -2001,21 +2181,59 @@ fn raw_post(authority: &str, headers: &[&str], body: &str) -> RawResponse {
     req.push_str(body);
     tcp.write_all(req.as_bytes()).unwrap();
     let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-        match tcp.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) => panic!("reading the answer: {e}"),
-        }
+    if let Err(e) = tcp.read_to_end(&mut buf) {
+        panic!(
+            "reading the answer: {e}; so far: {:?}",
+            String::from_utf8_lossy(&buf)
+        );
     }
-    let head = String::from_utf8_lossy(&buf).into_owned();
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP head in {text:?}"));
     let status = head
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("bad status line in {head:?}"));
-    RawResponse { status, head }
+    RawResponse {
+        status,
+        head: head.to_owned(),
+        body: body.to_owned(),
+    }
+}
+
+/// `tools/list` as a bare 2026-07-28 request: the names listed (first page), fast enough
+/// to poll.
+fn raw_tools_list(authority: &str) -> BTreeSet<String> {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/list",
+        "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }}
+    })
+    .to_string();
+    let host = format!("Host: {authority}");
+    let answer = raw_post(
+        authority,
+        &[
+            &host,
+            "MCP-Protocol-Version: 2026-07-28",
+            "Mcp-Method: tools/list",
+        ],
+        &body,
+    );
+    assert_eq!(answer.status, 200, "{}\n{}", answer.head, answer.body);
+    let value: Value = serde_json::from_str(&answer.body)
+        .unwrap_or_else(|e| panic!("tools/list answer is not JSON ({e}): {}", answer.body));
+    value["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools in {value:#}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 #[test]

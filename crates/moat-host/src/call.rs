@@ -216,6 +216,9 @@ async fn run(
             // A taint prompt approves this call only: the next sink call is a new question.
             if taint.is_none() {
                 match answer.choice {
+                    // A 2026-07-28 request has no session to remember it for: the
+                    // approval covers this call only, or it would cover every client.
+                    Choice::Session if Sessions::is_sessionless(ctx) => {}
                     Choice::Session => inner.sessions.approve(ctx, exposed),
                     Choice::Always => {
                         if let Err(e) = inner.decisions.allow_always(exposed) {

@@ -629,6 +629,11 @@ impl Inner {
         }
 
         let mut catalog = lock(&self.catalog);
+        if !catalog.fetched.contains_key(server) {
+            // Withdrawn while this list was being screened (the server went away or was
+            // removed): publishing now would bring back tools nobody can call.
+            return Ok(());
+        }
         for (exposed, _) in entries.iter() {
             if let Some(owner) = catalog.tools.get(exposed).map(|e| e.server.clone())
                 && owner != server

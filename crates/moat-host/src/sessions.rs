@@ -1,16 +1,15 @@
 //! What the host remembers about each client session: whether it has taken in untrusted
 //! content (prompt-injection containment), and the tools approved "for this session".
 //!
-//! A session is an upstream connection: the stdio client, or one Streamable HTTP session
-//! of the handshake era. A 2026-07-28 client has no sessions (each request stands alone),
-//! so its requests share one gateway-wide session: untrusted content seen by any of them
+//! A session is an upstream connection: the stdio client (any revision), or one Streamable
+//! HTTP session of the handshake era. A 2026-07-28 client over HTTP has no sessions (each
+//! request is a connection of its own), so its requests share one gateway-wide session: untrusted content seen by any of them
 //! counts for all — stricter, never looser.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use moat::RequestContext;
-use moat_protocol::Era;
 
 /// The session key of requests that have no session (2026-07-28).
 const SESSIONLESS: u64 = 0;
@@ -45,10 +44,16 @@ fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 impl Sessions {
     /// The session a request belongs to.
     pub(crate) fn key(ctx: &RequestContext) -> u64 {
-        match ctx.protocol_version().map(|v| v.era()) {
-            Some(Era::Modern) | None => SESSIONLESS,
-            _ => ctx.peer().id(),
+        if ctx.peer().is_single_request() {
+            SESSIONLESS
+        } else {
+            ctx.peer().id()
         }
+    }
+
+    /// Whether the request belongs to no session (2026-07-28).
+    pub(crate) fn is_sessionless(ctx: &RequestContext) -> bool {
+        Self::key(ctx) == SESSIONLESS
     }
 
     /// What tainted the request's session, if anything has.

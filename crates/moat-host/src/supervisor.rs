@@ -11,7 +11,8 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use moat::{Client, HttpOptions, HttpTransport};
+use moat::{Client, HttpOptions, HttpTransport, RequestOptions};
+use moat_protocol::Era;
 use moat_transport::ChildConfig;
 use tokio::sync::{oneshot, watch};
 
@@ -208,8 +209,7 @@ pub(crate) async fn supervise(
                     Err(_) => break false,
                 },
                 _ = ticker.tick() => {
-                    let ping = tokio::time::timeout(request_timeout.min(Duration::from_secs(10)), client.ping()).await;
-                    if matches!(ping, Ok(Ok(()))) {
+                    if healthy(&client, request_timeout.min(Duration::from_secs(10))).await {
                         failures = 0;
                     } else {
                         failures += 1;
@@ -238,6 +238,32 @@ pub(crate) async fn supervise(
             return;
         }
     }
+}
+
+/// Whether the server answers a liveness probe in time: `ping` in the handshake era,
+/// `server/discover` in 2026-07-28 (which has no `ping`). A call in flight has its own
+/// deadline and proves nothing either way, so the probe is skipped then.
+async fn healthy(client: &Client, within: Duration) -> bool {
+    if client.peer().pending_requests() > 0 {
+        return true;
+    }
+    let modern = client.protocol_version().map(|v| v.era()) == Some(Era::Modern);
+    let probe = async {
+        if modern {
+            client
+                .peer()
+                .request_raw(
+                    "server/discover",
+                    &serde_json::json!({}),
+                    RequestOptions::default(),
+                )
+                .await
+                .map(|_| ())
+        } else {
+            client.ping().await
+        }
+    };
+    matches!(tokio::time::timeout(within, probe).await, Ok(Ok(())))
 }
 
 /// Closes the connection (ending the child: stdin closed, then SIGTERM, then SIGKILL).

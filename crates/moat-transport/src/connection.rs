@@ -108,6 +108,9 @@ pub struct Connection {
     pub outbound: mpsc::Sender<Outgoing>,
     /// Ends the connection for good: closes the write side and releases what is behind it.
     pub closer: Option<Closer>,
+    /// The connection carries one request and its answer, then ends (a 2026-07-28 request
+    /// over HTTP): there is no session to keep state for across requests.
+    pub single_request: bool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -163,6 +166,7 @@ impl Connection {
             inbound: in_rx,
             outbound: out_tx,
             closer: Some(closer),
+            single_request: false,
         }
     }
 }

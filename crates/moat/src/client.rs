@@ -1055,6 +1055,7 @@ mod tests {
             inbound: in_rx,
             outbound: out_tx,
             closer: None,
+            single_request: false,
         };
         (conn, seen)
     }

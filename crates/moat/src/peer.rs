@@ -120,6 +120,8 @@ struct State_ {
 struct Shared {
     /// Unique among the peers of this process (see [`Peer::id`]).
     id: u64,
+    /// See [`Peer::is_single_request`].
+    single_request: bool,
     outbound: mpsc::Sender<Outgoing>,
     state: Mutex<State_>,
     options: PeerOptions,
@@ -159,6 +161,7 @@ impl Peer {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let shared = Arc::new(Shared {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            single_request: conn.single_request,
             outbound: conn.outbound.clone(),
             state: Mutex::new(State_ {
                 lifecycle: Lifecycle::new(role),
@@ -223,6 +226,12 @@ impl Peer {
     /// logs, audit records and per-connection state kept outside the peer).
     pub fn id(&self) -> u64 {
         self.shared.id
+    }
+
+    /// Whether this connection carries a single request (a 2026-07-28 request over HTTP)
+    /// rather than a session: state kept "per connection" would last one request.
+    pub fn is_single_request(&self) -> bool {
+        self.shared.single_request
     }
 
     /// On a server, the client's name and version as it gave them in `initialize`

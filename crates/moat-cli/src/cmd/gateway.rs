@@ -54,6 +54,12 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+const DOWN_HINT: &str = "moat gateway: `moat -v gateway …` shows each server's own error output. \
+A sandboxed server sees only the system directories and the paths its profile names: one that \
+cannot find its program or files needs a [servers.NAME.sandbox] table with `ro`/`rw` paths (and \
+`net` if it downloads), or `sandbox = false`. Servers imported from a client's JSON get the default \
+profile (the config file's directory, read-only): give them their own entry in a moat.toml.";
+
 /// `--config`, else ./moat.toml, else the user's moat.toml.
 fn config_path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(path) = given {
@@ -88,6 +94,9 @@ fn summary(host: &Host, path: &Path) {
         line.push_str(&format!(", not running: {}", down.join(", ")));
     }
     eprintln!("{line}");
+    if !down.is_empty() {
+        eprintln!("{DOWN_HINT}");
+    }
 }
 
 async fn check(host: &Host, json: bool) -> Result<(), Failure> {
@@ -111,13 +120,16 @@ async fn check(host: &Host, json: bool) -> Result<(), Failure> {
         for name in &down {
             println!("not running: {name}");
         }
+        if !down.is_empty() {
+            eprintln!("{DOWN_HINT}");
+        }
     }
     host.shutdown().await;
     if down.is_empty() {
         Ok(())
     } else {
         Err(Failure::Connection(anyhow!(
-            "{} server(s) did not start: {} (run with -v to see why)",
+            "{} server(s) did not start: {}",
             down.len(),
             down.join(", ")
         )))

@@ -347,6 +347,7 @@ pub async fn connect(url: &str, options: ClientOptions) -> Result<Connection, Cl
         inbound: shared.take_inbound(),
         outbound: out_tx,
         closer: Some(closer),
+        single_request: false,
     })
 }
 

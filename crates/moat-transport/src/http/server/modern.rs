@@ -227,6 +227,7 @@ pub(crate) async fn start(
         inbound: in_rx,
         outbound: out_tx,
         closer: None,
+        single_request: true,
     });
     in_tx.send(Inbound::Frame(Frame::Line(text))).await.ok()?;
     let cancel = CancelOnDrop {

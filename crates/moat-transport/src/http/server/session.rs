@@ -67,6 +67,7 @@ impl Sessions {
             inbound: in_rx,
             outbound: out_tx,
             closer: Some(closer),
+            single_request: false,
         };
         (session, conn)
     }
