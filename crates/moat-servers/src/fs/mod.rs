@@ -38,9 +38,10 @@
 //! link is refused, moving or deleting one acts on the link itself. Recursive listings,
 //! searches and deletes do not enter linked directories.
 //!
-//! String checks and descriptors are one fence; the other is the sandbox. `moat serve fs`
-//! and the gateway run this server under moat-sandbox with the root as its only writable
-//! path, so even a flaw here cannot write elsewhere.
+//! String checks and descriptors are one fence; the other is the sandbox. Run behind the
+//! gateway with `rw = [root]` in its sandbox table (as `moat demo` does), or under
+//! `moat sandbox --stdio --rw ROOT`, the root is the server's only writable path, so even a
+//! flaw here cannot write elsewhere. `moat serve fs` on its own is not confined.
 //!
 //! # Resources
 //!
