@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sandbox spawn-to-exit benchmark: plain std::process, moat-sandbox without namespaces,
-# moat-sandbox with all layers (and with a network allow-list), and bubblewrap, in one run
+# moat-sandbox bare (every layer off), each layer alone (namespaces, Landlock, seccomp, cgroup),
+# all layers (and with a network allow-list), and bubblewrap, in one run
 # (rounds interleaved, the variants' order shuffled per round).
 #
 #   bash benches/sandbox.sh [ROUNDS] [--sequential]   # default 300 rounds

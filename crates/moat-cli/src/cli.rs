@@ -370,8 +370,8 @@ pub enum SandboxNet {
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Profiles: --profile takes a whole profile as JSON (moat_sandbox::Profile: ro, rw, system_ro,
-net, namespaces, env, cwd, limits {timeout_ms, cpu_seconds, memory_bytes, pids, open_files,
-output_bytes}), inline if it starts with `{`, else the path of a file holding it. Fields it
+net, namespaces, landlock, seccomp (each layer on unless set false), env, cwd, limits
+{timeout_ms, cpu_seconds, memory_bytes, pids, open_files, output_bytes}), inline if it starts with `{`, else the path of a file holding it. Fields it
 leaves out take their defaults. With it, --ro, --rw and --env add to its lists, --timeout,
 --memory, --pids and --cpu replace its limits, and --net or --allow-net are refused (say the
 network in the profile).

@@ -1,10 +1,14 @@
-//! Spawn-to-exit time of `/bin/true` and `ls /etc`: plain `std::process`, moat-sandbox
-//! without namespaces (Landlock, seccomp, rlimits), moat-sandbox with all layers
-//! (namespaces and the mount tree too), the same with a network allow-list (its proxy and
-//! shim), and `bwrap --ro-bind / / --unshare-all --dev /dev
-//! --proc /proc` (skipped if `bwrap` is not installed), in one run, rounds interleaved and
-//! the variants' order shuffled per round (so that no variant always follows the one whose
-//! namespaces the kernel is still tearing down).
+//! Spawn-to-exit time of `/bin/true` and `ls /etc`: plain `std::process`; moat-sandbox
+//! with every layer off ("bare": the zygote's fork, session, capabilities dropped,
+//! `no_new_privs`, rlimits, which every run pays); each layer alone on top of that (the
+//! namespaces with their mount tree, Landlock, seccomp, and a cgroup, made when a `pids` or
+//! memory limit asks for one); without namespaces (Landlock, seccomp, rlimits); all layers;
+//! all layers with a network allow-list (its proxy and shim); and `bwrap --ro-bind / /
+//! --unshare-all --dev /dev --proc /proc` (skipped if `bwrap` is not installed). Rows whose
+//! layer this machine lacks are skipped, saying so. One run, rounds interleaved and the
+//! variants' order shuffled per round (so that no variant always follows the one whose
+//! namespaces the kernel is still tearing down). Then each row's cost over plain and over
+//! bare, in medians and minimums.
 //!
 //! ```sh
 //! cargo run --release -p moat-sandbox --example sandbox_bench -- [ROUNDS]
@@ -18,9 +22,37 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use moat_sandbox::{Net, Profile, Sandbox};
+use moat_sandbox::{Net, PidsEnforcement, Profile, Sandbox};
 
 type Runner = Box<dyn Fn(&[&str]) -> bool>;
+
+/// The row with every layer off, which the per-layer costs are also counted from.
+const BARE: &str = "moat: bare (no namespaces, Landlock, seccomp)";
+/// The all-layers row, which the bwrap ratio is taken of.
+const ALL: &str = "moat: all layers (namespaces + mount tree + Landlock + seccomp + rlimits)";
+
+/// Runs `argv` in `sandbox` under `profile`; true if it succeeded with exactly the layers
+/// the profile asks for (so that no row measures less than it says).
+fn moat_runner(sandbox: &Sandbox, profile: Profile) -> Runner {
+    let sandbox = sandbox.clone();
+    let landlock = profile.landlock && moat_sandbox::check().landlock_abi.is_some();
+    let pids = if profile.limits.pids.is_some() {
+        PidsEnforcement::Cgroup
+    } else {
+        PidsEnforcement::NotRequested
+    };
+    Box::new(move |argv: &[&str]| {
+        let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        sandbox.spawn(&profile, &argv).is_ok_and(|o| {
+            let e = &o.enforcement;
+            o.success()
+                && e.namespaces == profile.namespaces
+                && e.landlock == landlock
+                && e.seccomp == profile.seccomp
+                && e.pids == pids
+        })
+    })
+}
 
 fn main() {
     moat_sandbox::helper_main();
@@ -59,48 +91,74 @@ fn main() {
                 .is_ok_and(|o| o.status.success())
         })
     })];
-    for namespaces in [false, true] {
-        if namespaces && !ns {
-            eprintln!("user namespaces refused here: no all-layers row");
-            continue;
-        }
-        let name = if namespaces {
-            "moat: all layers (namespaces + mount tree + Landlock + seccomp + rlimits)"
-        } else {
-            "moat: no namespaces (Landlock + seccomp + rlimits)"
-        };
-        let sandbox = sandbox.clone();
-        let profile = Profile {
-            namespaces,
+    // Every layer off: what any run pays (the zygote's fork, a new session, capabilities
+    // dropped, `no_new_privs`, rlimits); the per-layer rows add one layer to it.
+    let bare = Profile {
+        namespaces: false,
+        landlock: false,
+        seccomp: false,
+        ..Profile::default()
+    };
+    let support = moat_sandbox::check();
+    let mut rows: Vec<(&str, Profile)> = vec![(BARE, bare.clone())];
+    if ns {
+        rows.push((
+            "moat: namespaces + mount tree alone",
+            Profile {
+                namespaces: true,
+                ..bare.clone()
+            },
+        ));
+    } else {
+        eprintln!("user namespaces refused here: no namespace rows");
+    }
+    if support.landlock_abi.is_some() {
+        rows.push((
+            "moat: Landlock alone",
+            Profile {
+                landlock: true,
+                ..bare.clone()
+            },
+        ));
+    } else {
+        eprintln!("no Landlock here: no Landlock-alone row");
+    }
+    rows.push((
+        "moat: seccomp alone",
+        Profile {
+            seccomp: true,
+            ..bare.clone()
+        },
+    ));
+    if support.cgroup_pids && support.cgroup_memory {
+        let mut cgroup = bare.clone();
+        cgroup.limits.pids = Some(4096);
+        cgroup.limits.memory_bytes = Some(1 << 30);
+        rows.push(("moat: cgroup alone (pids + memory limits)", cgroup));
+    } else {
+        eprintln!("no cgroup can be made here: no cgroup row");
+    }
+    rows.push((
+        "moat: no namespaces (Landlock + seccomp + rlimits)",
+        Profile {
+            namespaces: false,
             ..Profile::default()
-        };
-        variants.push((
-            name.into(),
-            Box::new(move |argv: &[&str]| {
-                let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
-                sandbox
-                    .spawn(&profile, &argv)
-                    .is_ok_and(|o| o.success() && o.enforcement.namespaces == namespaces)
-            }),
+        },
+    ));
+    if ns {
+        rows.push((ALL, Profile::default()));
+        // The same, plus the network allow-list: the proxy outside, loopback up and the
+        // shim listening in PID 1 (an empty list: the command makes no connection).
+        rows.push((
+            "moat: all layers + network allow-list (proxy + shim)",
+            Profile {
+                net: Net::Allow(Vec::new()),
+                ..Profile::default()
+            },
         ));
     }
-    if ns {
-        // The same, plus the network allow-list: the proxy outside, loopback up and the shim
-        // listening in PID 1 (an empty list: the command makes no connection).
-        let sandbox = sandbox.clone();
-        let profile = Profile {
-            net: Net::Allow(Vec::new()),
-            ..Profile::default()
-        };
-        variants.push((
-            "moat: all layers + network allow-list (proxy + shim)".into(),
-            Box::new(move |argv: &[&str]| {
-                let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
-                sandbox
-                    .spawn(&profile, &argv)
-                    .is_ok_and(|o| o.success() && o.enforcement.namespaces)
-            }),
-        ));
+    for (name, profile) in rows {
+        variants.push((name.into(), moat_runner(&sandbox, profile)));
     }
     if bwrap {
         variants.push((
@@ -190,9 +248,29 @@ fn main() {
         ratios.push((argv.join(" "), stats));
     }
     println!();
+    println!("What each row adds (ms; median and min, over plain and over bare moat):");
+    println!();
+    println!("| command | variant | median − plain | min − plain | median − bare | min − bare |");
+    println!("|---|---|---:|---:|---:|---:|");
+    for (command, stats) in &ratios {
+        let find = |name: &str| stats.iter().find(|(n, _, _)| n == name);
+        let (Some(plain), Some(bare)) = (find("plain (std::process)"), find(BARE)) else {
+            continue;
+        };
+        for (name, median, min) in stats.iter().filter(|(n, _, _)| n.starts_with("moat")) {
+            println!(
+                "| `{command}` | {name} | {:+.2} | {:+.2} | {:+.2} | {:+.2} |",
+                median - plain.1,
+                min - plain.2,
+                median - bare.1,
+                min - bare.2
+            );
+        }
+    }
+    println!();
     for (command, stats) in ratios {
         let find = |prefix: &str| stats.iter().find(|(n, _, _)| n.starts_with(prefix));
-        if let (Some(all), Some(bwrap)) = (find("moat: all layers ("), find("bwrap")) {
+        if let (Some(all), Some(bwrap)) = (find(ALL), find("bwrap")) {
             println!(
                 "`{command}`: all layers / bwrap = {:.2} (median), {:.2} (min)",
                 all.1 / bwrap.1,

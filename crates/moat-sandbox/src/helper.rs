@@ -185,14 +185,15 @@ fn start(prepared: &Prepared, plan: &Plan) -> String {
     confine_and_exec(prepared, plan)
 }
 
-/// Landlock, capabilities, `no_new_privs`, seccomp, rlimits, then exec. Returns only the
-/// reason it could not.
+/// Landlock (unless the profile turns it off), capabilities, `no_new_privs`, seccomp
+/// (likewise), rlimits, then exec. Returns only the reason it could not.
 pub(crate) fn confine_and_exec(prepared: &Prepared, plan: &Plan) -> String {
     let Some((program, rest)) = plan.argv.split_first() else {
         return "no command".into();
     };
     let p = &plan.profile;
-    if prepared.landlock_abi.is_some()
+    if p.landlock
+        && prepared.landlock_abi.is_some()
         && let Err(e) = crate::landlock_layer::apply(p, plan.namespaces)
     {
         return e;
@@ -203,9 +204,10 @@ pub(crate) fn confine_and_exec(prepared: &Prepared, plan: &Plan) -> String {
     if let Err(e) = rustix::thread::set_no_new_privs(true) {
         return format!("no_new_privs: {e}");
     }
-    if let Err(e) = prepared
-        .filters
-        .apply(crate::seccomp::Sockets::for_net(&p.net))
+    if p.seccomp
+        && let Err(e) = prepared
+            .filters
+            .apply(crate::seccomp::Sockets::for_net(&p.net))
     {
         return e;
     }

@@ -30,7 +30,12 @@
 //! defence in depth (filesystem, TCP, scoping; best effort by ABI) → every capability
 //! dropped → `no_new_privs` → seccomp (a deny-list answering `EPERM`) → rlimits → `exec`.
 //! Where user namespaces are refused, the rest still applies (paths are then confined by
-//! Landlock alone) and the [`Outcome`] says so. The caller's thread supervises (one `poll`
+//! Landlock alone) and the [`Outcome`] says so. The profile can turn the namespaces,
+//! Landlock and seccomp off one by one ([`Profile::namespaces`], [`Profile::landlock`],
+//! [`Profile::seccomp`]; all on by default), to measure each layer or to find which one a
+//! program trips over; the [`Outcome`] then says the layer was turned off. The rest (session,
+//! parent-death signal, descriptors, capabilities, `no_new_privs`, rlimits) always applies,
+//! and a cgroup is made only when a `pids` or memory limit asks for one. The caller's thread supervises (one `poll`
 //! loop, no threads): timeout, output cap (none when streaming), and the [`Outcome`].
 //!
 //! With a network allow-list ([`Net::Allow`]) the command gets its own network namespace

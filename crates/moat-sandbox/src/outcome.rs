@@ -51,13 +51,18 @@ pub enum PidsEnforcement {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Enforcement {
-    /// The kernel's Landlock ABI version, if Landlock is available.
+    /// The kernel's Landlock ABI version, if Landlock is available (whether or not this run
+    /// used it: see `landlock`).
     pub landlock_abi: Option<u32>,
+    /// Whether the Landlock ruleset was applied: the profile asked for it and the kernel
+    /// has Landlock.
+    #[serde(default)]
+    pub landlock: bool,
     /// Whether the command ran in new user, mount, PID, IPC, UTS (and, with the network
     /// `none` or an allow-list, network) namespaces, in the mount tree: a new root with only the profile's
     /// paths, a fresh `/tmp` and `/proc`, and a minimal `/dev`.
     pub namespaces: bool,
-    /// Whether the seccomp deny-list was installed.
+    /// Whether the seccomp deny-list was installed (the profile can turn it off).
     pub seccomp: bool,
     /// How the process-count limit was applied.
     pub pids: PidsEnforcement,

@@ -110,6 +110,16 @@ pub struct Profile {
     /// minimal `/dev`, where the kernel allows; without, where it does not (the
     /// [`crate::Outcome`] says which).
     pub namespaces: bool,
+    /// Apply Landlock in the command's process (filesystem rules for the paths above, TCP
+    /// denial with `net` `none` or `allow`, signal and abstract-socket scoping), as far as
+    /// the kernel's ABI allows. Off: none of it; with the namespaces off too, paths are not
+    /// confined at all (the [`crate::Outcome`] says so).
+    pub landlock: bool,
+    /// Install the seccomp deny-list in the command's process (see docs/sandbox.md: ptrace,
+    /// io_uring, bpf, the mount API, namespace creation, `TIOCSTI`, socket families the
+    /// network setting does not allow…). Off: no filter at all (PID 1's own hardening, with
+    /// an allow-list, stays).
+    pub seccomp: bool,
     /// Names of environment variables passed through from the caller; nothing else is.
     pub env: Vec<String>,
     /// The working directory of the command (default: the caller's).
@@ -126,6 +136,8 @@ impl Default for Profile {
             system_ro: true,
             net: Net::None,
             namespaces: true,
+            landlock: true,
+            seccomp: true,
             env: vec!["PATH".into(), "LANG".into(), "TERM".into()],
             cwd: None,
             limits: Limits::default(),

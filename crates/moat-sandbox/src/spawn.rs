@@ -554,57 +554,40 @@ fn termination(status: i32) -> Termination {
     }
 }
 
-/// What this run gets, given the kernel and the cgroup made for it.
+/// What this run gets, given the kernel, the profile's switches and the cgroup made for it.
 fn enforcement(profile: &Profile, cgroup: &Cgroup, namespaces: bool) -> Enforcement {
     let abi = crate::landlock_layer::kernel_abi();
-    let mut not = Vec::new();
-    match abi {
-        None => not.push(
-            "Landlock unavailable: no filesystem confinement, no TCP denial by Landlock, no \
-             signal scoping"
+    let landlock = profile.landlock && abi.is_some();
+    let mut not = if profile.landlock {
+        landlock_gaps(profile, abi)
+    } else {
+        vec![
+            "Landlock: turned off by the profile: no filesystem rules, no TCP denial by \
+             Landlock, no signal or abstract socket scoping"
                 .to_string(),
-        ),
-        Some(v) => {
-            if v < 2 {
-                not.push("Landlock ABI < 2: linking or renaming across directories".into());
-            }
-            if v < 3 {
-                not.push("Landlock ABI < 3: truncate".into());
-            }
-            if v < 4 && profile.net == Net::None {
-                not.push(
-                    "Landlock ABI < 4: TCP bind/connect (seccomp still denies sockets)".into(),
-                );
-            }
-            if v < 4 && matches!(profile.net, Net::Allow(_)) {
-                not.push(
-                    "Landlock ABI < 4: TCP bind/connect other than to the proxy shim (the \
-                     network namespace still holds only loopback)"
-                        .into(),
-                );
-            }
-            if v < 5 {
-                not.push("Landlock ABI < 5: device ioctls".into());
-            }
-            if v < 6 {
-                not.push("Landlock ABI < 6: signal and abstract Unix socket scoping".into());
-            }
-        }
-    }
+        ]
+    };
     if !namespaces {
-        not.push(if profile.namespaces {
-            "namespaces: unavailable here (user namespaces refused, or the new root could not \
-             be built); other processes are visible and the network namespace is the host's"
-                .into()
-        } else {
-            "namespaces: turned off by the profile".into()
-        });
+        not.extend(namespace_gaps(profile, landlock));
+    }
+    if !profile.seccomp {
         not.push(
-            "mount tree (needs the namespaces): no fresh /tmp or /dev, paths outside the \
-             profile are visible (Landlock alone denies them); chmod, chown and timestamps \
-             outside the write paths are not prevented"
+            "seccomp: turned off by the profile: ptrace, process_vm_*, io_uring, bpf, the \
+             mount API, keyrings, namespace creation, TIOCSTI and socket families are not \
+             filtered"
                 .into(),
         );
+    }
+    if profile.net == Net::None && !namespaces && !profile.seccomp {
+        not.push(if landlock && abi.is_some_and(|v| v >= 4) {
+            "network none: without the namespaces and seccomp only Landlock's TCP bind/connect \
+             denial holds: UDP and other socket families reach the host's network"
+                .into()
+        } else {
+            "network none: not enforced (no network namespace, seccomp or Landlock TCP rules): \
+             the host's network is reachable"
+                .into()
+        });
     }
     let pids = match profile.limits.pids {
         None => PidsEnforcement::NotRequested,
@@ -620,10 +603,71 @@ fn enforcement(profile: &Profile, cgroup: &Cgroup, namespaces: bool) -> Enforcem
     };
     Enforcement {
         landlock_abi: abi,
+        landlock,
         namespaces,
-        seccomp: true,
+        seccomp: profile.seccomp,
         pids,
         memory_cgroup: cgroup.has_memory(),
         not_enforced: not,
     }
+}
+
+/// What Landlock, asked for, cannot give on this kernel.
+fn landlock_gaps(profile: &Profile, abi: Option<u32>) -> Vec<String> {
+    let Some(v) = abi else {
+        return vec![
+            "Landlock unavailable: no filesystem confinement, no TCP denial by Landlock, no \
+             signal scoping"
+                .into(),
+        ];
+    };
+    let mut not = Vec::new();
+    if v < 2 {
+        not.push("Landlock ABI < 2: linking or renaming across directories".into());
+    }
+    if v < 3 {
+        not.push("Landlock ABI < 3: truncate".into());
+    }
+    if v < 4 && profile.net == Net::None {
+        not.push(if profile.seccomp {
+            "Landlock ABI < 4: TCP bind/connect (seccomp still denies sockets)".into()
+        } else {
+            "Landlock ABI < 4: TCP bind/connect".into()
+        });
+    }
+    if v < 4 && matches!(profile.net, Net::Allow(_)) {
+        not.push(
+            "Landlock ABI < 4: TCP bind/connect other than to the proxy shim (the network \
+             namespace still holds only loopback)"
+                .into(),
+        );
+    }
+    if v < 5 {
+        not.push("Landlock ABI < 5: device ioctls".into());
+    }
+    if v < 6 {
+        not.push("Landlock ABI < 6: signal and abstract Unix socket scoping".into());
+    }
+    not
+}
+
+/// What is lost without the namespaces (and their mount tree), given whether Landlock
+/// still confines the paths.
+fn namespace_gaps(profile: &Profile, landlock: bool) -> [String; 2] {
+    let why = if profile.namespaces {
+        "namespaces: unavailable here (user namespaces refused, or the new root could not be \
+         built); other processes are visible and the network namespace is the host's"
+    } else {
+        "namespaces: turned off by the profile"
+    };
+    let paths = if landlock {
+        "mount tree (needs the namespaces): no fresh /tmp or /dev, paths outside the profile \
+         are visible (Landlock alone denies them); chmod, chown and timestamps outside the \
+         write paths are not prevented"
+    } else {
+        "mount tree (needs the namespaces): no fresh /tmp or /dev, and with Landlock off or \
+         unavailable too, paths are not confined at all: everything this user can read or \
+         write, the command can"
+    };
+    [why.into(), paths.into()]
 }
