@@ -750,10 +750,6 @@ fn fs_resource_reads_outside_the_root_fail_ts_v1() {
 /// unknown table) should be answered `-32002` (Resource not found) on the handshake
 /// revisions, as a URI no resource matches is.
 #[test]
-#[ignore = "BUG: resources/read of file://ROOT/missing.txt (fs) or sqlite://table/nope (sqlite) \
-            answers -32603 Internal error: the SDK's resource handlers return a Display error, \
-            which crates/moat/src/server/mod.rs make_read wraps as ErrorObject::internal, so a \
-            server cannot say Resource not found (-32002; -32602 on 2026-07-28)"]
 fn resource_read_of_a_missing_resource_is_resource_not_found() {
     let Some(p) = peers() else { return };
     let (_dir, root) = fs_tree();

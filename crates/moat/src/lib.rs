@@ -52,7 +52,7 @@ pub use handler::{Handler, RequestContext};
 pub use mrtr::StateKey;
 pub use peer::{Peer, PeerOptions, RequestOptions};
 pub use schema::NoArgs;
-pub use server::{Blob, Json, ResourceRequest, Server, ServerOptions, WeakServer};
+pub use server::{Blob, Json, ResourceError, ResourceRequest, Server, ServerOptions, WeakServer};
 
 pub use moat_protocol as protocol;
 pub use moat_protocol::types;

@@ -305,7 +305,8 @@ pub fn server_with(root: PathBuf, options: FsOptions) -> Result<Server, FsError>
     let reader = fs.clone();
     server = server
         .try_resource_template(template, move |req: ResourceRequest| {
-            read_resource(reader.clone(), req.uri)
+            let reader = reader.clone();
+            async move { read_resource(reader, req.uri).await.map_err(resource_error) }
         })
         .unwrap_or_else(|e| unreachable!("the file template is well formed: {e}"));
 
@@ -328,8 +329,21 @@ fn register_file(server: &Server, fs: &Arc<Fs>, def: Resource) {
     let _ = server
         .clone()
         .resource_def(def, move |req: ResourceRequest| {
-            read_resource(fs.clone(), req.uri)
+            let fs = fs.clone();
+            async move { read_resource(fs, req.uri).await.map_err(resource_error) }
         });
+}
+
+/// What a failed read tells the client: a path that does not exist, or that the root keeps
+/// out of reach, is "not found" (no hint of what lies outside); the rest failed.
+fn resource_error(e: OpError) -> moat::ResourceError {
+    match e {
+        OpError::NotFound { .. }
+        | OpError::Outside { .. }
+        | OpError::DotDot { .. }
+        | OpError::Escape { .. } => moat::ResourceError::NotFound(e.to_string()),
+        other => moat::ResourceError::Failed(other.to_string()),
+    }
 }
 
 /// `resources/read` of a `file://` URI.

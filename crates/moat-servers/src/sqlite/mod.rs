@@ -355,7 +355,7 @@ async fn table_text(
     pool: &Arc<Pool>,
     ctx: &RequestContext,
     name: String,
-) -> Result<String, String> {
+) -> Result<String, moat::ResourceError> {
     let described = pool
         .run(Some(ctx), move |g| {
             describe::describe(&g.conn, &name, false)
@@ -363,10 +363,13 @@ async fn table_text(
                 .map(|d| d.ok_or(name))
         })
         .await
-        .map_err(|e| e.to_string())??;
+        .map_err(|e| moat::ResourceError::Failed(e.to_string()))?
+        .map_err(moat::ResourceError::Failed)?;
     match described {
         Ok(d) => Ok(describe::render(&d)),
-        Err(name) => Err(format!("no table or view named {name:?}")),
+        Err(name) => Err(moat::ResourceError::NotFound(format!(
+            "no table or view named {name:?}"
+        ))),
     }
 }
 

@@ -42,7 +42,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 pub use prompts::PromptOutput;
-pub use resources::{Blob, ResourceOutput, ResourceRequest};
+pub use resources::{Blob, ResourceError, ResourceOutput, ResourceRequest};
 pub use tasks::{TaskHandle, TaskOptions, TaskStart, TaskTool};
 pub use template::{TemplateError, UriTemplate};
 pub use tools::{Json, ToolOutput};
@@ -668,7 +668,17 @@ where
                     contents: out.into_contents(&uri, mime.as_deref()),
                     ..Default::default()
                 }),
-                Err(e) => Err(ErrorObject::internal(format!("Reading {uri} failed: {e}"))),
+                Err(e) => {
+                    let kind: &dyn std::any::Any = &e;
+                    Err(match kind.downcast_ref::<ResourceError>() {
+                        Some(ResourceError::NotFound(m)) => ErrorObject::new(
+                            moat_protocol::error::RESOURCE_NOT_FOUND,
+                            format!("Resource not found: {uri}: {m}"),
+                        )
+                        .with_data(serde_json::json!({ "uri": uri })),
+                        _ => ErrorObject::internal(format!("Reading {uri} failed: {e}")),
+                    })
+                }
             }
         })
     })

@@ -18,6 +18,29 @@ use crate::server::template::UriTemplate;
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Blob(pub Vec<u8>);
 
+/// An error a resource handler may return to say what kind of failure it was: a resource
+/// that does not exist reaches the client as "Resource not found" (-32002; -32602 in
+/// 2026-07-28, which retired -32002), anything else as an internal error (-32603). Handlers
+/// returning any other error type get -32603.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ResourceError {
+    /// No such resource (or none this client may see).
+    NotFound(String),
+    /// The resource exists but could not be read.
+    Failed(String),
+}
+
+impl std::fmt::Display for ResourceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResourceError::NotFound(m) | ResourceError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for ResourceError {}
+
 /// What a resource handler may return.
 pub trait ResourceOutput: Send + 'static {
     /// Convert into contents for `uri`, with the resource's declared MIME type if any.

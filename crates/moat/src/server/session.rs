@@ -877,7 +877,16 @@ async fn read_resource(server: &ServerInner, uri: String, ctx: RequestContext) -
             .with_data(serde_json::json!({ "uri": uri })));
     };
     let (result_type, ttl_ms, cache_scope) = server.cache_hints(&ctx);
-    let mut result = read(ResourceRequest { uri, vars, ctx }).await?;
+    let modern = is_modern(&ctx);
+    let mut result = read(ResourceRequest { uri, vars, ctx })
+        .await
+        .map_err(|mut e| {
+            // A handler's "not found" follows the revision's code, as ours does above.
+            if modern && e.code == RESOURCE_NOT_FOUND {
+                e.code = INVALID_PARAMS;
+            }
+            e
+        })?;
     result.result_type = result_type;
     result.ttl_ms = ttl_ms;
     result.cache_scope = cache_scope;
