@@ -280,14 +280,20 @@ pub mod moat_side {
 
     /// Launch `argv` and connect moat's client to it.
     pub async fn connect(argv: &[&str]) -> Client {
-        let client = Client::builder()
-            .request_timeout(Some(Duration::from_secs(120)))
-            .connect_command(argv.iter().copied())
-            .await
-            .expect("moat client: connect");
+        let client = launch(argv).await;
         // Warm the path once before anything is timed.
         call(&client).await;
         client
+    }
+
+    /// Launch `argv` and connect moat's client to it, without calling anything (for
+    /// servers that have no `echo`).
+    pub async fn launch(argv: &[&str]) -> Client {
+        Client::builder()
+            .request_timeout(Some(Duration::from_secs(120)))
+            .connect_command(argv.iter().copied())
+            .await
+            .expect("moat client: connect")
     }
 
     /// The revision agreed, for the record.
@@ -301,8 +307,18 @@ pub mod moat_side {
 
     /// One `tools/call` of `echo`.
     pub async fn call(client: &Client) {
+        call_tool(
+            client,
+            ECHO_TOOL,
+            serde_json::json!({ "message": ECHO_MESSAGE }),
+        )
+        .await;
+    }
+
+    /// One `tools/call` of any tool; panics unless it succeeds.
+    pub async fn call_tool(client: &Client, name: &str, arguments: Value) {
         let result = client
-            .call_tool(ECHO_TOOL, serde_json::json!({ "message": ECHO_MESSAGE }))
+            .call_tool(name, arguments)
             .await
             .expect("moat client: tools/call");
         assert_ne!(result.is_error, Some(true), "tool failed: {result:?}");
@@ -312,6 +328,19 @@ pub mod moat_side {
     pub async fn pipelined(client: &Client, n: usize) -> Duration {
         let start = Instant::now();
         futures_util::future::join_all((0..n).map(|_| call(client))).await;
+        start.elapsed()
+    }
+
+    /// `n` calls of `name` in flight at once; returns the time until the last answer.
+    pub async fn pipelined_tool(
+        client: &Client,
+        n: usize,
+        name: &str,
+        arguments: &Value,
+    ) -> Duration {
+        let start = Instant::now();
+        futures_util::future::join_all((0..n).map(|_| call_tool(client, name, arguments.clone())))
+            .await;
         start.elapsed()
     }
 }

@@ -5,9 +5,11 @@
 //! ```text
 //! cargo run --release -p moat-bench --bin moat-bench -- [--json] [--calls N] [--inflight N] [--rounds N]
 //! cargo run --release -p moat-bench --bin moat-bench -- http [--json] [--calls N] [--rounds N] [--window-ms N] [--clients N] [--only ROW]
+//! cargo run --release -p moat-bench --bin moat-bench -- gateway [--json] [--calls N] [--rounds N] [--only ROW] (see --help)
 //! ```
 //!
-//! `http` (or `--http`) prints the Streamable HTTP table instead (see `http_table`).
+//! `http` (or `--http`) prints the Streamable HTTP table instead (see `http_table`);
+//! `gateway` the cost of `moat gateway` in front of a server (see `gateway_table`).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -108,12 +110,10 @@ struct Row {
 }
 
 fn main() {
-    if std::env::args()
-        .nth(1)
-        .is_some_and(|a| a == "http" || a == "--http")
-    {
-        http_table::main();
-        return;
+    match std::env::args().nth(1).as_deref() {
+        Some("http" | "--http") => return http_table::main(),
+        Some("gateway" | "--gateway") => return gateway_table::main(),
+        _ => {}
     }
     let s = settings();
     let bins = Binaries::beside_current_exe();
@@ -374,6 +374,8 @@ fn main() {
     }
 }
 
-// Outside `src/bin/`, where Cargo would take it for a binary of its own.
+// Outside `src/bin/`, where Cargo would take them for binaries of their own.
+#[path = "../gateway_table.rs"]
+mod gateway_table;
 #[path = "../http_table.rs"]
 mod http_table;
