@@ -91,7 +91,7 @@ impl Schema {
         validator
             .iter_errors(instance)
             .map(|e| {
-                let at = e.instance_path.to_string();
+                let at = e.instance_path().to_string();
                 let offending = instance
                     .pointer(&at)
                     .map(|v| truncate(&v.to_string(), 400))

@@ -118,8 +118,8 @@ async fn run(
     record.server = entry.server.clone();
     record.tool = entry.tool.name.clone();
     let args = match args {
-        Value::Object(map) => map,
-        Value::Null => Map::new(),
+        Value::Object(_) => args,
+        Value::Null => Value::Object(Map::new()),
         other => {
             return refuse(
                 record,
@@ -136,13 +136,15 @@ async fn run(
         );
     }
 
+    let empty = Map::new();
+    let map = args.as_object().unwrap_or(&empty);
     let settings = inner.settings();
     let tool_ref = ToolRef {
         server: &entry.server,
         tool: &entry.tool.name,
         annotations: entry.tool.annotations.as_ref(),
     };
-    let verdict = settings.policy.evaluate(&tool_ref, Some(&args));
+    let verdict = settings.policy.evaluate(&tool_ref, Some(map));
     record.rule = verdict.rule.clone();
     if verdict.decision == Decision::Deny {
         return refuse(
@@ -189,7 +191,7 @@ async fn run(
             let question = Question {
                 tool: exposed,
                 reason: &reason,
-                arguments: &Value::Object(args.clone()),
+                arguments: &args,
             };
             let consent = &settings.config.consent;
             let answer = consent::ask(ctx, consent.mode, consent.timeout, &question).await;
@@ -241,7 +243,7 @@ async fn forward(
     ctx: &RequestContext,
     entry: &Arc<ToolEntry>,
     exposed: &str,
-    args: Map<String, Value>,
+    args: Value,
     record: &mut AuditRecord,
 ) -> CallToolResult {
     let Some(client) = inner.live_client(&entry.server) else {
@@ -253,16 +255,13 @@ async fn forward(
         record.error = Some(message.clone());
         return CallToolResult::error(message);
     };
-    let timeout = inner
-        .server_config(&entry.server)
-        .and_then(|c| c.call_timeout)
-        .unwrap_or(inner.options.call_timeout);
+    let timeout = inner.call_timeout(&entry.server);
     let mut options = RequestOptions::default().timeout(timeout);
     let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
     if ctx.progress_token().is_some() {
         options = options.progress(progress_tx);
     }
-    let call = client.call_tool_with(&entry.tool.name, Value::Object(args), options);
+    let call = client.call_tool_with(&entry.tool.name, args, options);
     tokio::pin!(call);
     let answer = loop {
         tokio::select! {
@@ -278,9 +277,7 @@ async fn forward(
             CallToolResult::error("cancelled by the client")
         }
         Some(Ok(result)) => {
-            record.result_bytes = serde_json::to_vec(&result)
-                .map(|v| v.len() as u64)
-                .unwrap_or(0);
+            record.result_bytes = encoded_len(&result);
             record.outcome = if result.is_error == Some(true) {
                 "tool_error".into()
             } else {
@@ -310,17 +307,39 @@ async fn forward(
     }
 }
 
+/// The size of `result` as JSON, counted without building the text.
+fn encoded_len(result: &CallToolResult) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, result) {
+        Ok(()) => count.0,
+        Err(_) => 0,
+    }
+}
+
 /// The arguments against the tool's `inputSchema`: the first few errors, with where.
-fn validate(entry: &ToolEntry, args: &Map<String, Value>) -> Result<(), String> {
+fn validate(entry: &ToolEntry, args: &Value) -> Result<(), String> {
     let Some(validator) = &entry.validator else {
         return Ok(());
     };
-    let value = Value::Object(args.clone());
+    // The common case, valid arguments, without building any error.
+    if validator.is_valid(args) {
+        return Ok(());
+    }
     let errors: Vec<String> = validator
-        .iter_errors(&value)
+        .iter_errors(args)
         .take(5)
         .map(|e| {
-            let at = e.instance_path.to_string();
+            let at = e.instance_path().to_string();
             if at.is_empty() {
                 e.to_string()
             } else {

@@ -479,9 +479,17 @@ impl Inner {
             .and_then(|r| r.live.borrow().clone())
     }
 
-    /// The per-server configuration, for call deadlines and trust labels.
+    /// The per-server configuration, for trust labels.
     pub(crate) fn server_config(&self, server: &str) -> Option<ServerConfig> {
         lock(&self.running).get(server).map(|r| r.cfg.clone())
+    }
+
+    /// The deadline of a call to `server`: its own `call_timeout`, else the gateway's.
+    pub(crate) fn call_timeout(&self, server: &str) -> Duration {
+        lock(&self.running)
+            .get(server)
+            .and_then(|r| r.cfg.call_timeout)
+            .unwrap_or(self.options.call_timeout)
     }
 
     /// A callable tool by exposed name, or why there is none.

@@ -1563,7 +1563,7 @@ fn instances_validate_against_every_revision() {
             for instance in &instances {
                 let errors: Vec<String> = validator
                     .iter_errors(instance)
-                    .map(|e| format!("{e} at {}", e.instance_path))
+                    .map(|e| format!("{e} at {}", e.instance_path()))
                     .collect();
                 if !errors.is_empty() {
                     failures.push(format!(

@@ -167,7 +167,13 @@ pub fn args_digest(args: &Value) -> String {
     let mut canonical = String::new();
     write_canonical(args, &mut canonical);
     let hash = Sha256::digest(canonical.as_bytes());
-    hash.iter().map(|b| format!("{b:02x}")).collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(hash.len() * 2);
+    for b in hash {
+        hex.push(char::from(HEX[usize::from(b >> 4)]));
+        hex.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    hex
 }
 
 fn write_canonical(v: &Value, out: &mut String) {

@@ -14,6 +14,9 @@ use super::{AuditError, AuditQuery, AuditRecord};
 /// How long a statement waits for another connection's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+// One index only: every insert pays for each. `--since` uses it; the tool glob is matched
+// here, not in SQL, and a server filter scans (stores of earlier versions lose the two
+// indexes they had).
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS audit (
     id           INTEGER PRIMARY KEY,
@@ -34,8 +37,8 @@ CREATE TABLE IF NOT EXISTS audit (
     error        TEXT
 );
 CREATE INDEX IF NOT EXISTS audit_time ON audit (time_ms);
-CREATE INDEX IF NOT EXISTS audit_tool ON audit (exposed_name);
-CREATE INDEX IF NOT EXISTS audit_server_tool ON audit (server, tool);
+DROP INDEX IF EXISTS audit_tool;
+DROP INDEX IF EXISTS audit_server_tool;
 ";
 
 const INSERT: &str = "INSERT INTO audit (time_ms, session, client, server, tool, exposed_name,
