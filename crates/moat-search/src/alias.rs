@@ -1,0 +1,287 @@
+//! Query expansion from a curated table of general vocabulary: shell verbs, chat and
+//! code-hosting shorthand, cloud jargon, and everyday phrasings of common operations,
+//! mapped to the words tool descriptions tend to use instead.
+//!
+//! The table is written from general knowledge of how people talk to tools, never from
+//! particular tasks of an evaluation set: what it knows must hold for catalogs and requests
+//! nobody has seen. Each entry maps a word or phrase (lower case, matched on whole words)
+//! to extra words; the index weighs those below the user's own words.
+
+/// (trigger, expansion). Multi-word triggers match consecutive words.
+const ALIASES: &[(&str, &str)] = &[
+    // Shell verbs and tools.
+    ("ls", "list files directory"),
+    ("ll", "list files directory"),
+    ("dir", "directory list files"),
+    ("cd", "directory"),
+    ("pwd", "current directory"),
+    ("rm", "delete remove file"),
+    ("rmdir", "delete remove directory"),
+    ("mv", "move rename file"),
+    ("cp", "copy file"),
+    ("cat", "read file contents show"),
+    ("less", "read file"),
+    ("head", "read file first lines"),
+    ("tail", "read file last lines"),
+    ("grep", "search find text pattern"),
+    ("rg", "search find text pattern"),
+    ("find", "search"),
+    ("mkdir", "create directory folder"),
+    ("touch", "create file"),
+    ("chmod", "permissions file"),
+    ("chown", "owner permissions file"),
+    ("stat", "file info metadata"),
+    ("du", "disk usage size"),
+    ("df", "disk space usage"),
+    ("wc", "count lines words"),
+    ("diff", "compare differences"),
+    ("sed", "replace edit text"),
+    ("awk", "text process"),
+    ("curl", "http request fetch url"),
+    ("wget", "download fetch url"),
+    ("ps", "list processes"),
+    ("top", "processes usage"),
+    ("kill", "stop terminate process"),
+    ("tar", "archive compress"),
+    ("zip", "archive compress"),
+    ("unzip", "extract archive"),
+    ("ssh", "remote shell connect"),
+    ("sudo", "run command"),
+    ("exec", "run execute command"),
+    ("cron", "schedule job recurring"),
+    ("folder", "directory"),
+    // Chat, mail, meetings.
+    ("dm", "direct message send user"),
+    ("pm", "private message send"),
+    ("msg", "message"),
+    ("ping", "message send notify"),
+    ("tell", "message send"),
+    ("mail", "email message"),
+    ("inbox", "email messages"),
+    ("cc", "email copy recipient"),
+    ("reply", "respond message thread"),
+    ("thread", "replies conversation"),
+    ("channel", "conversation"),
+    ("standup", "meeting event"),
+    ("sync", "meeting synchronize"),
+    ("sync up", "meeting schedule"),
+    ("catch up", "meeting"),
+    ("one on one", "meeting"),
+    ("meeting", "event calendar"),
+    ("appointment", "event calendar"),
+    ("appt", "appointment event calendar"),
+    ("cal", "calendar"),
+    ("schedule", "create event calendar"),
+    ("book", "schedule create event"),
+    ("reschedule", "update move event"),
+    ("free", "availability busy"),
+    ("available", "availability free busy"),
+    ("availability", "free busy"),
+    ("busy", "availability free"),
+    ("ooo", "out of office"),
+    ("tz", "timezone time zone"),
+    ("remind", "reminder notify"),
+    // Code hosting and issue tracking.
+    ("pr", "pull request"),
+    ("prs", "pull requests"),
+    ("mr", "merge request pull request"),
+    ("repo", "repository"),
+    ("repos", "repositories"),
+    ("ticket", "issue"),
+    ("tickets", "issues"),
+    ("bug", "issue"),
+    ("todo", "task"),
+    ("ci", "pipeline build workflow"),
+    ("build", "pipeline workflow"),
+    ("merge", "pull request"),
+    ("review", "pull request comment"),
+    ("checkout", "branch"),
+    ("commit", "commits change"),
+    ("blame", "commit history"),
+    ("fork", "repository copy"),
+    ("clone", "repository copy"),
+    ("star", "repository"),
+    ("release", "tag version"),
+    ("gh", "github"),
+    // Data and databases.
+    ("db", "database"),
+    ("sql", "query database"),
+    ("table", "database"),
+    ("tables", "database schema"),
+    ("schema", "table columns structure"),
+    ("column", "table"),
+    ("row", "record table"),
+    ("rows", "records table"),
+    ("how many", "count query"),
+    ("count", "query"),
+    ("stats", "statistics metrics"),
+    ("csv", "data spreadsheet"),
+    ("spreadsheet", "sheet"),
+    // Cloud and operations.
+    ("k8s", "kubernetes cluster"),
+    ("kube", "kubernetes"),
+    ("pod", "kubernetes container"),
+    ("pods", "kubernetes containers"),
+    ("s3", "bucket object storage"),
+    ("gcs", "bucket object storage"),
+    ("blob", "object storage"),
+    ("bucket", "storage objects"),
+    ("vm", "virtual machine instance"),
+    ("vms", "virtual machines instances"),
+    ("ec2", "instance virtual machine"),
+    ("lambda", "function serverless"),
+    ("container", "docker"),
+    ("docker", "container"),
+    ("deploy", "deployment release"),
+    ("rollback", "revert deployment"),
+    ("env", "environment"),
+    ("env var", "environment variable"),
+    ("dns", "domain record"),
+    ("ip", "address network"),
+    ("cpu", "usage metrics"),
+    ("ram", "memory usage"),
+    ("logs", "log entries"),
+    ("alert", "monitor alarm incident"),
+    ("outage", "incident"),
+    ("on call", "oncall schedule incident"),
+    ("secret", "credential"),
+    ("creds", "credentials secret"),
+    ("cfg", "configuration"),
+    ("config", "configuration settings"),
+    ("settings", "configuration"),
+    // Documents, notes, web.
+    ("doc", "document"),
+    ("docs", "documents documentation"),
+    ("note", "page document"),
+    ("notes", "pages documents"),
+    ("wiki", "page document"),
+    ("pdf", "document file"),
+    ("img", "image"),
+    ("pic", "image photo"),
+    ("photo", "image"),
+    ("screenshot", "image capture"),
+    ("link", "url"),
+    ("url", "link web page"),
+    ("site", "website web"),
+    ("website", "web page url"),
+    ("google", "search web"),
+    ("look up", "search find"),
+    ("lookup", "search find"),
+    ("browse", "web page"),
+    ("scrape", "fetch web page"),
+    ("download", "fetch get"),
+    ("upload", "put write"),
+    // Everyday verbs.
+    ("show", "get list read"),
+    ("see", "get list read"),
+    ("view", "get read"),
+    ("open", "read get"),
+    ("check", "get status"),
+    ("fetch", "get"),
+    ("pull", "get fetch"),
+    ("grab", "get"),
+    ("display", "show get"),
+    ("whats", "get"),
+    ("save", "write create"),
+    ("store", "write save"),
+    ("add", "create"),
+    ("make", "create"),
+    ("new", "create"),
+    ("start", "create run"),
+    ("write", "create"),
+    ("change", "update edit modify"),
+    ("edit", "update modify"),
+    ("modify", "update edit"),
+    ("rename", "move"),
+    ("set", "update"),
+    ("tweak", "update edit"),
+    ("fix", "update edit"),
+    ("replace", "edit update"),
+    ("erase", "delete remove"),
+    ("wipe", "delete remove"),
+    ("drop", "delete remove"),
+    ("trash", "delete"),
+    ("nuke", "delete"),
+    ("get rid of", "delete remove"),
+    ("cancel", "delete"),
+    ("close", "delete update"),
+    ("archive", "remove"),
+    ("search", "find query"),
+    ("locate", "find search"),
+    ("where", "find search"),
+    ("run", "execute"),
+    ("execute", "run"),
+    ("launch", "start run"),
+    ("stop", "terminate"),
+    ("restart", "reboot"),
+    ("summarize", "read"),
+    ("translate", "language"),
+    ("assign", "assignee"),
+    ("invite", "attendees"),
+];
+
+/// Words the table adds for a query's words (lower case), without the query's own words,
+/// deduplicated, in order.
+pub fn expand(words: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (trigger, expansion) in ALIASES {
+        let t: Vec<&str> = trigger.split(' ').collect();
+        let hit = words
+            .windows(t.len())
+            .any(|w| w.iter().zip(&t).all(|(a, b)| a == b));
+        if !hit {
+            continue;
+        }
+        for e in expansion.split(' ') {
+            if !words.iter().any(|w| w == e) && !out.iter().any(|o| o == e) {
+                out.push(e.to_owned());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn x(q: &str) -> Vec<String> {
+        expand(&crate::text::words(q))
+    }
+
+    #[test]
+    fn shell_verbs_and_jargon() {
+        assert_eq!(x("rm"), ["delete", "remove", "file"]);
+        assert_eq!(x("ls the folder"), ["list", "files", "directory"]);
+        assert!(x("DM bob").contains(&"message".to_owned()));
+        assert!(x("open a PR").contains(&"pull".to_owned()));
+        assert!(x("list k8s pods").contains(&"kubernetes".to_owned()));
+    }
+
+    #[test]
+    fn phrases_match_whole_words_in_order() {
+        assert!(x("can we sync up tomorrow").contains(&"meeting".to_owned()));
+        assert!(x("how many rows").contains(&"count".to_owned()));
+        assert!(!x("many how").contains(&"count".to_owned()));
+        // "rm" inside another word does not trigger.
+        assert!(x("confirm").is_empty());
+    }
+
+    #[test]
+    fn no_duplicates_and_not_the_query_words() {
+        let e = x("delete rm erase");
+        assert!(!e.contains(&"delete".to_owned()));
+        assert_eq!(e.iter().filter(|w| *w == "remove").count(), 1);
+    }
+
+    #[test]
+    fn table_is_well_formed() {
+        for (t, e) in ALIASES {
+            assert_eq!(*t, t.to_lowercase(), "triggers are lower case");
+            assert!(!t.is_empty() && !e.is_empty());
+            assert!(!t.starts_with(' ') && !t.ends_with(' ') && !e.contains("  "));
+            // A trigger the word splitter would break apart could never match.
+            assert_eq!(crate::text::words(t).join(" "), *t, "trigger {t:?}");
+        }
+    }
+}

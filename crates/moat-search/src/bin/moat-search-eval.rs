@@ -1,0 +1,443 @@
+//! `moat-search-eval`: recall@1, recall@5 and MRR of the lexical, semantic and hybrid
+//! rankings (and of each improvement switched on and off) over an evaluation set, the
+//! token cost of search mode against the full catalog, and search latency.
+//!
+//! ```text
+//! cargo run -p moat-search --release --bin moat-search-eval -- \
+//!     [--json] [--catalog FILE] [--tasks FILE] [--model DIR | --no-model] [--cache DIR]
+//!     [--misses] [--large N] [--rounds N]
+//! ```
+
+use moat_search::eval::{self, Catalog, Latency, Metrics, Task};
+use moat_search::{Embedder, Index, Options, Ranking};
+use serde_json::json;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+struct Args {
+    json: bool,
+    catalog: PathBuf,
+    tasks: PathBuf,
+    model: Option<PathBuf>,
+    no_model: bool,
+    cache: PathBuf,
+    misses: bool,
+    large: usize,
+    rounds: usize,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        json: false,
+        catalog: eval::default_catalog(),
+        tasks: eval::default_tasks(),
+        model: None,
+        no_model: false,
+        cache: std::env::temp_dir().join("moat-search-eval-cache"),
+        misses: false,
+        large: 1000,
+        rounds: 3,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        match arg.as_str() {
+            "--json" => a.json = true,
+            "--misses" => a.misses = true,
+            "--no-model" => a.no_model = true,
+            "--catalog" => a.catalog = value("--catalog")?.into(),
+            "--tasks" => a.tasks = value("--tasks")?.into(),
+            "--model" => a.model = Some(value("--model")?.into()),
+            "--cache" => a.cache = value("--cache")?.into(),
+            "--large" => {
+                a.large = value("--large")?
+                    .parse()
+                    .map_err(|e| format!("--large: {e}"))?
+            }
+            "--rounds" => {
+                a.rounds = value("--rounds")?
+                    .parse()
+                    .map_err(|e| format!("--rounds: {e}"))?
+            }
+            "-h" | "--help" => {
+                return Err("usage: moat-search-eval [--json] [--catalog FILE] [--tasks FILE] [--model DIR | --no-model] \
+                            [--cache DIR] [--misses] [--large N (0: skip)] [--rounds N]"
+                    .into());
+            }
+            other => return Err(format!("unknown argument {other:?} (try --help)")),
+        }
+    }
+    Ok(a)
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<(), moat_search::SearchError> {
+    let catalog = Catalog::load(&args.catalog)?;
+    let tasks = eval::load_tasks(&args.tasks)?;
+    let model_dir = if args.no_model {
+        None
+    } else if let Some(m) = &args.model {
+        Some(m.clone())
+    } else {
+        eval::test_model_dir()?
+    };
+    let started = Instant::now();
+    let embedder = match &model_dir {
+        Some(d) => Some(Arc::new(Embedder::load(d)?)),
+        None => {
+            eprintln!(
+                "no model found (run scripts/fetch-model.sh or pass --model DIR): lexical rankings only"
+            );
+            None
+        }
+    };
+    let load_ms = ms(started);
+
+    // Cold build: a fresh cache directory, so every tool is embedded.
+    let cold_dir =
+        std::env::temp_dir().join(format!("moat-search-eval-cold-{}", std::process::id()));
+    let started = Instant::now();
+    let rich = Index::build_with(
+        catalog.docs(),
+        embedder.clone(),
+        Some(&cold_dir),
+        Options::default(),
+    )?;
+    let cold_ms = ms(started);
+    let started = Instant::now();
+    let rich = {
+        drop(rich);
+        Index::build_with(
+            catalog.docs(),
+            embedder.clone(),
+            Some(&cold_dir),
+            Options::default(),
+        )?
+    };
+    let warm_ms = ms(started);
+    let _ = std::fs::remove_dir_all(&cold_dir);
+    let plain = Index::build_with(
+        catalog.docs(),
+        embedder.clone(),
+        Some(&args.cache),
+        Options::plain(),
+    )?;
+
+    let d = Options::default();
+    let p = Options::plain();
+    let rows: Vec<(&str, &Index, Options)> = vec![
+        (
+            "lexical, plain",
+            &plain,
+            Options {
+                ranking: Ranking::Lexical,
+                ..p.clone()
+            },
+        ),
+        (
+            "semantic, plain",
+            &plain,
+            Options {
+                ranking: Ranking::Semantic,
+                ..p.clone()
+            },
+        ),
+        ("hybrid, plain RRF", &plain, p.clone()),
+        ("hybrid + rich index text", &rich, p.clone()),
+        (
+            "hybrid + query clean-up",
+            &plain,
+            Options {
+                clean_query: true,
+                ..p.clone()
+            },
+        ),
+        (
+            "hybrid + aliases (lexical)",
+            &plain,
+            Options {
+                expand_aliases: true,
+                ..p.clone()
+            },
+        ),
+        (
+            "hybrid + aliases (lexical+semantic)",
+            &plain,
+            Options {
+                expand_aliases: true,
+                expand_semantic: true,
+                ..p.clone()
+            },
+        ),
+        (
+            "lexical, all improvements",
+            &rich,
+            Options {
+                ranking: Ranking::Lexical,
+                ..d.clone()
+            },
+        ),
+        (
+            "semantic, all improvements",
+            &rich,
+            Options {
+                ranking: Ranking::Semantic,
+                ..d.clone()
+            },
+        ),
+        ("hybrid, all (default)", &rich, d.clone()),
+        ("hybrid, all but rich text", &plain, d.clone()),
+        (
+            "hybrid, all but clean-up",
+            &rich,
+            Options {
+                clean_query: false,
+                ..d.clone()
+            },
+        ),
+        (
+            "hybrid, all but aliases",
+            &rich,
+            Options {
+                expand_aliases: false,
+                expand_semantic: false,
+                ..d.clone()
+            },
+        ),
+        (
+            "hybrid, all but semantic aliases",
+            &rich,
+            Options {
+                expand_semantic: false,
+                ..d.clone()
+            },
+        ),
+        (
+            "hybrid, all, semantic weight 0.5",
+            &rich,
+            Options {
+                semantic_weight: 0.5,
+                ..d.clone()
+            },
+        ),
+        (
+            "hybrid, all, semantic weight 0.75",
+            &rich,
+            Options {
+                semantic_weight: 0.75,
+                ..d.clone()
+            },
+        ),
+        (
+            "hybrid, all, semantic weight 1.5",
+            &rich,
+            Options {
+                semantic_weight: 1.5,
+                ..d.clone()
+            },
+        ),
+        (
+            "hybrid, all, semantic weight 2",
+            &rich,
+            Options {
+                semantic_weight: 2.0,
+                ..d.clone()
+            },
+        ),
+        (
+            "hybrid, all, expansion weight 0.25",
+            &rich,
+            Options {
+                expansion_weight: 0.25,
+                ..d.clone()
+            },
+        ),
+        (
+            "hybrid, all, expansion weight 1",
+            &rich,
+            Options {
+                expansion_weight: 1.0,
+                ..d.clone()
+            },
+        ),
+        (
+            "hybrid, all, rrf k 20",
+            &rich,
+            Options {
+                rrf_k: 20.0,
+                ..d.clone()
+            },
+        ),
+    ];
+    let has_model = embedder.is_some();
+    let results: Vec<(&str, Metrics)> = rows
+        .iter()
+        .filter(|(name, _, o)| {
+            has_model || (o.ranking == Ranking::Lexical && !name.contains("weight"))
+        })
+        .map(|(name, idx, o)| (*name, eval::evaluate(idx, &tasks, o)))
+        .collect();
+
+    let tokens = eval::token_cost(&catalog, &rich, &tasks);
+
+    let mut latencies: Vec<(&str, Latency)> = Vec::new();
+    let lexical = Options {
+        ranking: Ranking::Lexical,
+        ..d.clone()
+    };
+    latencies.push((
+        "catalog, lexical",
+        eval::latency(&rich, &tasks, &lexical, args.rounds),
+    ));
+    if has_model {
+        latencies.push((
+            "catalog, hybrid (query embedded)",
+            eval::latency(&rich, &tasks, &d, args.rounds),
+        ));
+    }
+    let mut large_build_ms = None;
+    if args.large > 0 {
+        let big = catalog.replicate(args.large);
+        let started = Instant::now();
+        let big = Index::build_with(
+            big.docs(),
+            embedder.clone(),
+            Some(&args.cache),
+            Options::default(),
+        )?;
+        large_build_ms = Some(ms(started));
+        latencies.push((
+            "large, lexical",
+            eval::latency(&big, &tasks, &lexical, args.rounds),
+        ));
+        if has_model {
+            latencies.push((
+                "large, hybrid (query embedded)",
+                eval::latency(&big, &tasks, &d, args.rounds),
+            ));
+        }
+    }
+
+    if args.json {
+        let out = json!({
+            "tasks": tasks.len(),
+            "tools": rich.len(),
+            "model": model_dir.as_ref().map(|d| d.display().to_string()),
+            "rankings": results.iter().map(|(n, m)| json!({"name": n, "metrics": m})).collect::<Vec<_>>(),
+            "tokens": tokens,
+            "latency": latencies.iter().map(|(n, l)| json!({"name": n, "latency": l})).collect::<Vec<_>>(),
+            "build_ms": {"model_load": load_ms, "cold": cold_ms, "from_cache": warm_ms, "large_cached_or_cold": large_build_ms},
+        });
+        println!("{out:#}");
+    } else {
+        print_table(
+            args,
+            &catalog,
+            &tasks,
+            model_dir.as_ref(),
+            &results,
+            &tokens,
+            &latencies,
+        );
+        println!(
+            "\nbuild: model load {load_ms:.0} ms; index of {} tools {cold_ms:.0} ms cold, {warm_ms:.0} ms from the cache{}",
+            rich.len(),
+            large_build_ms
+                .map(|m| format!(
+                    "; {} tools {m:.0} ms (cache {})",
+                    args.large,
+                    args.cache.display()
+                ))
+                .unwrap_or_default()
+        );
+    }
+    if args.misses {
+        eprintln!("\nmisses at rank 5 (hybrid, default options):");
+        for (t, hits) in eval::misses(&rich, &tasks, &d) {
+            eprintln!("  {:?} → want {}, got {}", t.query, t.tool, hits.join(", "));
+        }
+    }
+    Ok(())
+}
+
+fn print_table(
+    args: &Args,
+    catalog: &Catalog,
+    tasks: &[Task],
+    model: Option<&PathBuf>,
+    results: &[(&str, Metrics)],
+    tokens: &eval::TokenCost,
+    latencies: &[(&str, Latency)],
+) {
+    println!(
+        "moat-search evaluation: {} tasks ({}), {} tools on {} servers ({}), model: {}\n",
+        tasks.len(),
+        args.tasks.display(),
+        catalog.docs().len(),
+        catalog.servers.len(),
+        args.catalog.display(),
+        model.map_or("none".to_owned(), |d| d.display().to_string())
+    );
+    println!("| ranking | recall@1 | recall@5 | MRR |");
+    println!("|---|---:|---:|---:|");
+    for (name, m) in results {
+        println!(
+            "| {name} | {:.3} | {:.3} | {:.3} |",
+            m.recall_at_1, m.recall_at_5, m.mrr
+        );
+    }
+    println!("\n| context cost (o200k_base tokens) | tokens |");
+    println!("|---|---:|");
+    println!(
+        "| full catalog ({} tools) | {} |",
+        tokens.tools, tokens.full_catalog
+    );
+    println!(
+        "| search mode: the three meta-tools | {} |",
+        tokens.search_mode
+    );
+    println!(
+        "| one search_tools answer (5 hits), mean | {} |",
+        tokens.mean_search_result
+    );
+    println!(
+        "| one describe_tool answer, mean | {} |",
+        tokens.mean_describe_result
+    );
+    println!("\n| search latency (top 5) | tools | median ms | p99 ms |");
+    println!("|---|---:|---:|---:|");
+    for (name, l) in latencies {
+        println!(
+            "| {name} | {} | {:.3} | {:.3} |",
+            l.tools, l.median_ms, l.p99_ms
+        );
+    }
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1e3
+}

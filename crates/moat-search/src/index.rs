@@ -1,0 +1,455 @@
+//! The search index: BM25 over each tool's weighted fields plus, when a model is loaded,
+//! one embedding per tool; a query is cleaned up, expanded, ranked both ways and the two
+//! rankings fused by reciprocal rank.
+
+use crate::doc::{TEXT_VERSION, ToolDoc};
+use crate::{Embedder, SearchError, alias, bm25::Bm25, cache, fusion, query, text};
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::sync::Arc;
+
+/// How an index ranks: both ways fused, or by words alone (no model).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Hybrid,
+    Lexical,
+}
+
+/// Which rankings a search uses; the evaluation compares them.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ranking {
+    /// Fused lexical and semantic (lexical alone when the index has no embeddings).
+    Hybrid,
+    Lexical,
+    /// Semantic alone (nothing when the index has no embeddings).
+    Semantic,
+}
+
+/// The knobs of indexing and search. The defaults are what the evaluation chose; each
+/// improvement can be switched off to measure what it is worth. Build one with
+/// `Options { field: value, ..Options::default() }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// Index argument names and descriptions and annotation hints, not just name, title
+    /// and description (build time).
+    pub rich_text: bool,
+    /// Separate literals (paths, numbers, quoted text…) from intent words.
+    pub clean_query: bool,
+    /// Add words from the alias table to the lexical query.
+    pub expand_aliases: bool,
+    /// Add the alias words to the text embedded for the semantic ranking too.
+    pub expand_semantic: bool,
+    /// Weight of alias and hint words relative to the user's own words (lexical).
+    pub expansion_weight: f32,
+    /// Weight of the semantic ranking in the fusion; the lexical ranking weighs 1.
+    pub semantic_weight: f32,
+    /// The reciprocal-rank constant.
+    pub rrf_k: f32,
+    pub ranking: Ranking,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            rich_text: true,
+            clean_query: true,
+            expand_aliases: true,
+            expand_semantic: true,
+            expansion_weight: 0.5,
+            semantic_weight: 1.0,
+            rrf_k: fusion::DEFAULT_K,
+            ranking: Ranking::Hybrid,
+        }
+    }
+}
+
+impl Options {
+    /// Plain fusion: every improvement off (the baseline of the evaluation).
+    pub fn plain() -> Options {
+        Options {
+            rich_text: false,
+            clean_query: false,
+            expand_aliases: false,
+            expand_semantic: false,
+            ..Options::default()
+        }
+    }
+}
+
+/// One search result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    /// The tool's `server__tool` name.
+    pub name: String,
+    /// Higher is better; comparable only within one result list.
+    pub score: f32,
+}
+
+/// A searchable catalog. Immutable once built: rebuild it when the catalog changes (the
+/// embedding cache makes that cheap).
+pub struct Index {
+    names: Vec<String>,
+    bm25: Bm25,
+    /// Unit vectors, `dim` floats per tool, in catalog order.
+    vectors: Option<Vec<f32>>,
+    dim: usize,
+    embedder: Option<Arc<Embedder>>,
+    options: Options,
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index")
+            .field("tools", &self.names.len())
+            .field("mode", &self.mode())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Index {
+    /// Indexes a catalog with the default options. With an embedder the index is hybrid;
+    /// tool embeddings come from `cache_dir` when cached there, and new ones are saved.
+    pub fn build(
+        docs: Vec<ToolDoc>,
+        embedder: Option<Arc<Embedder>>,
+        cache_dir: Option<&Path>,
+    ) -> Result<Index, SearchError> {
+        Index::build_with(docs, embedder, cache_dir, Options::default())
+    }
+
+    /// [`Index::build`] with explicit options.
+    pub fn build_with(
+        docs: Vec<ToolDoc>,
+        embedder: Option<Arc<Embedder>>,
+        cache_dir: Option<&Path>,
+        options: Options,
+    ) -> Result<Index, SearchError> {
+        let fields: Vec<Vec<(f32, Vec<String>)>> = docs
+            .iter()
+            .map(|d| {
+                d.fields(options.rich_text)
+                    .into_iter()
+                    .map(|(w, t)| (w, text::terms(&t)))
+                    .collect()
+            })
+            .collect();
+        let bm25 = Bm25::build(&fields);
+        let (vectors, dim) = match &embedder {
+            Some(e) => (
+                Some(embed_docs(&docs, e, cache_dir, options.rich_text)?),
+                e.dim(),
+            ),
+            None => (None, 0),
+        };
+        Ok(Index {
+            names: docs.into_iter().map(|d| d.name).collect(),
+            bm25,
+            vectors,
+            dim,
+            embedder,
+            options,
+        })
+    }
+
+    /// Hybrid when tools were embedded, else lexical.
+    pub fn mode(&self) -> Mode {
+        if self.vectors.is_some() {
+            Mode::Hybrid
+        } else {
+            Mode::Lexical
+        }
+    }
+
+    /// Number of indexed tools.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether the catalog is empty.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// The options the index was built with.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// The best `limit` tools for `query` among those `visible` accepts (a rejected tool
+    /// never appears, and never takes a place in the results).
+    pub fn search(&self, query: &str, limit: usize, visible: &dyn Fn(&str) -> bool) -> Vec<Hit> {
+        self.search_with(query, limit, visible, &self.options)
+    }
+
+    /// [`Index::search`] with other query-time options (`rich_text` is fixed at build).
+    pub fn search_with(
+        &self,
+        query: &str,
+        limit: usize,
+        visible: &dyn Fn(&str) -> bool,
+        opts: &Options,
+    ) -> Vec<Hit> {
+        if limit == 0 || self.names.is_empty() {
+            return Vec::new();
+        }
+        let shown: Vec<bool> = self.names.iter().map(|n| visible(n)).collect();
+        let q = Query::new(query, opts);
+
+        let lexical = || {
+            let scores = self.bm25.scores(&q.lexical);
+            (
+                fusion::rank(&scores, |i| shown[i as usize] && scores[i as usize] > 0.0),
+                scores,
+            )
+        };
+        let semantic = match opts.ranking {
+            Ranking::Lexical => None,
+            Ranking::Hybrid | Ranking::Semantic => self.semantic_scores(&q.semantic),
+        };
+        let hits: Vec<(u32, f32)> = match (opts.ranking, semantic) {
+            (Ranking::Semantic, None) => Vec::new(),
+            (Ranking::Semantic, Some(sem)) => fusion::rank(&sem, |i| shown[i as usize])
+                .into_iter()
+                .map(|i| (i, sem[i as usize]))
+                .collect(),
+            (Ranking::Lexical, _) | (Ranking::Hybrid, None) => {
+                let (ranked, scores) = lexical();
+                ranked
+                    .into_iter()
+                    .map(|i| (i, scores[i as usize]))
+                    .collect()
+            }
+            (Ranking::Hybrid, Some(sem)) => {
+                let (lex, _) = lexical();
+                let sem = fusion::rank(&sem, |i| shown[i as usize]);
+                fusion::rrf(&[(&lex, 1.0), (&sem, opts.semantic_weight)], opts.rrf_k)
+            }
+        };
+        hits.into_iter()
+            .take(limit)
+            .map(|(i, score)| Hit {
+                name: self.names[i as usize].clone(),
+                score,
+            })
+            .collect()
+    }
+
+    /// Cosine similarity of the query with every tool, or `None` without a model (or when
+    /// the model fails on this query, which is logged and answered lexically).
+    fn semantic_scores(&self, text: &str) -> Option<Vec<f32>> {
+        let (vectors, embedder) = (self.vectors.as_ref()?, self.embedder.as_ref()?);
+        let q = match embedder.embed(&[text]) {
+            Ok(mut v) => v.pop()?,
+            Err(e) => {
+                tracing::warn!(error = %e, "embedding the query failed; answering lexically");
+                return None;
+            }
+        };
+        Some(vectors.chunks_exact(self.dim).map(|v| dot(v, &q)).collect())
+    }
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// A query prepared for both rankings.
+struct Query {
+    lexical: Vec<(String, f32)>,
+    semantic: String,
+}
+
+impl Query {
+    fn new(raw: &str, opts: &Options) -> Query {
+        let cleaned = if opts.clean_query {
+            query::clean(raw)
+        } else {
+            query::CleanQuery {
+                intent: raw.to_owned(),
+                hints: Vec::new(),
+            }
+        };
+        let mut words = text::words(&cleaned.intent);
+        words.extend(cleaned.hints.iter().cloned());
+        let expansion = if opts.expand_aliases {
+            alias::expand(&words)
+        } else {
+            Vec::new()
+        };
+
+        let mut lexical: Vec<(String, f32)> = text::terms(&cleaned.intent)
+            .into_iter()
+            .map(|t| (t, 1.0))
+            .collect();
+        for w in cleaned.hints.iter().chain(&expansion) {
+            lexical.extend(
+                text::terms(w)
+                    .into_iter()
+                    .map(|t| (t, opts.expansion_weight)),
+            );
+        }
+
+        let mut semantic = cleaned.intent.clone();
+        let extra: Vec<&str> = cleaned
+            .hints
+            .iter()
+            .chain(if opts.expand_semantic {
+                &expansion[..]
+            } else {
+                &[]
+            })
+            .map(String::as_str)
+            .collect();
+        if !extra.is_empty() {
+            semantic.push_str(" (");
+            semantic.push_str(&extra.join(" "));
+            semantic.push(')');
+        }
+        Query { lexical, semantic }
+    }
+}
+
+/// Embeds every tool, reusing cached vectors by (definition hash, text variant), and
+/// saves the cache when anything was new.
+fn embed_docs(
+    docs: &[ToolDoc],
+    embedder: &Embedder,
+    cache_dir: Option<&Path>,
+    rich: bool,
+) -> Result<Vec<f32>, SearchError> {
+    let keys: Vec<[u8; 32]> = docs
+        .iter()
+        .map(|d| {
+            let mut h = Sha256::new();
+            h.update(d.definition_hash());
+            h.update([u8::from(rich)]);
+            h.finalize().into()
+        })
+        .collect();
+    let file = cache_dir.map(|d| cache::path(d, &embedder.fingerprint()));
+    let mut cached = file
+        .as_deref()
+        .and_then(|f| cache::load(f, embedder.dim(), TEXT_VERSION))
+        .unwrap_or_default();
+    let missing: Vec<usize> = (0..docs.len())
+        .filter(|&i| !cached.contains_key(&keys[i]))
+        .collect();
+    if !missing.is_empty() {
+        let texts: Vec<String> = missing
+            .iter()
+            .map(|&i| docs[i].embedding_text(rich))
+            .collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let started = std::time::Instant::now();
+        let fresh = embedder.embed(&refs)?;
+        tracing::debug!(
+            tools = missing.len(),
+            ms = started.elapsed().as_millis() as u64,
+            "embedded tool definitions"
+        );
+        for (&i, v) in missing.iter().zip(fresh) {
+            cached.insert(keys[i], v);
+        }
+    }
+    let mut flat = Vec::with_capacity(docs.len() * embedder.dim());
+    for k in &keys {
+        match cached.get(k) {
+            Some(v) if v.len() == embedder.dim() => flat.extend_from_slice(v),
+            _ => {
+                return Err(SearchError::Inference(
+                    "embedding missing after embedding the catalog".into(),
+                ));
+            }
+        }
+    }
+    // Rewrite when something was new, or when the file holds tools no longer in the
+    // catalog (so it does not grow without bound).
+    if let Some(f) = &file {
+        if !missing.is_empty() || cached.len() != docs.len() {
+            let keep: std::collections::HashSet<&[u8; 32]> = keys.iter().collect();
+            cached.retain(|k, _| keep.contains(k));
+            cache::store(f, embedder.dim(), TEXT_VERSION, &cached);
+        }
+    }
+    Ok(flat)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn catalog() -> Vec<ToolDoc> {
+        [
+            ("fs", json!({"name": "delete_file", "description": "Delete a file from disk.",
+                "inputSchema": {"properties": {"path": {"description": "File to delete"}}}, "annotations": {"destructiveHint": true}})),
+            ("fs", json!({"name": "list_directory", "description": "List the entries of a directory."})),
+            ("fs", json!({"name": "read_file", "description": "Read the contents of a file.", "annotations": {"readOnlyHint": true}})),
+            ("chat", json!({"name": "send_message", "description": "Send a direct message to a user."})),
+            ("git", json!({"name": "create_pull_request", "description": "Open a pull request."})),
+        ]
+        .iter()
+        .filter_map(|(s, t)| ToolDoc::from_definition(s, t))
+        .collect()
+    }
+
+    fn top(idx: &Index, q: &str) -> Vec<String> {
+        idx.search(q, 3, &|_| true)
+            .into_iter()
+            .map(|h| h.name)
+            .collect()
+    }
+
+    #[test]
+    fn lexical_finds_user_phrasings() {
+        let idx = Index::build(catalog(), None, None).expect("build");
+        assert_eq!(idx.mode(), Mode::Lexical);
+        assert_eq!(top(&idx, "rm scratch.txt")[0], "fs__delete_file");
+        assert_eq!(top(&idx, "ls ~/src/")[0], "fs__list_directory");
+        assert_eq!(top(&idx, "DM @ann the notes")[0], "chat__send_message");
+        assert_eq!(
+            top(&idx, "open a PR for this")[0],
+            "git__create_pull_request"
+        );
+        assert!(top(&idx, "zzz qqq").is_empty());
+    }
+
+    #[test]
+    fn improvements_can_be_switched_off() {
+        let idx = Index::build_with(catalog(), None, None, Options::plain()).expect("build");
+        // Without the alias table nothing in the catalog says "rm".
+        assert!(idx.search("rm", 3, &|_| true).is_empty());
+        let on = Options {
+            expand_aliases: true,
+            ..Options::plain()
+        };
+        assert_eq!(
+            idx.search_with("rm", 3, &|_| true, &on)[0].name,
+            "fs__delete_file"
+        );
+    }
+
+    #[test]
+    fn hidden_tools_never_appear_nor_take_places() {
+        let idx = Index::build(catalog(), None, None).expect("build");
+        let hits = idx.search("delete file", 1, &|n| n != "fs__delete_file");
+        assert_eq!(hits.len(), 1, "the next tool fills the place");
+        assert_ne!(hits[0].name, "fs__delete_file");
+        assert!(idx.search("file", 10, &|_| false).is_empty());
+        assert!(idx.search("file", 0, &|_| true).is_empty());
+    }
+
+    #[test]
+    fn semantic_without_model_is_empty_and_empty_catalog_is_fine() {
+        let idx = Index::build(catalog(), None, None).expect("build");
+        let sem = Options {
+            ranking: Ranking::Semantic,
+            ..Options::default()
+        };
+        assert!(idx.search_with("delete", 5, &|_| true, &sem).is_empty());
+        let empty = Index::build(Vec::new(), None, None).expect("build");
+        assert!(empty.is_empty() && empty.search("x", 5, &|_| true).is_empty());
+    }
+}

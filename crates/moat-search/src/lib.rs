@@ -1,0 +1,64 @@
+//! Tool search for the moat gateway: given a request in the user's words, find the few
+//! tools of a large catalog that serve it, so a client need not put every tool definition
+//! in its model's context.
+//!
+//! Two rankings, fused by reciprocal rank ([`fusion`]):
+//! - **lexical**: BM25 ([`bm25`]) over each tool's name split into words, title,
+//!   description, argument names and descriptions, and annotation hints in words
+//!   ([`ToolDoc`]); stemmed, stop words dropped ([`text`]).
+//! - **semantic**: cosine similarity of sentence embeddings from all-MiniLM-L6-v2, run
+//!   in-process on the CPU with candle ([`Embedder`]). Tool embeddings are computed once per
+//!   definition and cached on disk by definition hash ([`cache`]). Without a model the index
+//!   is lexical only ([`Mode::Lexical`]); models are found, never downloaded
+//!   ([`Embedder::find`]).
+//!
+//! Before ranking, a request is cleaned ([`query`]: paths, URLs, numbers, quoted text and
+//! code are set apart from the intent words, leaving hints such as "file js") and expanded
+//! from a table of general vocabulary ([`alias`]: "rm" → delete, "PR" → pull request).
+//! [`tokens`] counts what tool definitions cost in a prompt. [`eval`] measures all of it;
+//! `cargo run -p moat-search --release --bin moat-search-eval` prints the table.
+//!
+//! ```no_run
+//! use moat_search::{Embedder, Index, ToolDoc};
+//! use std::sync::Arc;
+//! # fn main() -> Result<(), moat_search::SearchError> {
+//! # let docs: Vec<ToolDoc> = Vec::new();
+//! let embedder = match Embedder::find(None)? {
+//!     Some(dir) => Some(Arc::new(Embedder::load(&dir)?)),
+//!     None => None, // say so once, then search lexically
+//! };
+//! let index = Index::build(docs, embedder, Some("/var/cache/moat".as_ref()))?;
+//! let hits = index.search("who is free thursday afternoon", 5, &|_name| true);
+//! # Ok(()) }
+//! ```
+
+pub mod alias;
+pub mod bm25;
+pub mod cache;
+mod doc;
+mod embed;
+mod error;
+pub mod eval;
+pub mod fusion;
+mod index;
+pub mod query;
+pub mod text;
+pub mod tokens;
+
+pub use doc::{ToolDoc, split_identifier};
+pub use embed::{Embedder, MODEL_FILES, MODEL_NAME};
+pub use error::SearchError;
+pub use index::{Hit, Index, Mode, Options, Ranking};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn shared_types_are_send_and_sync() {
+        assert_send_sync::<Embedder>();
+        assert_send_sync::<Index>();
+    }
+}
