@@ -328,9 +328,9 @@ fn encoded_len(result: &CallToolResult) -> u64 {
 
 /// The arguments against the tool's `inputSchema`: the first few errors, with where.
 fn validate(entry: &ToolEntry, args: &Value) -> Result<(), String> {
-    let Some(validator) = &entry.validator else {
-        return Ok(());
-    };
+    let validator = entry.validator().map_err(|e| {
+        format!("its inputSchema cannot be compiled ({e}), so moat cannot check the arguments")
+    })?;
     // The common case, valid arguments, without building any error.
     if validator.is_valid(args) {
         return Ok(());

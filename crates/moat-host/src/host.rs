@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 use moat::{Client, ResourceRequest, Server, ServerNotification};
@@ -91,8 +91,22 @@ pub(crate) struct ToolEntry {
     pub(crate) server: String,
     /// The definition as the server gave it (its own name).
     pub(crate) tool: Tool,
-    pub(crate) validator: Option<jsonschema::Validator>,
+    /// The compiled `inputSchema`, or why it would not compile. Built on the first call:
+    /// a compiled schema costs tens of kilobytes, and most tools of a large catalog are
+    /// never called.
+    validator: OnceLock<Result<jsonschema::Validator, String>>,
     pub(crate) labels: Labels,
+}
+
+impl ToolEntry {
+    pub(crate) fn validator(&self) -> Result<&jsonschema::Validator, &str> {
+        self.validator
+            .get_or_init(|| {
+                jsonschema::validator_for(&self.tool.input_schema).map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(String::as_str)
+    }
 }
 
 /// What a forwarded resource read resolves to.
@@ -601,8 +615,10 @@ impl Inner {
                 held.push((exposed, h));
                 continue;
             }
-            let validator = match jsonschema::validator_for(&tool.input_schema) {
-                Ok(v) => Some(v),
+            // Checked against the meta-schema now; compiled on the tool's first call (see
+            // `ToolEntry::validator`).
+            match jsonschema::meta::validate(&tool.input_schema) {
+                Ok(()) => {}
                 Err(e) => {
                     held.push((
                         exposed,
@@ -616,7 +632,7 @@ impl Inner {
                     ));
                     continue;
                 }
-            };
+            }
             let labels = settings.policy.labels(
                 &ToolRef {
                     server,
@@ -630,7 +646,7 @@ impl Inner {
                 Arc::new(ToolEntry {
                     server: server.to_owned(),
                     tool,
-                    validator,
+                    validator: OnceLock::new(),
                     labels,
                 }),
             ));
