@@ -57,11 +57,22 @@ impl ServerProcess {
 
     /// Start `argv` and wait for its `listening on http://ADDR/...` line on stdout.
     pub fn spawn(argv: &[&str]) -> ServerProcess {
+        Self::start(argv, Stdio::inherit())
+    }
+
+    /// [`spawn`](Self::spawn), with the server's stderr discarded (the TypeScript SDK logs
+    /// every session it opens and closes there).
+    pub fn spawn_quiet(argv: &[&str]) -> ServerProcess {
+        Self::start(argv, Stdio::null())
+    }
+
+    fn start(argv: &[&str], stderr: Stdio) -> ServerProcess {
         use std::io::BufRead;
         let mut child = Command::new(argv[0])
             .args(&argv[1..])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
+            .stderr(stderr)
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {argv:?}: {e}"));
         let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
@@ -75,6 +86,16 @@ impl ServerProcess {
             .and_then(|rest| rest.split('/').next())
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("{argv:?} printed {line:?}, not its address"));
+        // Some servers announce their address before they accept (the Python peer prints
+        // it once bound, then starts its event loop): wait until a connection gets through.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(addr).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "{argv:?} never accepted on {addr}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         ServerProcess {
             child,
             _stdout: stdout,
@@ -463,4 +484,24 @@ pub async fn throughput_cpu(
         c.close().await;
     }
     Ok((total as f64 / elapsed.as_secs_f64(), cpu, own))
+}
+
+/// Open `n` sessions on the server at `addr` (`initialize`, then
+/// `notifications/initialized`, each checked) one after another over one connection, and
+/// leave them open: for the memory a server holds per session.
+pub async fn open_sessions(addr: SocketAddr, n: usize) -> Result<(), Error> {
+    let workload = Workload {
+        addr,
+        mode: Mode::Raw,
+        progress: false,
+        expect: Answer::Json,
+    };
+    let mut client = HttpClient::connect(&workload).await?;
+    for _ in 0..n {
+        // A request without a session id, so each `initialize` opens a new one.
+        client.headers.remove(MCP_SESSION_ID);
+        client.headers.remove(MCP_PROTOCOL_VERSION);
+        client.initialize().await?;
+    }
+    Ok(())
 }

@@ -6,33 +6,48 @@
 //! counterpart, order reversed every other round); latency samples are pooled over the
 //! rounds, throughput is the median round, and each ratio against rmcp is the median of
 //! the rounds' ratios.
+//!
+//! With `--peers` (always in `moat-bench all`), rows for the TypeScript and the Python SDK's
+//! servers (`interop/ts_bench_server.mjs`, `interop/py_bench_server.py`) join in, when they
+//! are installed; `all` calls [`run`] and prints the rows itself.
 
 use std::time::Duration;
 
 use moat_bench::Binaries;
 use moat_bench::http::{self, Answer, Mode, ServerProcess, Workload};
+use moat_bench::peers::Peers;
+use moat_bench::stats::median;
 use serde_json::{Value, json};
 
-struct Settings {
-    json: bool,
-    calls: usize,
-    warmup: usize,
-    rounds: usize,
-    window: Duration,
-    clients: usize,
-    only: Vec<String>,
+pub struct Settings {
+    pub json: bool,
+    pub calls: usize,
+    pub warmup: usize,
+    pub rounds: usize,
+    pub window: Duration,
+    pub clients: usize,
+    pub only: Vec<String>,
+    /// Add the TypeScript and Python rows (when installed).
+    pub peers: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            json: false,
+            calls: 1000,
+            warmup: 100,
+            rounds: 5,
+            window: Duration::from_millis(400),
+            clients: 64,
+            only: Vec::new(),
+            peers: false,
+        }
+    }
 }
 
 fn settings() -> Settings {
-    let mut s = Settings {
-        json: false,
-        calls: 1000,
-        warmup: 100,
-        rounds: 5,
-        window: Duration::from_millis(400),
-        clients: 64,
-        only: Vec::new(),
-    };
+    let mut s = Settings::default();
     let mut args = std::env::args().skip(2);
     while let Some(arg) = args.next() {
         let mut number = || -> usize {
@@ -42,6 +57,7 @@ fn settings() -> Settings {
         };
         match arg.as_str() {
             "--json" => s.json = true,
+            "--peers" => s.peers = true,
             "--calls" => s.calls = number(),
             "--warmup" => s.warmup = number(),
             "--rounds" => s.rounds = number().max(1),
@@ -57,7 +73,8 @@ fn settings() -> Settings {
                 println!(
                     "moat-bench http [--json] [--calls N (sequential calls per round, default 1000)] \
                      [--warmup N (default 100)] [--rounds N (default 5)] [--window-ms N (throughput window, default 400)] \
-                     [--clients N (concurrent clients, default 64)] [--only ROW[,ROW…] (row ids, for profiling)]"
+                     [--clients N (concurrent clients, default 64)] [--only ROW[,ROW…] (row ids, for profiling)] \
+                     [--peers (add the TypeScript and Python SDK servers' rows, if installed)]"
                 );
                 std::process::exit(0);
             }
@@ -67,6 +84,7 @@ fn settings() -> Settings {
     s
 }
 
+/// A server process (one per kind, shared by the rows that use it).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Srv {
     Floor,
@@ -74,17 +92,90 @@ enum Srv {
     Rmcp,
     RmcpJson,
     RmcpStateless,
+    /// The TypeScript SDK: sessions, SSE answers (its default).
+    Ts,
+    /// The TypeScript SDK with `enableJsonResponse`.
+    TsJson,
+    /// The Python SDK: sessions, SSE answers (its default).
+    Py,
+    /// The Python SDK with `json_response`.
+    PyJson,
 }
 
-struct Spec {
-    id: &'static str,
+const ALL_SRV: &[Srv] = &[
+    Srv::Floor,
+    Srv::Moat,
+    Srv::Rmcp,
+    Srv::RmcpJson,
+    Srv::RmcpStateless,
+    Srv::Ts,
+    Srv::TsJson,
+    Srv::Py,
+    Srv::PyJson,
+];
+
+impl Srv {
+    fn is_peer(self) -> bool {
+        matches!(self, Srv::Ts | Srv::TsJson | Srv::Py | Srv::PyJson)
+    }
+
+    /// Its command line, or `None` when it is a peer that is not installed.
+    fn argv(self, bins: &Binaries, peers: &Peers) -> Option<Vec<String>> {
+        let own = |bin: &str, extra: &[&str]| {
+            let mut v = vec![
+                bin.to_owned(),
+                "--http".to_owned(),
+                "127.0.0.1:0".to_owned(),
+            ];
+            v.extend(extra.iter().map(|s| s.to_string()));
+            v
+        };
+        let peer = |base: &Option<Vec<String>>, extra: &[&str]| {
+            base.as_ref().map(|b| {
+                let mut v = b.clone();
+                v.extend(
+                    ["--http", "127.0.0.1:0"]
+                        .iter()
+                        .chain(extra)
+                        .map(|s| s.to_string()),
+                );
+                v
+            })
+        };
+        match self {
+            Srv::Floor => Some(vec![bins.http_floor.clone(), "127.0.0.1:0".to_owned()]),
+            Srv::Moat => Some(own(&bins.moat_server, &[])),
+            Srv::Rmcp => Some(own(&bins.rmcp_server, &[])),
+            Srv::RmcpJson => Some(own(&bins.rmcp_server, &["--json-response"])),
+            Srv::RmcpStateless => Some(own(&bins.rmcp_server, &["--stateless", "--json-response"])),
+            Srv::Ts => peer(&peers.ts, &[]),
+            Srv::TsJson => peer(&peers.ts, &["--json-response"]),
+            Srv::Py => peer(&peers.py, &[]),
+            Srv::PyJson => peer(&peers.py, &["--json-response"]),
+        }
+    }
+}
+
+impl Spec {
+    /// How the answers come back: "JSON" or "SSE".
+    pub fn answer(&self) -> &'static str {
+        self.expect.as_str()
+    }
+}
+
+pub struct Spec {
+    pub id: &'static str,
     srv: Srv,
     mode: Mode,
     progress: bool,
     expect: Answer,
     /// The rmcp row doing the same work, for the ratios.
-    vs: Option<&'static str>,
-    note: &'static str,
+    pub vs: Option<&'static str>,
+    /// The TypeScript row doing the same work.
+    pub vs_ts: Option<&'static str>,
+    /// The Python row doing the same work.
+    pub vs_py: Option<&'static str>,
+    pub note: &'static str,
 }
 
 const SPECS: &[Spec] = &[
@@ -95,6 +186,8 @@ const SPECS: &[Spec] = &[
         progress: false,
         expect: Answer::Json,
         vs: None,
+        vs_ts: None,
+        vs_py: None,
         note: "hyper HTTP/1 server answering a fixed JSON body (no MCP)",
     },
     Spec {
@@ -104,6 +197,8 @@ const SPECS: &[Spec] = &[
         progress: false,
         expect: Answer::Json,
         vs: Some("rmcp-session-sse"),
+        vs_ts: Some("ts-session-json"),
+        vs_py: Some("py-session-json"),
         note: "session (2025-11-25); a plain answer goes out as JSON",
     },
     Spec {
@@ -113,6 +208,8 @@ const SPECS: &[Spec] = &[
         progress: false,
         expect: Answer::Sse,
         vs: None,
+        vs_ts: None,
+        vs_py: None,
         note: "session (2025-11-25); rmcp streams every answer in a session",
     },
     Spec {
@@ -122,6 +219,8 @@ const SPECS: &[Spec] = &[
         progress: true,
         expect: Answer::Sse,
         vs: Some("rmcp-session-sse-progress"),
+        vs_ts: Some("ts-session-sse-progress"),
+        vs_py: Some("py-session-sse-progress"),
         note: "session; echo_progress: progress notification + answer, SSE",
     },
     Spec {
@@ -131,6 +230,8 @@ const SPECS: &[Spec] = &[
         progress: true,
         expect: Answer::Sse,
         vs: None,
+        vs_ts: None,
+        vs_py: None,
         note: "session; echo_progress: progress notification + answer, SSE",
     },
     Spec {
@@ -140,6 +241,8 @@ const SPECS: &[Spec] = &[
         progress: false,
         expect: Answer::Json,
         vs: Some("rmcp-2026-json"),
+        vs_ts: None,
+        vs_py: Some("py-2026-json"),
         note: "stateless 2026-07-28; plain answer, JSON",
     },
     Spec {
@@ -149,6 +252,8 @@ const SPECS: &[Spec] = &[
         progress: false,
         expect: Answer::Json,
         vs: None,
+        vs_ts: None,
+        vs_py: None,
         note: "stateless 2026-07-28; json_response = true, JSON",
     },
     Spec {
@@ -158,6 +263,8 @@ const SPECS: &[Spec] = &[
         progress: true,
         expect: Answer::Sse,
         vs: Some("rmcp-2026-sse-progress"),
+        vs_ts: None,
+        vs_py: Some("py-2026-sse-progress"),
         note: "stateless 2026-07-28; echo_progress, SSE",
     },
     Spec {
@@ -167,6 +274,8 @@ const SPECS: &[Spec] = &[
         progress: true,
         expect: Answer::Sse,
         vs: None,
+        vs_ts: None,
+        vs_py: None,
         note: "stateless 2026-07-28; echo_progress, SSE",
     },
     Spec {
@@ -176,6 +285,8 @@ const SPECS: &[Spec] = &[
         progress: false,
         expect: Answer::Sse,
         vs: None,
+        vs_ts: None,
+        vs_py: None,
         note: "stateless 2026-07-28; rmcp's default (json_response = false) streams a plain answer",
     },
     Spec {
@@ -185,13 +296,81 @@ const SPECS: &[Spec] = &[
         progress: false,
         expect: Answer::Json,
         vs: None,
+        vs_ts: None,
+        vs_py: None,
         note: "rmcp legacy_session_mode = false + json_response: 2025-11-25 requests, no session (moat has no such mode)",
+    },
+    Spec {
+        id: "ts-session-json",
+        srv: Srv::TsJson,
+        mode: Mode::Session,
+        progress: false,
+        expect: Answer::Json,
+        vs: None,
+        vs_ts: None,
+        vs_py: None,
+        note: "TypeScript SDK 1.x, session (2025-11-25); enableJsonResponse, JSON",
+    },
+    Spec {
+        id: "ts-session-sse-progress",
+        srv: Srv::Ts,
+        mode: Mode::Session,
+        progress: true,
+        expect: Answer::Sse,
+        vs: None,
+        vs_ts: None,
+        vs_py: None,
+        note: "TypeScript SDK 1.x, session; echo_progress, SSE (its default)",
+    },
+    Spec {
+        id: "py-session-json",
+        srv: Srv::PyJson,
+        mode: Mode::Session,
+        progress: false,
+        expect: Answer::Json,
+        vs: None,
+        vs_ts: None,
+        vs_py: None,
+        note: "Python SDK, session (2025-11-25); json_response, JSON",
+    },
+    Spec {
+        id: "py-session-sse-progress",
+        srv: Srv::Py,
+        mode: Mode::Session,
+        progress: true,
+        expect: Answer::Sse,
+        vs: None,
+        vs_ts: None,
+        vs_py: None,
+        note: "Python SDK, session; echo_progress, SSE (its default)",
+    },
+    Spec {
+        id: "py-2026-json",
+        srv: Srv::PyJson,
+        mode: Mode::Modern,
+        progress: false,
+        expect: Answer::Json,
+        vs: None,
+        vs_ts: None,
+        vs_py: None,
+        note: "Python SDK, stateless 2026-07-28; json_response, JSON",
+    },
+    Spec {
+        id: "py-2026-sse-progress",
+        srv: Srv::Py,
+        mode: Mode::Modern,
+        progress: true,
+        expect: Answer::Sse,
+        vs: None,
+        vs_ts: None,
+        vs_py: None,
+        note: "Python SDK, stateless 2026-07-28; echo_progress, SSE",
     },
 ];
 
 #[derive(Default)]
-struct Measured {
-    samples: Vec<Duration>,
+pub struct Measured {
+    pub samples: Vec<Duration>,
     /// Median latency of each round, µs.
     round_median_us: Vec<f64>,
     one: Vec<f64>,
@@ -200,23 +379,20 @@ struct Measured {
     cpu: Vec<f64>,
     /// The load generator's CPU µs per call at N clients, per round.
     gen_cpu: Vec<f64>,
-    error: Option<String>,
+    pub error: Option<String>,
 }
 
-struct Stats {
-    median_us: f64,
-    mean_us: f64,
-    p99_us: f64,
+pub struct Stats {
+    pub median_us: f64,
+    pub mean_us: f64,
+    pub p99_us: f64,
     deciles: Vec<f64>,
-    one: f64,
-    many: f64,
+    /// Calls/s with 1 client (median round).
+    pub one: f64,
+    /// Calls/s with N clients (median round).
+    pub many: f64,
     cpu: Option<f64>,
     gen_cpu: Option<f64>,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn stats(m: &Measured) -> Option<Stats> {
@@ -238,47 +414,112 @@ fn stats(m: &Measured) -> Option<Stats> {
     })
 }
 
-pub fn main() {
-    let s = settings();
-    let bins = Binaries::beside_current_exe();
-    let specs: Vec<&Spec> = SPECS
-        .iter()
-        .filter(|sp| s.only.is_empty() || s.only.iter().any(|o| o == sp.id))
-        .collect();
-    let needs = |srv: Srv| specs.iter().any(|sp| sp.srv == srv);
-    let start = |srv: Srv, argv: &[&str]| needs(srv).then(|| ServerProcess::spawn(argv));
-    let floor = start(Srv::Floor, &[&bins.http_floor, "127.0.0.1:0"]);
-    let moat = start(Srv::Moat, &[&bins.moat_server, "--http", "127.0.0.1:0"]);
-    let rmcp = start(Srv::Rmcp, &[&bins.rmcp_server, "--http", "127.0.0.1:0"]);
-    let rmcp_json = start(
-        Srv::RmcpJson,
-        &[
-            &bins.rmcp_server,
-            "--http",
-            "127.0.0.1:0",
-            "--json-response",
-        ],
-    );
-    let rmcp_stateless = start(
-        Srv::RmcpStateless,
-        &[
-            &bins.rmcp_server,
-            "--http",
-            "127.0.0.1:0",
-            "--stateless",
-            "--json-response",
-        ],
-    );
-    let process = |srv: Srv| {
-        match srv {
-            Srv::Floor => &floor,
-            Srv::Moat => &moat,
-            Srv::Rmcp => &rmcp,
-            Srv::RmcpJson => &rmcp_json,
-            Srv::RmcpStateless => &rmcp_stateless,
+/// One row's outcome.
+pub struct Row {
+    pub spec: &'static Spec,
+    pub stats: Option<Stats>,
+    pub measured: Measured,
+}
+
+/// Everything one run measured.
+pub struct Report {
+    pub rows: Vec<Row>,
+    /// Rows left out because their peer is not installed.
+    pub skipped: Vec<&'static str>,
+    pub clients: usize,
+    calls: usize,
+    rounds: usize,
+    window: Duration,
+}
+
+/// Ratios of a row against another measured in the same rounds: (latency ÷, × at 1
+/// client, × at N clients, server CPU per call ÷). Each is the median of the rounds'
+/// ratios, so that both sides of a ratio were measured minutes apart at most and a change
+/// in the machine's load between rounds cancels out.
+#[derive(Clone, Copy)]
+pub struct Ratios {
+    pub latency: f64,
+    pub one: f64,
+    pub many: f64,
+    pub cpu: Option<f64>,
+}
+
+impl Report {
+    fn measured(&self, id: &str) -> Option<&Measured> {
+        self.rows
+            .iter()
+            .find(|r| r.spec.id == id && r.stats.is_some())
+            .map(|r| &r.measured)
+    }
+
+    /// Row `id` against row `other`, if both were measured.
+    pub fn ratios(&self, id: &str, other: Option<&str>) -> Option<Ratios> {
+        let m = self.measured(id)?;
+        let r = self.measured(other?)?;
+        let per_round =
+            |a: &[f64], b: &[f64]| median(a.iter().zip(b).map(|(a, b)| a / b).collect());
+        Some(Ratios {
+            latency: per_round(&m.round_median_us, &r.round_median_us),
+            one: per_round(&m.one, &r.one),
+            many: per_round(&m.many, &r.many),
+            cpu: (m.cpu.len() == r.cpu.len() && !m.cpu.is_empty())
+                .then(|| per_round(&m.cpu, &r.cpu)),
+        })
+    }
+}
+
+/// The rows `s` selects, and those of them that cannot run (a peer not installed).
+fn selected(
+    s: &Settings,
+    bins: &Binaries,
+    peers: &Peers,
+) -> (Vec<&'static Spec>, Vec<&'static str>) {
+    let mut run = Vec::new();
+    let mut skipped = Vec::new();
+    for sp in SPECS {
+        if !s.only.is_empty() && !s.only.iter().any(|o| o == sp.id) {
+            continue;
         }
-        .as_ref()
-        .expect("server started")
+        if sp.srv.is_peer() && !s.peers {
+            continue;
+        }
+        if sp.srv.argv(bins, peers).is_some() {
+            run.push(sp);
+        } else {
+            skipped.push(sp.id);
+        }
+    }
+    (run, skipped)
+}
+
+/// How many steps [`run`] reports to `progress`: one per row and round.
+pub fn steps(s: &Settings, bins: &Binaries, peers: &Peers) -> usize {
+    selected(s, bins, peers).0.len() * s.rounds
+}
+
+/// Measure every selected row, calling `progress` before each row of each round.
+pub fn run(s: &Settings, bins: &Binaries, peers: &Peers, progress: &mut dyn FnMut(&str)) -> Report {
+    let (specs, skipped) = selected(s, bins, peers);
+    let processes: Vec<(Srv, ServerProcess)> = ALL_SRV
+        .iter()
+        .filter(|srv| specs.iter().any(|sp| sp.srv == **srv))
+        .filter_map(|srv| {
+            let argv = srv.argv(bins, peers)?;
+            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+            let process = if srv.is_peer() {
+                ServerProcess::spawn_quiet(&argv)
+            } else {
+                ServerProcess::spawn(&argv)
+            };
+            Some((*srv, process))
+        })
+        .collect();
+    let process = |srv: Srv| {
+        processes
+            .iter()
+            .find(|(s, _)| *s == srv)
+            .map(|(_, p)| p)
+            .expect("server started")
     };
 
     let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -291,6 +532,12 @@ pub fn main() {
         };
         for i in order {
             let sp = specs[i];
+            progress(&format!(
+                "http: {} (round {}/{})",
+                sp.id,
+                round + 1,
+                s.rounds
+            ));
             let m = &mut measured[i];
             if m.error.is_some() {
                 continue;
@@ -326,78 +573,79 @@ pub fn main() {
             }
         }
     }
-
-    let all: Vec<(&Spec, Option<Stats>, &Measured)> = specs
-        .iter()
-        .zip(&measured)
-        .map(|(sp, m)| (*sp, stats(m), m))
+    let rows = specs
+        .into_iter()
+        .zip(measured)
+        .map(|(spec, measured)| Row {
+            spec,
+            stats: stats(&measured),
+            measured,
+        })
         .collect();
-    let find = |id: &str| {
-        all.iter()
-            .find(|(sp, st, _)| sp.id == id && st.is_some())
-            .map(|(_, _, m)| *m)
-    };
-    // (latency ÷ rmcp's, × rmcp at 1 client, × rmcp at N clients, server CPU per call ÷
-    // rmcp's): each the median of the
-    // rounds' ratios, so that both sides of a ratio were measured minutes apart at most
-    // and a change in the machine's load between rounds cancels out.
-    let ratios = |sp: &Spec, _: &Stats| {
-        let m = find(sp.id)?;
-        let r = find(sp.vs?)?;
-        let per_round =
-            |a: &[f64], b: &[f64]| median(a.iter().zip(b).map(|(a, b)| a / b).collect());
-        Some((
-            per_round(&m.round_median_us, &r.round_median_us),
-            per_round(&m.one, &r.one),
-            per_round(&m.many, &r.many),
-            (m.cpu.len() == r.cpu.len() && !m.cpu.is_empty()).then(|| per_round(&m.cpu, &r.cpu)),
-        ))
-    };
-
-    if s.json {
-        let rows: Vec<Value> = all
-            .iter()
-            .map(|(sp, st, m)| {
-                let Some(st) = st else {
-                    return json!({ "id": sp.id, "note": sp.note, "error": m.error });
-                };
-                let r = ratios(sp, st);
-                json!({
-                    "id": sp.id, "note": sp.note, "answer": sp.expect.as_str(),
-                    "median_us": st.median_us, "mean_us": st.mean_us, "p99_us": st.p99_us,
-                    "deciles_us": st.deciles,
-                    "calls_per_s_1": st.one, "calls_per_s_n": st.many,
-                    "vs": sp.vs,
-                    "latency_vs_rmcp": r.map(|r| r.0),
-                    "throughput_1_vs_rmcp": r.map(|r| r.1),
-                    "throughput_n_vs_rmcp": r.map(|r| r.2),
-                    "server_cpu_us_per_call_n": st.cpu,
-                    "server_cpu_vs_rmcp": r.and_then(|r| r.3),
-                    "load_generator_cpu_us_per_call_n": st.gen_cpu,
-                })
-            })
-            .collect();
-        let out = json!({
-            "settings": {
-                "sequential_calls_per_round": s.calls, "rounds": s.rounds,
-                "window_ms": s.window.as_millis() as u64, "clients": s.clients,
-            },
-            "http": rows,
-        });
-        println!("{}", serde_json::to_string_pretty(&out).expect("json"));
-        return;
+    Report {
+        rows,
+        skipped,
+        clients: s.clients,
+        calls: s.calls,
+        rounds: s.rounds,
+        window: s.window,
     }
+}
 
+/// The rows as JSON.
+pub fn to_json(report: &Report) -> Value {
+    let rows: Vec<Value> = report
+        .rows
+        .iter()
+        .map(|row| {
+            let sp = row.spec;
+            let Some(st) = &row.stats else {
+                return json!({ "id": sp.id, "note": sp.note, "error": row.measured.error });
+            };
+            let r = report.ratios(sp.id, sp.vs);
+            let ts = report.ratios(sp.id, sp.vs_ts);
+            let py = report.ratios(sp.id, sp.vs_py);
+            json!({
+                "id": sp.id, "note": sp.note, "answer": sp.expect.as_str(),
+                "median_us": st.median_us, "mean_us": st.mean_us, "p99_us": st.p99_us,
+                "deciles_us": st.deciles,
+                "calls_per_s_1": st.one, "calls_per_s_n": st.many,
+                "vs": sp.vs,
+                "latency_vs_rmcp": r.map(|r| r.latency),
+                "throughput_1_vs_rmcp": r.map(|r| r.one),
+                "throughput_n_vs_rmcp": r.map(|r| r.many),
+                "server_cpu_us_per_call_n": st.cpu,
+                "server_cpu_vs_rmcp": r.and_then(|r| r.cpu),
+                "load_generator_cpu_us_per_call_n": st.gen_cpu,
+                "vs_ts": sp.vs_ts,
+                "throughput_n_vs_ts": ts.map(|r| r.many),
+                "vs_py": sp.vs_py,
+                "throughput_n_vs_py": py.map(|r| r.many),
+            })
+        })
+        .collect();
+    json!({
+        "settings": {
+            "sequential_calls_per_round": report.calls, "rounds": report.rounds,
+            "window_ms": report.window.as_millis() as u64, "clients": report.clients,
+        },
+        "rows": rows,
+        "skipped": report.skipped,
+    })
+}
+
+/// The table, as the `http` subcommand prints it.
+pub fn print_table(report: &Report) {
     println!(
         "Streamable HTTP on loopback: tools/call of `echo` ({} rounds; per round {} sequential calls, \
          then calls/s over {} ms at 1 and at {} clients; latency pooled, calls/s and server CPU \
          median round, ratios median of the rounds' ratios).\n",
-        s.rounds,
-        s.calls,
-        s.window.as_millis(),
-        s.clients
+        report.rounds,
+        report.calls,
+        report.window.as_millis(),
+        report.clients
     );
-    let n = s.clients;
+    let n = report.clients;
     let head = [
         "row".to_owned(),
         "answer".to_owned(),
@@ -415,16 +663,17 @@ pub fn main() {
     ];
     println!("| {} |", head.join(" | "));
     println!("|---|---|{}---|", "---:|".repeat(head.len() - 3));
-    for (sp, st, m) in &all {
-        let Some(st) = st else {
+    for row in &report.rows {
+        let sp = row.spec;
+        let Some(st) = &row.stats else {
             println!(
                 "| {} | error: {} |",
                 sp.id,
-                m.error.as_deref().unwrap_or("no data")
+                row.measured.error.as_deref().unwrap_or("no data")
             );
             continue;
         };
-        let r = ratios(sp, st);
+        let r = report.ratios(sp.id, sp.vs);
         let f = |x: Option<f64>| x.map_or("-".to_owned(), |x| format!("{x:.2}"));
         println!(
             "| {} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
@@ -436,25 +685,28 @@ pub fn main() {
             st.many,
             st.cpu.map_or("-".to_owned(), |c| format!("{c:.1}")),
             st.gen_cpu.map_or("-".to_owned(), |c| format!("{c:.1}")),
-            f(r.map(|r| r.0)),
-            f(r.map(|r| r.1)),
-            f(r.map(|r| r.2)),
-            f(r.and_then(|r| r.3)),
+            f(r.map(|r| r.latency)),
+            f(r.map(|r| r.one)),
+            f(r.map(|r| r.many)),
+            f(r.and_then(|r| r.cpu)),
             sp.vs.unwrap_or("")
         );
     }
     println!();
-    for (sp, st, _) in &all {
-        let (Some(st), Some(vs)) = (st, sp.vs) else {
+    for row in &report.rows {
+        let sp = row.spec;
+        let (Some(st), Some(vs)) = (&row.stats, sp.vs) else {
             continue;
         };
-        let Some(r) = ratios(sp, st) else { continue };
+        let Some(r) = report.ratios(sp.id, sp.vs) else {
+            continue;
+        };
         println!(
             "{}: throughput >= 2x {vs} at {} clients: {:.2}x -> {}; median latency < 100 µs: {:.1} -> {}",
             sp.id,
-            s.clients,
-            r.2,
-            if r.2 >= 2.0 { "MET" } else { "NOT MET" },
+            report.clients,
+            r.many,
+            if r.many >= 2.0 { "MET" } else { "NOT MET" },
             st.median_us,
             if st.median_us < 100.0 {
                 "MET"
@@ -464,7 +716,33 @@ pub fn main() {
         );
     }
     println!("\nrows: ");
-    for sp in &specs {
-        println!("  {:<25} {}", sp.id, sp.note);
+    for row in &report.rows {
+        println!("  {:<25} {}", row.spec.id, row.spec.note);
     }
+}
+
+pub fn main() {
+    let s = settings();
+    let bins = Binaries::beside_current_exe();
+    let peers = if s.peers {
+        Peers::find()
+    } else {
+        Peers::default()
+    };
+    let report = run(&s, &bins, &peers, &mut |_| {});
+    for id in &report.skipped {
+        eprintln!("{id}: skipped ({})", moat_bench::peers::INSTALL_HINT);
+    }
+    if s.json {
+        let mut out = to_json(&report);
+        // The shape this subcommand has always printed: the rows under "http".
+        if let Some(obj) = out.as_object_mut()
+            && let Some(rows) = obj.remove("rows")
+        {
+            obj.insert("http".to_owned(), rows);
+        }
+        println!("{}", serde_json::to_string_pretty(&out).expect("json"));
+        return;
+    }
+    print_table(&report);
 }

@@ -1,6 +1,9 @@
 //! Shared workloads of moat's benchmarks: the fixtures decoded by `benches/decode.rs`, and
 //! the stdio round trips of `benches/roundtrip.rs` and the `moat-bench` table, and the
-//! Streamable HTTP load generator of `moat-bench http` ([`http`]).
+//! Streamable HTTP load generator of `moat-bench http` ([`http`]), and what `moat-bench all`
+//! adds: any SDK's client over stdio ([`stdio`]), the TypeScript and Python peers
+//! ([`peers`]), memory ([`memory`]), summaries ([`stats`]), the progress display
+//! ([`progress`]) and the plots ([`svg`]).
 //!
 //! Every workload exists three ways, all in one process and one run: through moat, through
 //! rmcp (the SDK to beat), and through a reference (`serde_json::Value` for decoding, a
@@ -19,6 +22,12 @@ use serde_json::value::RawValue;
 pub use rmcp;
 
 pub mod http;
+pub mod memory;
+pub mod peers;
+pub mod progress;
+pub mod stats;
+pub mod stdio;
+pub mod svg;
 
 /// The argument type of the `echo` tool every bench server offers.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -44,34 +53,35 @@ pub mod fixtures {
             .to_owned()
     }
 
-    /// A `tools/list` response carrying `n` realistic tools (title, description, an object
-    /// input schema with three properties, annotations).
+    /// Tool number `i` of a realistic catalog: title, description, an object input schema
+    /// with three properties, annotations. The bench servers' `--catalog` serves 100 of them.
+    pub fn tool(i: usize) -> Tool {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "path": { "type": "string", "description": format!("Path of the file tool {i} works on") },
+                "limit": { "type": "integer", "minimum": 0, "description": "Most lines to return" },
+                "recursive": { "type": "boolean", "default": false },
+            },
+            "required": ["path"],
+        });
+        let mut tool = Tool::new(format!("tool_{i:02}"), schema)
+            .with_title(format!("Tool number {i}"))
+            .with_description(format!(
+                "Tool {i} of the benchmark fixture: reads a file and returns some of its lines, \
+                 with enough prose to look like a real description."
+            ));
+        tool.annotations = Some(ToolAnnotations {
+            read_only_hint: Some(true),
+            open_world_hint: Some(false),
+            ..Default::default()
+        });
+        tool
+    }
+
+    /// A `tools/list` response carrying `n` tools of [`tool`].
     pub fn list_tools_response(n: usize) -> String {
-        let tools = (0..n)
-            .map(|i| {
-                let schema = json!({
-                    "type": "object",
-                    "properties": {
-                        "path": { "type": "string", "description": format!("Path of the file tool {i} works on") },
-                        "limit": { "type": "integer", "minimum": 0, "description": "Most lines to return" },
-                        "recursive": { "type": "boolean", "default": false },
-                    },
-                    "required": ["path"],
-                });
-                let mut tool = Tool::new(format!("tool_{i:02}"), schema)
-                    .with_title(format!("Tool number {i}"))
-                    .with_description(format!(
-                        "Tool {i} of the benchmark fixture: reads a file and returns some of its lines, \
-                         with enough prose to look like a real description."
-                    ));
-                tool.annotations = Some(ToolAnnotations {
-                    read_only_hint: Some(true),
-                    open_world_hint: Some(false),
-                    ..Default::default()
-                });
-                tool
-            })
-            .collect();
+        let tools = (0..n).map(tool).collect();
         let result = ListToolsResult {
             tools,
             ..Default::default()
@@ -79,6 +89,23 @@ pub mod fixtures {
         let result = serde_json::to_string(&result).expect("encode fixture");
         format!(r#"{{"jsonrpc":"2.0","id":7,"result":{result}}}"#)
     }
+}
+
+/// What every bench server serves with `--catalog` (the `tools/list` and `resources/read`
+/// rows): [`CATALOG_TOOLS`] tools of [`fixtures::tool`] besides its own, and one text
+/// resource of [`BLOB_BYTES`] at [`BLOB_URI`]. The Python and TypeScript bench servers
+/// (`interop/py_bench_server.py`, `interop/ts_bench_server.mjs`) build the same.
+pub const CATALOG_TOOLS: usize = 100;
+/// The URI of the large resource.
+pub const BLOB_URI: &str = "bench://blob";
+/// Its size: 1 MiB of ASCII letters (nothing to escape in JSON).
+pub const BLOB_BYTES: usize = 1 << 20;
+
+/// The large resource's text: `abc…xyzabc…`, [`BLOB_BYTES`] long.
+pub fn blob_text() -> String {
+    (0..BLOB_BYTES)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect()
 }
 
 /// Decoding as each stack does it on receipt. Each function returns what a handler or caller
@@ -251,6 +278,32 @@ impl Floor {
             self.stdout.read_line(&mut self.buf).expect("read");
         }
         writer.join().expect("writer");
+        start.elapsed()
+    }
+
+    /// `total` lines with `inflight` of them outstanding at any time (a line goes out as
+    /// each comes back), on this thread: the first `inflight` lines must fit in the pipes'
+    /// buffers, so larger windows (and `inflight >= total`) use [`Floor::pipelined`].
+    pub fn window(&mut self, inflight: usize, total: usize) -> Duration {
+        if inflight >= total || inflight > 256 {
+            return self.pipelined(total);
+        }
+        let start = Instant::now();
+        let mut sent = 0;
+        while sent < inflight.max(1) {
+            self.stdin.write_all(self.line.as_bytes()).expect("write");
+            sent += 1;
+        }
+        self.stdin.flush().expect("flush");
+        for _ in 0..total {
+            self.buf.clear();
+            self.stdout.read_line(&mut self.buf).expect("read");
+            if sent < total {
+                self.stdin.write_all(self.line.as_bytes()).expect("write");
+                self.stdin.flush().expect("flush");
+                sent += 1;
+            }
+        }
         start.elapsed()
     }
 }

@@ -6,8 +6,11 @@
 //! cargo run --release -p moat-bench --bin moat-bench -- [--json] [--calls N] [--inflight N] [--rounds N]
 //! cargo run --release -p moat-bench --bin moat-bench -- http [--json] [--calls N] [--rounds N] [--window-ms N] [--clients N] [--only ROW]
 //! cargo run --release -p moat-bench --bin moat-bench -- gateway [--json] [--calls N] [--rounds N] [--only ROW] (see --help)
+//! cargo run --release -p moat-bench --bin moat-bench -- all [--json] [--plots DIR] [--rounds N] (see --help)
 //! ```
 //!
+//! `all` runs every comparison in one go — moat, rmcp, the TypeScript and the Python SDK —
+//! with a progress display, and prints one set of tables (see `all_table`).
 //! `http` (or `--http`) prints the Streamable HTTP table instead (see `http_table`);
 //! `gateway` the cost of `moat gateway` in front of a server (see `gateway_table`).
 
@@ -49,7 +52,9 @@ fn settings() -> Settings {
             "-h" | "--help" => {
                 println!(
                     "moat-bench [--json] [--calls N (sequential calls, default 3000)] \
-                     [--inflight N (pipelined calls per round, default 1000)] [--rounds N (default 7)] [--only ROW (one round-trip row, no decode; for profiling)]"
+                     [--inflight N (pipelined calls per round, default 1000)] [--rounds N (default 7)] [--only ROW (one round-trip row, no decode; for profiling)]\n\
+                     Other tables: `moat-bench all --help` (everything against rmcp, TypeScript and Python), \
+                     `moat-bench http --help`, `moat-bench gateway --help`."
                 );
                 std::process::exit(0);
             }
@@ -113,6 +118,7 @@ fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("http" | "--http") => return http_table::main(),
         Some("gateway" | "--gateway") => return gateway_table::main(),
+        Some("all" | "--all") => return all_table::main(),
         _ => {}
     }
     let s = settings();
@@ -375,6 +381,8 @@ fn main() {
 }
 
 // Outside `src/bin/`, where Cargo would take them for binaries of their own.
+#[path = "../all_table.rs"]
+mod all_table;
 #[path = "../gateway_table.rs"]
 mod gateway_table;
 #[path = "../http_table.rs"]

@@ -6,12 +6,16 @@
 //! `echo_progress` echoes too, after one `notifications/progress` when the request carries
 //! a progress token: over HTTP that notification before the answer is what makes the
 //! answer go out as an SSE stream rather than one JSON body.
+//!
+//! `--catalog` adds the 100 tools of `moat_bench::fixtures::tool` and the 1 MiB text
+//! resource `bench://blob` (the `tools/list` and `resources/read` rows of `moat-bench all`);
+//! without it the server holds only the three small tools, as the idle-memory row wants.
 
 use std::io::Write;
 
 use moat::Server;
 use moat::transport::http::server::HttpServerOptions;
-use moat_bench::EchoArgs;
+use moat_bench::{BLOB_URI, CATALOG_TOOLS, EchoArgs, blob_text, fixtures};
 use serde::Deserialize;
 
 #[derive(Deserialize, moat::schemars::JsonSchema)]
@@ -39,7 +43,13 @@ async fn main() -> moat::Result<()> {
         .tool("add", "Add two integers", |AddArgs { a, b }| async move {
             Ok::<_, String>(a + b)
         });
-    let mut args = std::env::args().skip(1);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let server = if args.iter().any(|a| a == "--catalog") {
+        catalog(server)
+    } else {
+        server
+    };
+    let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         if arg == "--http" {
             let addr = args
@@ -55,4 +65,21 @@ async fn main() -> moat::Result<()> {
         }
     }
     server.serve_stdio().await
+}
+
+/// The `--catalog` additions: tools that answer `ok`, and the large resource, built once.
+fn catalog(mut server: Server) -> Server {
+    for i in 0..CATALOG_TOOLS {
+        server = server.tool_def(fixtures::tool(i), |_ctx, _args: serde_json::Value| async {
+            Ok::<_, String>("ok")
+        });
+    }
+    let blob = std::sync::Arc::new(blob_text());
+    let mut def = moat::types::Resource::new(BLOB_URI, "blob");
+    def.mime_type = Some("text/plain".to_owned());
+    server.resource_def(def, move |_req| {
+        let blob = blob.clone();
+        // The handler hands over an owned `String`: one copy of the megabyte per read.
+        async move { Ok::<_, String>(String::clone(&blob)) }
+    })
 }

@@ -7,14 +7,24 @@
 //! request goes out as one JSON body instead of an SSE stream; sessions always stream),
 //! `--stateless` (`legacy_session_mode = false`: no sessions, 2025-era requests are served
 //! one by one too). With `--http`, the first line on stdout is `listening on http://ADDR/mcp`.
+//!
+//! `--catalog` adds the 100 tools of `moat_bench::fixtures::tool` (the same definitions as
+//! moat's bench server, converted through their JSON) and the 1 MiB text resource
+//! `bench://blob`.
 
 use std::io::Write;
 use std::sync::Arc;
 
-use rmcp::handler::server::router::tool::ToolRouter;
+use moat_bench::{BLOB_URI, CATALOG_TOOLS, blob_text, fixtures};
+use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{ProgressNotificationParam, RequestMetaObject};
+use rmcp::model::{
+    CallToolResult, ContentBlock, ListResourcesResult, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    RequestMetaObject, ResourceContents, ServerCapabilities, ServerConfig,
+};
 use rmcp::service::Peer;
+use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use serde::Deserialize;
 
@@ -35,6 +45,8 @@ struct Bench {
     // Shared: the HTTP service makes a handler per session and per stateless request
     // (and per header check), so each of those is a pointer copy, not a router copy.
     tool_router: Arc<ToolRouter<Self>>,
+    /// The large resource, with `--catalog`.
+    blob: Option<Arc<String>>,
 }
 
 #[tool_router]
@@ -68,7 +80,61 @@ impl Bench {
 // The router is built once and kept in a field, rmcp's fastest set-up (its default,
 // `Self::tool_router()`, builds the router again on every call).
 #[tool_handler(router = self.tool_router)]
-impl ServerHandler for Bench {}
+impl ServerHandler for Bench {
+    // Written out (the macro would generate one with tools only) to announce resources.
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(rmcp::model::Implementation::from_build_env())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, rmcp::ErrorData> {
+        let resources = match self.blob {
+            Some(_) => {
+                serde_json::json!([{ "uri": BLOB_URI, "name": "blob", "mimeType": "text/plain" }])
+            }
+            None => serde_json::json!([]),
+        };
+        serde_json::from_value(serde_json::json!({ "resources": resources }))
+            .map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, rmcp::ErrorData> {
+        match &self.blob {
+            Some(blob) if request.uri == BLOB_URI => {
+                Ok(ReadResourceResult::new(vec![ResourceContents::text(
+                    String::clone(blob),
+                    BLOB_URI,
+                )])
+                .into())
+            }
+            _ => Err(rmcp::ErrorData::resource_not_found(request.uri, None)),
+        }
+    }
+}
+
+/// The `--catalog` tools, each answering `ok`.
+fn add_catalog(router: &mut ToolRouter<Bench>) {
+    for i in 0..CATALOG_TOOLS {
+        let def = serde_json::to_value(fixtures::tool(i)).expect("tool definition");
+        let tool: rmcp::model::Tool = serde_json::from_value(def).expect("rmcp reads the tool");
+        router.add_route(ToolRoute::new_dyn(tool, |_ctx| {
+            Box::pin(async { Ok(CallToolResult::success(vec![ContentBlock::text("ok")]).into()) })
+        }));
+    }
+}
 
 async fn serve_http(
     bench: Bench,
@@ -106,10 +172,16 @@ async fn serve_http(
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let bench = Bench {
-        tool_router: Arc::new(Bench::tool_router()),
-    };
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let catalog = args.iter().any(|a| a == "--catalog");
+    let mut router = Bench::tool_router();
+    if catalog {
+        add_catalog(&mut router);
+    }
+    let bench = Bench {
+        tool_router: Arc::new(router),
+        blob: catalog.then(|| Arc::new(blob_text())),
+    };
     if let Some(i) = args.iter().position(|a| a == "--http") {
         let addr = args
             .get(i + 1)
