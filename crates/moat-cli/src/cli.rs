@@ -44,8 +44,12 @@ pub enum Command {
         moat serve exec --ro ~/project --cwd ~/project # each command sandboxed\n  \
         moat serve sqlite --db shop.db                 # read-only SQL")]
     Serve(ServeArgs),
-    /// List a server's tools.
-    Tools(ListArgs),
+    /// List a server's tools (with --cost: what their definitions cost in a model's context).
+    #[command(after_help = "Examples:\n  \
+        moat tools -- moat serve everything\n  \
+        moat tools --cost -- moat gateway --config moat.toml   # tokens the client's model pays for the list\n  \
+        moat tools --cost --json http://127.0.0.1:8080/mcp")]
+    Tools(ToolsArgs),
     /// Call a tool and print its result.
     Call(CallArgs),
     /// List a server's resources and resource templates.
@@ -131,6 +135,10 @@ pub struct GatewayArgs {
     /// With --check: print it as JSON.
     #[arg(long, requires = "check")]
     pub json: bool,
+    /// With --check: also run tool search for QUERY, as `search_tools` would answer it
+    /// (tool search is switched on for this check if the configuration leaves it off).
+    #[arg(long, value_name = "QUERY", requires = "check")]
+    pub search: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -308,6 +316,16 @@ pub struct ListArgs {
     pub url: Option<String>,
     #[command(flatten)]
     pub target: Target,
+}
+
+#[derive(Debug, Args)]
+pub struct ToolsArgs {
+    /// Count the tokens of the tool definitions as a client puts them in its model's
+    /// prompt (tiktoken's o200k_base), in all and per tool, largest first.
+    #[arg(long)]
+    pub cost: bool,
+    #[command(flatten)]
+    pub list: ListArgs,
 }
 
 #[derive(Debug, Args)]

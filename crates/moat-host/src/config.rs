@@ -49,6 +49,8 @@ pub struct Config {
     pub audit: crate::audit::AuditConfig,
     /// `[consent]`.
     pub consent: ConsentConfig,
+    /// `[tool_search]`.
+    pub tool_search: crate::search::ToolSearchConfig,
     /// Where the audit store, pins and consent decisions live; `None`: the XDG state
     /// directory.
     pub state_dir: Option<PathBuf>,
@@ -720,6 +722,8 @@ struct TomlFile {
     audit: crate::audit::AuditConfig,
     #[serde(default)]
     consent: TomlConsent,
+    #[serde(default)]
+    tool_search: TomlToolSearch,
     state_dir: Option<String>,
     import: Option<OneOrMany>,
 }
@@ -751,6 +755,55 @@ struct TomlConsent {
     #[serde(default)]
     mode: ConsentMode,
     timeout: Option<DurationValue>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlToolSearch {
+    #[serde(default)]
+    mode: crate::search::SearchMode,
+    max_tools: Option<usize>,
+    max_tokens: Option<usize>,
+    #[serde(default)]
+    always: Vec<String>,
+    model: Option<String>,
+    limit: Option<usize>,
+}
+
+fn tool_search(
+    src: &Source<'_>,
+    raw: TomlToolSearch,
+) -> Result<crate::search::ToolSearchConfig, ConfigError> {
+    let default = crate::search::ToolSearchConfig::default();
+    let config = crate::search::ToolSearchConfig {
+        mode: raw.mode,
+        max_tools: raw.max_tools.unwrap_or(default.max_tools),
+        max_tokens: raw.max_tokens.unwrap_or(default.max_tokens),
+        always: raw.always,
+        model: match &raw.model {
+            Some(dir) => Some(src.path(&["tool_search", "model"], "tool_search.model", dir)?),
+            None => None,
+        },
+        limit: match raw.limit {
+            Some(0) => {
+                return Err(src.error(
+                    &["tool_search", "limit"],
+                    "must be at least 1",
+                    Some("e.g. 8".into()),
+                ));
+            }
+            Some(n) => n.min(50),
+            None => default.limit,
+        },
+    };
+    if let Err(e) = config.always_set() {
+        return Err(src.error(
+            &["tool_search", "always"],
+            format!("not a valid glob: {e}"),
+            Some("e.g. [\"fs__read_*\", \"git__status\"]".into()),
+        ));
+    }
+    Ok(config)
 }
 
 fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Config, ConfigError> {
@@ -814,6 +867,7 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
             None => ConsentConfig::default().timeout,
         },
     };
+    let tool_search = tool_search(&src, raw.tool_search)?;
     let state_dir = match &raw.state_dir {
         Some(dir) => Some(src.path(&["state_dir"], "state_dir", dir)?),
         None => None,
@@ -825,6 +879,7 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
         pins: raw.pins,
         audit: raw.audit,
         consent,
+        tool_search,
         state_dir,
         imports,
     })

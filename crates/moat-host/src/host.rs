@@ -132,6 +132,9 @@ struct Catalog {
     held: HashMap<String, Held>,
     /// What the upstream server lists, by exposed name.
     registered: HashMap<String, Tool>,
+    /// Every tool policy lets the client see, by exposed name: its server and its
+    /// definition as the client sees it (what tool search ranks and describes).
+    searchable: HashMap<String, (String, Value)>,
     resources: HashMap<String, String>,
     templates: HashMap<String, String>,
     prompts: HashMap<String, (String, String)>,
@@ -152,6 +155,7 @@ pub(crate) struct Inner {
     catalog: Mutex<Catalog>,
     running: Mutex<HashMap<String, Running>>,
     pub(crate) sessions: Sessions,
+    pub(crate) search: crate::search::SearchState,
     pub(crate) options: HostOptions,
 }
 
@@ -196,6 +200,7 @@ impl Host {
             catalog: Mutex::new(Catalog::default()),
             running: Mutex::new(HashMap::new()),
             sessions: Sessions::default(),
+            search: crate::search::SearchState::default(),
             options,
         });
         install_upstream_hooks(&inner);
@@ -211,6 +216,7 @@ impl Host {
                 return Err(e);
             }
         }
+        crate::search::apply(&host.inner).await;
         spawn_pins_poll(Arc::downgrade(&host.inner));
         Ok(host)
     }
@@ -263,7 +269,8 @@ impl Host {
                 tracing::error!(error = %e, "after reload");
             }
         }
-        self.inner.republish_all();
+        // Also republishes: the policy and `[tool_search]` may both have changed.
+        crate::search::apply(&self.inner).await;
         tracing::info!(
             added = diff.added.len(),
             removed = diff.removed.len(),
@@ -291,6 +298,34 @@ impl Host {
         {
             tracing::warn!(error = %e, "audit trail not fully written");
         }
+    }
+
+    /// What the tool definitions cost in the model's context, in full and in search mode.
+    pub fn tool_cost(&self) -> crate::search::ToolCost {
+        crate::search::cost(&self.inner)
+    }
+
+    /// Runs `search_tools` as the client would (`None` when search mode is off).
+    pub fn search_tools(&self, query: &str, limit: usize) -> Option<Vec<(String, f64)>> {
+        if !self.inner.search.is_active() {
+            return None;
+        }
+        let result = crate::search::search_tools(
+            &self.inner,
+            &serde_json::json!({"query": query, "limit": limit}),
+        );
+        let tools = result.structured_content?.get("tools")?.as_array()?.clone();
+        Some(
+            tools
+                .iter()
+                .filter_map(|t| {
+                    Some((
+                        t.get("name")?.as_str()?.to_owned(),
+                        t.get("score")?.as_f64()?,
+                    ))
+                })
+                .collect(),
+        )
     }
 
     /// The names of the tools the client is shown right now.
@@ -493,6 +528,37 @@ impl Inner {
             .and_then(|r| r.live.borrow().clone())
     }
 
+    /// Every tool the client may see, as it would see it, in name order.
+    pub(crate) fn searchable_definitions(&self) -> Vec<Value> {
+        let catalog = lock(&self.catalog);
+        let mut names: Vec<&String> = catalog.searchable.keys().collect();
+        names.sort();
+        names
+            .into_iter()
+            .filter_map(|n| catalog.searchable.get(n).map(|(_, d)| d.clone()))
+            .collect()
+    }
+
+    /// [`Inner::searchable_definitions`] by name.
+    pub(crate) fn searchable_map(&self) -> crate::search::Definitions {
+        lock(&self.catalog)
+            .searchable
+            .iter()
+            .map(|(n, (_, d))| (n.clone(), d.clone()))
+            .collect()
+    }
+
+    /// Where tool search caches embeddings: the state directory (none when ephemeral).
+    pub(crate) fn search_cache_dir(&self) -> Option<PathBuf> {
+        if self.options.ephemeral {
+            return None;
+        }
+        let settings = self.settings();
+        state::state_dir(settings.config.state_dir.as_deref())
+            .ok()
+            .map(|d| d.join("search-cache"))
+    }
+
     /// The per-server configuration, for trust labels.
     pub(crate) fn server_config(&self, server: &str) -> Option<ServerConfig> {
         lock(&self.running).get(server).map(|r| r.cfg.clone())
@@ -692,6 +758,19 @@ impl Inner {
             }
             catalog.tools.insert(exposed, entry);
         }
+        catalog.searchable.retain(|_, (owner, _)| owner != server);
+        for (exposed, def) in &listed {
+            if let Ok(value) = serde_json::to_value(def) {
+                catalog
+                    .searchable
+                    .insert(exposed.clone(), (server.to_owned(), value));
+            }
+        }
+        // In search mode only the always-listed tools are registered; the rest are found
+        // through search_tools.
+        if self.search.is_active() {
+            listed.retain(|exposed, _| self.search.always_listed(exposed));
+        }
         // Bring the upstream registrations in line: drop what went, add what changed.
         let gone: Vec<String> = catalog
             .registered
@@ -713,6 +792,8 @@ impl Inner {
             catalog.registered.insert(exposed.clone(), def.clone());
             self.register_tool(def, exposed);
         }
+        drop(catalog);
+        crate::search::catalog_changed(self);
         Ok(())
     }
 
@@ -951,6 +1032,7 @@ impl Inner {
         catalog.fetched.remove(server);
         catalog.held.retain(|_, h| h.server != server);
         catalog.tools.retain(|_, e| e.server != server);
+        catalog.searchable.retain(|_, (owner, _)| owner != server);
         let gone: Vec<String> = catalog
             .registered
             .keys()

@@ -212,7 +212,9 @@ impl ChildProcess {
             })
         });
         let mut conn = Connection::from_lines_with_epilogue(
-            BufReader::with_capacity(64 * 1024, stdout),
+            // One per server a gateway runs: 16 KiB still takes in a burst of a hundred
+            // small messages per read, and long lines grow past it anyway.
+            BufReader::with_capacity(16 * 1024, stdout),
             stdin,
             config.limits,
             Some(epilogue),

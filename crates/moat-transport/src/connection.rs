@@ -203,7 +203,10 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     writer: W,
     mut stop: oneshot::Receiver<()>,
 ) {
-    let mut out = BufWriter::with_capacity(64 * 1024, writer);
+    // Enough for hundreds of small messages per write; a larger message is written
+    // straight through. Every connection has one, so a gateway with many servers pays it
+    // many times.
+    let mut out = BufWriter::with_capacity(16 * 1024, writer);
     loop {
         let first = tokio::select! {
             biased;

@@ -265,7 +265,9 @@ impl ClientBuilder {
     }
 
     fn start(&self, conn: Connection) -> (Peer, Arc<ClientHandler>) {
-        let (tx, _) = broadcast::channel(1024);
+        // Notifications waiting for a slow subscriber; past this it skips the oldest (and
+        // is told so). Each slot is allocated up front, for every client.
+        let (tx, _) = broadcast::channel(256);
         let handler = Arc::new(ClientHandler {
             notifications: tx,
             sampling: self.sampling.clone(),

@@ -10,11 +10,12 @@ use moat::client::oauth::{
     Authorizer, LoopbackUserAgent, OAuthClient, OAuthConfig, PreRegisteredClient, Secret,
     open_in_browser,
 };
+use moat::types::Tool;
 use moat::{Client, HttpOptions, HttpTransport, RequestOptions, VersionPreference};
 use serde_json::{Value, json};
 
 use crate::Failure;
-use crate::cli::{CallArgs, ListArgs, PromptArgs, ReadArgs, Target};
+use crate::cli::{CallArgs, ListArgs, PromptArgs, ReadArgs, Target, ToolsArgs};
 use crate::output;
 
 /// Connect to the target: a URL, or a command after `--`.
@@ -170,20 +171,77 @@ fn header(client: &Client) -> serde_json::Map<String, Value> {
     map
 }
 
-pub async fn tools(args: ListArgs) -> Result<(), Failure> {
+pub async fn tools(args: ToolsArgs) -> Result<(), Failure> {
+    let ToolsArgs { cost, list: args } = args;
     let client = connect(args.url.as_deref(), &args.target).await?;
     let result = client.list_all_tools().await;
     let meta = header(&client);
     client.close().await;
     let tools = result?;
+    let cost = cost.then(|| tool_cost(&tools));
     if args.json {
         let mut out = meta;
         out.insert("tools".into(), json!(tools));
+        if let Some(cost) = cost {
+            out.insert("cost".into(), cost);
+        }
         output::print_json(&Value::Object(out));
     } else {
         output::print_tools(&tools);
+        if let Some(cost) = cost {
+            print_cost(&cost);
+        }
     }
     Ok(())
+}
+
+/// Tokens of the whole list and of each definition, largest first.
+fn tool_cost(tools: &[Tool]) -> Value {
+    let defs: Vec<Value> = tools.iter().map(|t| json!(t)).collect();
+    let mut each: Vec<(String, usize)> = tools
+        .iter()
+        .zip(&defs)
+        .map(|(t, d)| {
+            (
+                t.name.clone(),
+                moat_search::tokens::tools_cost(std::slice::from_ref(d)),
+            )
+        })
+        .collect();
+    each.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    json!({
+        "tokenizer": "o200k_base",
+        "tools": tools.len(),
+        "tokens": moat_search::tokens::tools_cost(&defs),
+        "per_tool": each.iter().map(|(n, t)| json!({"name": n, "tokens": t})).collect::<Vec<_>>(),
+    })
+}
+
+fn print_cost(cost: &Value) {
+    let total = cost["tokens"].as_u64().unwrap_or(0);
+    let n = cost["tools"].as_u64().unwrap_or(0);
+    println!();
+    println!("{n} tool definitions: {total} tokens in the model's context (o200k_base)");
+    let largest: Vec<String> = cost["per_tool"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .take(5)
+                .map(|t| format!("{} {}", t["name"].as_str().unwrap_or("?"), t["tokens"]))
+                .collect()
+        })
+        .unwrap_or_default();
+    if n > 1 && !largest.is_empty() {
+        println!("largest: {}", largest.join(", "));
+    }
+    if n > 40 {
+        println!(
+            "{}",
+            output::dim(
+                "behind `moat gateway`, [tool_search] lists 3 meta-tools instead (see docs/gateway.md)"
+            )
+        );
+    }
 }
 
 pub async fn call(args: CallArgs) -> Result<(), Failure> {

@@ -13,7 +13,10 @@ use crate::cli::GatewayArgs;
 
 pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
     let path = config_path(args.config.as_deref()).map_err(Failure::Usage)?;
-    let config = Config::load(&path).map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let mut config = Config::load(&path).map_err(|e| Failure::Usage(anyhow!(e)))?;
+    if args.search.is_some() {
+        config.tool_search.mode = moat_host::SearchMode::On;
+    }
     let helper = std::env::current_exe().context("finding the moat binary (the sandbox helper)")?;
     let options = HostOptions::default()
         .sandbox_helper(helper)
@@ -22,7 +25,7 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
         .await
         .map_err(|e| Failure::Usage(anyhow!(e)))?;
     if args.check {
-        return check(&host, args.json).await;
+        return check(&host, args.json, args.search.as_deref()).await;
     }
     summary(&host, &path);
     spawn_reload(host.clone(), path.clone());
@@ -99,20 +102,56 @@ fn summary(host: &Host, path: &Path) {
     }
 }
 
-async fn check(host: &Host, json: bool) -> Result<(), Failure> {
+async fn check(host: &Host, json: bool, search: Option<&str>) -> Result<(), Failure> {
     let listed = host.listed_tools();
     let held = host.held_tools();
     let down = host.servers_down();
+    let cost = host.tool_cost();
+    let hits = search.and_then(|q| host.search_tools(q, 8));
     if json {
         crate::output::print_json(&serde_json::json!({
             "tools": listed,
             "held": held.iter().map(|(n, r)| serde_json::json!({"name": n, "reason": r})).collect::<Vec<_>>(),
             "down": down,
+            "tool_search": {
+                "active": cost.active,
+                "ranking": cost.ranking,
+                "tools": cost.tools,
+                "full_tokens": cost.full_tokens,
+                "search_tokens": cost.search_tokens,
+            },
+            "search": hits.as_ref().map(|h| h.iter().map(|(n, s)| serde_json::json!({"name": n, "score": s})).collect::<Vec<_>>()),
         }));
     } else {
-        println!("{} tools listed:", listed.len());
+        if cost.active {
+            println!(
+                "tool search on ({} ranking): {} listed directly, {} tools found through search_tools",
+                cost.ranking.unwrap_or("lexical"),
+                listed.len(),
+                cost.tools
+            );
+        } else {
+            println!("{} tools listed:", listed.len());
+        }
         for name in &listed {
             println!("  {name}");
+        }
+        let saved = 100.0 * (1.0 - cost.search_tokens as f64 / cost.full_tokens.max(1) as f64);
+        println!(
+            "tool definitions in the model's context: {} tokens in full, {} with tool search ({saved:.0}% fewer){}",
+            cost.full_tokens,
+            cost.search_tokens,
+            if cost.active {
+                ""
+            } else {
+                "; [tool_search] mode = \"on\" switches it on"
+            }
+        );
+        if let (Some(query), Some(hits)) = (search, &hits) {
+            println!("search_tools {query:?}:");
+            for (i, (name, score)) in hits.iter().enumerate() {
+                println!("  {}. {name} ({score:.3})", i + 1);
+            }
         }
         for (name, reason) in &held {
             println!("held back: {name}: {reason}");
