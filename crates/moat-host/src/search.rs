@@ -290,7 +290,7 @@ async fn rebuild_now(inner: &Arc<Inner>) {
 }
 
 /// The three meta-tools' definitions: search, describe, call.
-pub(crate) fn meta_tools() -> [Tool; 3] {
+pub fn meta_tools() -> [Tool; 3] {
     let read_only = ToolAnnotations {
         read_only_hint: Some(true),
         open_world_hint: Some(false),

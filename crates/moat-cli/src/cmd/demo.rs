@@ -329,7 +329,10 @@ async fn tour(demo: &mut Demo, exe: &Path, root: &Path) -> Result<(), Failure> {
 
     demo.step("list tools", "one list, every server's tools named server__tool", || async move {
         let tools = client.list_all_tools().await?;
-        let bytes = serde_json::to_vec(&tools)?.len();
+        let defs: Vec<Value> = tools.iter().map(|t| json!(t)).collect();
+        let tokens = moat_search::tokens::tools_cost(&defs);
+        let meta: Vec<Value> = moat_host::search::meta_tools().iter().map(|t| json!(t)).collect();
+        let search_tokens = moat_search::tokens::tools_cost(&meta);
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
         for want in ["fs__read_file", "fs__write_file", "exec__run_command", "sqlite__query_database"] {
             if !names.contains(&want) {
@@ -340,11 +343,11 @@ async fn tour(demo: &mut Demo, exe: &Path, root: &Path) -> Result<(), Failure> {
             vec![
                 format!("{} tools: {}", tools.len(), names.join(", ")),
                 format!(
-                    "in a prompt: {bytes} bytes of definitions, about {} tokens (4 bytes per token)",
-                    bytes / 4
+                    "in the model's context: {tokens} tokens of definitions (o200k_base); with [tool_search] on, \
+                     {search_tokens} for search_tools, describe_tool and call_tool, however many tools there are"
                 ),
             ],
-            json!({"tools": names, "bytes": bytes, "approx_tokens": bytes / 4}),
+            json!({"tools": names, "tokens": tokens, "search_mode_tokens": search_tokens}),
         ))
     })
     .await;
