@@ -283,6 +283,10 @@ pub fn main() {
     } else {
         Vec::new()
     };
+    let described: Vec<String> = clients
+        .iter()
+        .map(|c| c.as_ref().map_or_else(|e| e.clone(), |c| c.describe()))
+        .collect();
     let mut measured: Vec<Measured> = stacks
         .iter()
         .enumerate()
@@ -438,6 +442,7 @@ pub fn main() {
     let out = Output {
         s: &s,
         stacks: &stacks,
+        described: &described,
         measured: &measured,
         floor: floor_on.then_some(&floor_m),
         http: http.as_ref(),
@@ -460,6 +465,8 @@ pub fn main() {
 struct Output<'a> {
     s: &'a Settings,
     stacks: &'a [Stack],
+    /// Per stack, the client's account of the connection (revision agreed, server name).
+    described: &'a [String],
     measured: &'a [Measured],
     floor: Option<&'a Measured>,
     http: Option<&'a http_table::Report>,
@@ -806,6 +813,9 @@ impl Output<'_> {
         for r in &rows {
             println!("  {:<6} {}", r.id, r.note);
         }
+        for (st, d) in self.stacks.iter().zip(self.described) {
+            println!("  {:<6} {d}", st.id);
+        }
     }
 
     fn json(&self) -> Value {
@@ -869,6 +879,9 @@ impl Output<'_> {
                 "sessions": s.sessions,
             },
             "stdio": stdio,
+            "connections": self.stacks.iter().zip(self.described)
+                .map(|(st, d)| json!({ "stack": st.id, "client": d }))
+                .collect::<Vec<_>>(),
             "http": self.http.map(http_table::to_json),
             "memory": memory,
             "targets": targets,

@@ -38,6 +38,14 @@ impl StdioClient {
         }
     }
 
+    /// Which client, the revision agreed and the server's name, for the record.
+    pub fn describe(&self) -> String {
+        match self {
+            StdioClient::Moat(c) => moat_side::describe(c),
+            StdioClient::Rmcp(c) => rmcp_side::describe(c),
+        }
+    }
+
     /// One `tools/call` of `echo`.
     pub async fn call(&self) {
         match self {
