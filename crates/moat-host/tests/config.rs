@@ -105,6 +105,16 @@ fn the_annotated_moat_toml_uses_everything() {
     );
     assert_eq!(c.consent.mode, ConsentMode::Auto);
     assert_eq!(c.consent.timeout, Duration::from_secs(120));
+    assert_eq!(c.tool_search.mode, moat_host::SearchMode::Auto);
+    assert_eq!(
+        (
+            c.tool_search.max_tools,
+            c.tool_search.max_tokens,
+            c.tool_search.limit
+        ),
+        (40, 10_000, 8)
+    );
+    assert_eq!(c.tool_search.always, ["fs__read_*"]);
 
     let fs = &c.servers[0];
     let (cmd, args, vars, cwd) = command(fs);
@@ -556,4 +566,27 @@ async fn sighup_reloads_an_unchanged_file() {
         .unwrap()
         .unwrap();
     assert_eq!(names(&got), ["h"]);
+}
+
+#[test]
+fn tool_search_errors_name_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("moat.toml");
+    for (text, field) in [
+        ("[tool_search]\nmode = \"sometimes\"\n", "tool_search.mode"),
+        ("[tool_search]\nlimit = 0\n", "tool_search.limit"),
+        (
+            "[tool_search]\nalways = [\"fs__[\"]\n",
+            "tool_search.always",
+        ),
+        ("[tool_search]\nmodle = \"x\"\n", "tool_search"),
+    ] {
+        std::fs::write(&path, text).unwrap();
+        let err = load(&path).unwrap_err().to_string();
+        assert!(err.contains(field), "{text:?}: {err}");
+        assert!(
+            err.contains("moat.toml:2"),
+            "{text:?} names the line: {err}"
+        );
+    }
 }
