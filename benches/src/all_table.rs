@@ -47,9 +47,11 @@ Runs, in order (a few minutes with the defaults):
               holding 1000 open sessions
 
 The TypeScript and Python rows need the interop peers; without them those rows are skipped.
-Install them with `bash .ci/run --install-only`.
+Install them with `bash .ci/run --install-only`, or pass --install-peers.
 
 OPTIONS:
+    --install-peers     first run `bash .ci/run --install-only` (npm and pip into interop/;
+                        needs node >= 20, npm and python3; a no-op when already installed)
     --json              print JSON (every figure, plus latency deciles) instead of tables
     --plots DIR         write SVG plots there (stdio latency CDF, stdio calls/s against calls
                         in flight, HTTP latency CDF, HTTP calls/s against clients)
@@ -70,6 +72,7 @@ More rounds for steadier figures: --rounds 7 --calls 3000 (about three times as 
 ";
 
 struct Settings {
+    install: bool,
     json: bool,
     plots: Option<String>,
     rounds: usize,
@@ -96,6 +99,7 @@ impl Settings {
 
 fn settings() -> Settings {
     let mut s = Settings {
+        install: false,
         json: false,
         plots: None,
         rounds: 3,
@@ -131,6 +135,7 @@ fn settings() -> Settings {
         };
         match arg.as_str() {
             "--json" => s.json = true,
+            "--install-peers" => s.install = true,
             "--rounds" => {
                 s.rounds = number().max(1);
                 s.http.rounds = s.rounds;
@@ -241,6 +246,11 @@ struct Memory {
 pub fn main() {
     let s = settings();
     let bins = Binaries::beside_current_exe();
+    if s.install
+        && let Err(e) = moat_bench::peers::install()
+    {
+        eprintln!("installing the peers failed ({e}); their rows will be skipped");
+    }
     let peers = Peers::find();
     // Count the steps first, for the bar.
     let mut progress = Progress::new(0);

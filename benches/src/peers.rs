@@ -23,6 +23,24 @@ pub struct Peers {
     pub py: Option<Vec<String>>,
 }
 
+/// Run `bash .ci/run --install-only` (npm and pip installs into `interop/`, skipped when
+/// already done), with its output on stderr; an error says what failed.
+pub fn install() -> Result<(), String> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../.ci/run");
+    let status = Command::new("bash")
+        .args([script, "--install-only"])
+        .stdin(Stdio::null())
+        // Its progress goes where ours does, never into the table on stdout.
+        .stdout(std::io::stderr())
+        .status()
+        .map_err(|e| format!("bash {script} --install-only: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("bash {script} --install-only: {status}"))
+    }
+}
+
 impl Peers {
     /// Look for both peers.
     pub fn find() -> Peers {
