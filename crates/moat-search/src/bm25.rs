@@ -59,6 +59,16 @@ impl Bm25 {
         }
     }
 
+    /// Whether any document has the term.
+    pub fn has_term(&self, term: &str) -> bool {
+        self.postings.contains_key(term)
+    }
+
+    /// Every indexed term (in no particular order).
+    pub fn terms(&self) -> impl Iterator<Item = &str> {
+        self.postings.keys().map(String::as_str)
+    }
+
     /// Number of indexed documents.
     pub fn len(&self) -> usize {
         self.lengths.len()

@@ -16,7 +16,7 @@ pub struct ToolDoc {
 
 /// Bumped whenever the text built from a definition changes, so cached embeddings of the
 /// old text are not reused.
-pub(crate) const TEXT_VERSION: u32 = 1;
+pub(crate) const TEXT_VERSION: u32 = 2;
 
 impl ToolDoc {
     /// Builds a document from an MCP tool definition (`name`, `title`, `description`,
@@ -107,7 +107,15 @@ impl ToolDoc {
 
     /// One passage for the sentence-embedding model: what the tool does, in words.
     pub(crate) fn embedding_text(&self, rich: bool) -> String {
-        let mut s = split_identifier(self.tool_name());
+        let mut s = String::new();
+        if rich {
+            // The server often names the domain ("calendar", "kubernetes") the request is in.
+            if self.server_name().is_some() {
+                s.push_str(&self.server_words());
+                s.push_str(": ");
+            }
+        }
+        s.push_str(&split_identifier(self.tool_name()));
         if let Some(t) = &self.title {
             s.push_str(". ");
             s.push_str(t);
@@ -133,6 +141,37 @@ impl ToolDoc {
             }
         }
         s
+    }
+
+    /// A short passage: server, name and title (or the description's first sentence).
+    pub(crate) fn short_text(&self) -> String {
+        let mut s = self.server_words();
+        if !s.is_empty() {
+            s.push_str(": ");
+        }
+        s.push_str(&split_identifier(self.tool_name()));
+        let gist = self.title.clone().or_else(|| {
+            self.description
+                .as_deref()
+                .map(|d| d.split(". ").next().unwrap_or(d).to_owned())
+        });
+        if let Some(g) = gist {
+            s.push_str(". ");
+            s.push_str(&g);
+        }
+        s
+    }
+
+    /// The server's name in words, with what the alias table knows of it ("fs" → "fs file
+    /// system", "k8s" → "k8s kubernetes cluster").
+    fn server_words(&self) -> String {
+        let Some(server) = self.server_name() else {
+            return String::new();
+        };
+        let mut words = crate::text::words(server);
+        let extra = crate::alias::expand(&words);
+        words.extend(extra);
+        words.join(" ")
     }
 
     /// Behaviour hints put into words a user might say.
@@ -246,7 +285,7 @@ mod tests {
         assert_eq!(args, ["time_min", "who", "who email"]);
         let text = d.embedding_text(true);
         assert!(
-            text.starts_with("get free busy. Free/busy. Busy times."),
+            text.starts_with("cal calendar: get free busy. Free/busy. Busy times."),
             "{text}"
         );
         assert!(

@@ -3,7 +3,7 @@
 //! rankings fused by reciprocal rank.
 
 use crate::doc::{TEXT_VERSION, ToolDoc};
-use crate::{Embedder, SearchError, alias, bm25::Bm25, cache, fusion, query, text};
+use crate::{Embedder, SearchError, alias, bm25::Bm25, cache, fusion, query, text, typo};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::Arc;
@@ -39,13 +39,21 @@ pub struct Options {
     pub clean_query: bool,
     /// Add words from the alias table to the lexical query.
     pub expand_aliases: bool,
+    /// Embed a second, short view of each tool (server, name, title) besides the whole
+    /// definition, and score a tool by the better of the two (build time). Off: the
+    /// evaluation found it no better (recall@5 0.789 against 0.811; the mean of the two
+    /// views 0.808).
+    pub short_view: bool,
+    /// Match query words the catalog never uses to catalog words an edit or two away.
+    pub correct_typos: bool,
     /// Add the alias words to the text embedded for the semantic ranking too.
     pub expand_semantic: bool,
     /// Weight of alias and hint words relative to the user's own words (lexical).
     pub expansion_weight: f32,
     /// Weight of the semantic ranking in the fusion; the lexical ranking weighs 1.
     pub semantic_weight: f32,
-    /// The reciprocal-rank constant.
+    /// The reciprocal-rank constant. 20 rather than the customary 60: on the evaluation
+    /// set it gave recall@5 0.837 against 0.818, trusting each ranking's head more.
     pub rrf_k: f32,
     pub ranking: Ranking,
 }
@@ -54,12 +62,14 @@ impl Default for Options {
     fn default() -> Options {
         Options {
             rich_text: true,
+            short_view: false,
             clean_query: true,
+            correct_typos: true,
             expand_aliases: true,
             expand_semantic: true,
             expansion_weight: 0.5,
             semantic_weight: 1.0,
-            rrf_k: fusion::DEFAULT_K,
+            rrf_k: 20.0,
             ranking: Ranking::Hybrid,
         }
     }
@@ -70,9 +80,13 @@ impl Options {
     pub fn plain() -> Options {
         Options {
             rich_text: false,
+            short_view: false,
             clean_query: false,
+            correct_typos: false,
             expand_aliases: false,
             expand_semantic: false,
+            semantic_weight: 1.0,
+            rrf_k: fusion::DEFAULT_K,
             ..Options::default()
         }
     }
@@ -92,9 +106,10 @@ pub struct Hit {
 pub struct Index {
     names: Vec<String>,
     bm25: Bm25,
-    /// Unit vectors, `dim` floats per tool, in catalog order.
+    /// Unit vectors, `views` × `dim` floats per tool, in catalog order.
     vectors: Option<Vec<f32>>,
     dim: usize,
+    views: usize,
     embedder: Option<Arc<Embedder>>,
     options: Options,
 }
@@ -136,11 +151,9 @@ impl Index {
             })
             .collect();
         let bm25 = Bm25::build(&fields);
+        let views = View::of(&options);
         let (vectors, dim) = match &embedder {
-            Some(e) => (
-                Some(embed_docs(&docs, e, cache_dir, options.rich_text)?),
-                e.dim(),
-            ),
+            Some(e) => (Some(embed_docs(&docs, e, cache_dir, &views)?), e.dim()),
             None => (None, 0),
         };
         Ok(Index {
@@ -148,6 +161,7 @@ impl Index {
             bm25,
             vectors,
             dim,
+            views: views.len(),
             embedder,
             options,
         })
@@ -195,7 +209,7 @@ impl Index {
             return Vec::new();
         }
         let shown: Vec<bool> = self.names.iter().map(|n| visible(n)).collect();
-        let q = Query::new(query, opts);
+        let q = Query::new(query, opts, &self.bm25);
 
         let lexical = || {
             let scores = self.bm25.scores(&q.lexical);
@@ -247,7 +261,17 @@ impl Index {
                 return None;
             }
         };
-        Some(vectors.chunks_exact(self.dim).map(|v| dot(v, &q)).collect())
+        Some(
+            vectors
+                .chunks_exact(self.dim * self.views)
+                .map(|views| {
+                    views
+                        .chunks_exact(self.dim)
+                        .map(|v| dot(v, &q))
+                        .fold(f32::MIN, f32::max)
+                })
+                .collect(),
+        )
     }
 }
 
@@ -262,7 +286,7 @@ struct Query {
 }
 
 impl Query {
-    fn new(raw: &str, opts: &Options) -> Query {
+    fn new(raw: &str, opts: &Options, bm25: &Bm25) -> Query {
         let cleaned = if opts.clean_query {
             query::clean(raw)
         } else {
@@ -290,6 +314,18 @@ impl Query {
                     .map(|t| (t, opts.expansion_weight)),
             );
         }
+        if opts.correct_typos {
+            let unknown: Vec<String> = lexical
+                .iter()
+                .filter(|(t, w)| *w == 1.0 && !bm25.has_term(t))
+                .map(|(t, _)| t.clone())
+                .collect();
+            for t in unknown {
+                for c in typo::corrections(&t, bm25.terms()) {
+                    lexical.push((c.to_owned(), opts.expansion_weight));
+                }
+            }
+        }
 
         let mut semantic = cleaned.intent.clone();
         let extra: Vec<&str> = cleaned
@@ -311,52 +347,56 @@ impl Query {
     }
 }
 
-/// Embeds every tool, reusing cached vectors by (definition hash, text variant), and
-/// saves the cache when anything was new.
+/// Embeds every view of every tool, reusing cached vectors by (definition hash, text
+/// variant, view), and saves the cache when anything was new. Returns the vectors flat,
+/// `views.len()` per tool.
 fn embed_docs(
     docs: &[ToolDoc],
     embedder: &Embedder,
     cache_dir: Option<&Path>,
-    rich: bool,
+    views: &[View],
 ) -> Result<Vec<f32>, SearchError> {
-    let keys: Vec<[u8; 32]> = docs
+    let dim = embedder.dim();
+    let items: Vec<(usize, View, [u8; 32])> = docs
         .iter()
-        .map(|d| {
-            let mut h = Sha256::new();
-            h.update(d.definition_hash());
-            h.update([u8::from(rich)]);
-            h.finalize().into()
+        .enumerate()
+        .flat_map(|(i, d)| {
+            let hash = d.definition_hash();
+            views.iter().map(move |&v| {
+                let mut h = Sha256::new();
+                h.update(hash);
+                h.update([v as u8]);
+                (i, v, h.finalize().into())
+            })
         })
         .collect();
     let file = cache_dir.map(|d| cache::path(d, &embedder.fingerprint()));
     let mut cached = file
         .as_deref()
-        .and_then(|f| cache::load(f, embedder.dim(), TEXT_VERSION))
+        .and_then(|f| cache::load(f, dim, TEXT_VERSION))
         .unwrap_or_default();
-    let missing: Vec<usize> = (0..docs.len())
-        .filter(|&i| !cached.contains_key(&keys[i]))
+    let missing: Vec<&(usize, View, [u8; 32])> = items
+        .iter()
+        .filter(|(_, _, k)| !cached.contains_key(k))
         .collect();
     if !missing.is_empty() {
-        let texts: Vec<String> = missing
-            .iter()
-            .map(|&i| docs[i].embedding_text(rich))
-            .collect();
+        let texts: Vec<String> = missing.iter().map(|(i, v, _)| v.text(&docs[*i])).collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let started = std::time::Instant::now();
         let fresh = embedder.embed(&refs)?;
         tracing::debug!(
-            tools = missing.len(),
+            texts = missing.len(),
             ms = started.elapsed().as_millis() as u64,
             "embedded tool definitions"
         );
-        for (&i, v) in missing.iter().zip(fresh) {
-            cached.insert(keys[i], v);
+        for ((_, _, k), v) in missing.iter().zip(fresh) {
+            cached.insert(*k, v);
         }
     }
-    let mut flat = Vec::with_capacity(docs.len() * embedder.dim());
-    for k in &keys {
+    let mut flat = Vec::with_capacity(items.len() * dim);
+    for (_, _, k) in &items {
         match cached.get(k) {
-            Some(v) if v.len() == embedder.dim() => flat.extend_from_slice(v),
+            Some(v) if v.len() == dim => flat.extend_from_slice(v),
             _ => {
                 return Err(SearchError::Inference(
                     "embedding missing after embedding the catalog".into(),
@@ -367,13 +407,46 @@ fn embed_docs(
     // Rewrite when something was new, or when the file holds tools no longer in the
     // catalog (so it does not grow without bound).
     if let Some(f) = &file {
-        if !missing.is_empty() || cached.len() != docs.len() {
-            let keep: std::collections::HashSet<&[u8; 32]> = keys.iter().collect();
+        if !missing.is_empty() || cached.len() != items.len() {
+            let keep: std::collections::HashSet<&[u8; 32]> =
+                items.iter().map(|(_, _, k)| k).collect();
             cached.retain(|k, _| keep.contains(k));
-            cache::store(f, embedder.dim(), TEXT_VERSION, &cached);
+            cache::store(f, dim, TEXT_VERSION, &cached);
         }
     }
     Ok(flat)
+}
+
+/// A text embedded for a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum View {
+    /// Name, title and description (the whole definition with `rich_text`).
+    Plain = 0,
+    Rich = 1,
+    /// Server, name and title only: a short request matches a short text best.
+    Short = 2,
+}
+
+impl View {
+    fn of(options: &Options) -> Vec<View> {
+        let mut v = vec![if options.rich_text {
+            View::Rich
+        } else {
+            View::Plain
+        }];
+        if options.short_view {
+            v.push(View::Short);
+        }
+        v
+    }
+
+    fn text(self, doc: &ToolDoc) -> String {
+        match self {
+            View::Plain => doc.embedding_text(false),
+            View::Rich => doc.embedding_text(true),
+            View::Short => doc.short_text(),
+        }
+    }
 }
 
 #[cfg(test)]

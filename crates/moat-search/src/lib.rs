@@ -14,7 +14,8 @@
 //!
 //! Before ranking, a request is cleaned ([`query`]: paths, URLs, numbers, quoted text and
 //! code are set apart from the intent words, leaving hints such as "file js") and expanded
-//! from a table of general vocabulary ([`alias`]: "rm" → delete, "PR" → pull request).
+//! from a table of general vocabulary ([`alias`]: "rm" → delete, "PR" → pull request);
+//! words the catalog never uses are matched to near spellings ([`typo`]).
 //! [`tokens`] counts what tool definitions cost in a prompt. [`eval`] measures all of it;
 //! `cargo run -p moat-search --release --bin moat-search-eval` prints the table.
 //!
@@ -44,6 +45,7 @@ mod index;
 pub mod query;
 pub mod text;
 pub mod tokens;
+pub mod typo;
 
 pub use doc::{ToolDoc, split_identifier};
 pub use embed::{Embedder, MODEL_FILES, MODEL_NAME};

@@ -29,8 +29,26 @@ pub fn clean(query: &str) -> CleanQuery {
             }
         }
     };
+    // A request on several lines is a prompt with pasted content (a manifest, a query, a
+    // file): the first line says what to do, the rest is what to do it with.
+    let (query, pasted) = match query.trim().split_once('\n') {
+        Some((first, rest)) if !first.trim().is_empty() => (first, Some(rest)),
+        _ => (query, None),
+    };
+    if let Some(block) = pasted {
+        hint(code_kind(block));
+    }
+    // Pasted SQL on the same line: everything from the statement's keyword on.
+    let query = match sql_start(query) {
+        Some(at) => {
+            hint("sql query");
+            &query[..at]
+        }
+        None => query,
+    };
     let without_quotes = strip_quoted(query, &mut hint);
     let mut intent: Vec<&str> = Vec::new();
+    let mut naming = false;
     for raw in without_quotes.split_whitespace() {
         let tok = raw
             .trim_start_matches(['(', '[', '{', '<'])
@@ -38,8 +56,15 @@ pub fn clean(query: &str) -> CleanQuery {
         if tok.is_empty() {
             continue;
         }
+        // "a folder called drafts": the word after "called"/"named" is a name, not intent.
+        if std::mem::take(&mut naming) {
+            continue;
+        }
         match classify(tok) {
-            Kind::Word => intent.push(tok),
+            Kind::Word => {
+                naming = matches!(tok.to_lowercase().as_str(), "called" | "named" | "titled");
+                intent.push(tok);
+            }
             Kind::Literal(h) => hint(&h),
         }
     }
@@ -85,6 +110,58 @@ fn strip_quoted(query: &str, hint: &mut impl FnMut(&str)) -> String {
         i += 1;
     }
     out
+}
+
+/// What a pasted block is, as hint words.
+fn code_kind(block: &str) -> &'static str {
+    let lower = block.to_lowercase();
+    if lower.contains("apiversion:") && lower.contains("kind:") {
+        "kubernetes manifest yaml"
+    } else if sql_start(block).is_some() {
+        "sql query"
+    } else if block.trim_start().starts_with(['{', '[']) {
+        "json"
+    } else {
+        "code"
+    }
+}
+
+/// Byte offset of an SQL statement in the text: an upper-case statement keyword followed
+/// somewhere by its companion (SELECT … FROM, UPDATE … SET, INSERT INTO, …). Upper case
+/// only, so that "select all text" or "delete from my calendar" stay words.
+fn sql_start(text: &str) -> Option<usize> {
+    const STATEMENTS: &[(&str, &[&str])] = &[
+        ("SELECT", &["FROM"]),
+        ("WITH", &["SELECT"]),
+        ("INSERT", &["INTO"]),
+        ("UPDATE", &["SET"]),
+        ("DELETE", &["FROM"]),
+        ("CREATE", &["TABLE", "INDEX", "VIEW"]),
+        ("ALTER", &["TABLE"]),
+        ("DROP", &["TABLE", "INDEX", "VIEW"]),
+        ("EXPLAIN", &["SELECT", "UPDATE", "DELETE", "INSERT"]),
+    ];
+    let mut offset = 0;
+    let words: Vec<(usize, &str)> = text
+        .split(' ')
+        .map(|w| {
+            let at = offset;
+            offset += w.len() + 1;
+            (at, w)
+        })
+        .collect();
+    for (i, (at, w)) in words.iter().enumerate() {
+        let Some((_, companions)) = STATEMENTS.iter().find(|(k, _)| k == w) else {
+            continue;
+        };
+        if words[i + 1..]
+            .iter()
+            .any(|(_, n)| companions.contains(&n.trim_end_matches(',')))
+        {
+            return Some(*at);
+        }
+    }
+    None
 }
 
 enum Kind {
@@ -133,6 +210,13 @@ fn classify(tok: &str) -> Kind {
         }
         return Kind::Literal(h);
     }
+    if is_owner_repo(&lower) {
+        return Kind::Literal(if lower.contains('#') {
+            "repository number".into()
+        } else {
+            "repository".into()
+        });
+    }
     if let Some(ext) = extension(&lower) {
         if TLDS.contains(&ext.as_str()) {
             return Kind::Literal("website url".into());
@@ -142,10 +226,56 @@ fn classify(tok: &str) -> Kind {
     if looks_numeric(&lower) {
         return Kind::Literal(String::new());
     }
+    if let Some(h) = resource_id(&lower) {
+        return Kind::Literal(h.into());
+    }
     if looks_like_code(tok) || looks_like_id(tok) {
         return Kind::Literal(String::new());
     }
     Kind::Word
+}
+
+/// Identifiers whose shape says what they name: cloud resource ids (`i-0abc`, `ami-…`,
+/// `vol-…`, `sg-…`, ARNs) and commit hashes (7 to 40 hex digits).
+fn resource_id(lower: &str) -> Option<&'static str> {
+    const PREFIXES: &[(&str, &str)] = &[
+        ("i-", "instance"),
+        ("ami-", "image"),
+        ("vol-", "volume"),
+        ("snap-", "snapshot"),
+        ("sg-", "security group"),
+        ("vpc-", "network"),
+        ("subnet-", "network subnet"),
+    ];
+    if lower.starts_with("arn:") {
+        return Some("resource");
+    }
+    for (p, h) in PREFIXES {
+        if let Some(rest) = lower.strip_prefix(p) {
+            if rest.len() >= 4 && rest.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Some(h);
+            }
+        }
+    }
+    let hex = (7..=40).contains(&lower.len()) && lower.chars().all(|c| c.is_ascii_hexdigit());
+    let mixed =
+        lower.chars().any(|c| c.is_ascii_digit()) && lower.chars().any(|c| c.is_ascii_alphabetic());
+    (hex && mixed).then_some("commit")
+}
+
+/// `owner/repo` (optionally `#123`), the way code hosts name repositories.
+fn is_owner_repo(lower: &str) -> bool {
+    let name = lower.split('#').next().unwrap_or(lower);
+    let ok = |p: &str| {
+        p.len() >= 2
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    matches!(name.split_once('/'), Some((o, r)) if ok(o) && ok(r) && !r.contains('/') && !name.contains(".."))
+        && name
+            .rsplit('/')
+            .next()
+            .is_none_or(|r| extension(r).is_none())
 }
 
 fn is_path(tok: &str) -> bool {
@@ -281,12 +411,62 @@ mod tests {
             c("meeting 2024-05-01 at 3pm for 30m"),
             ("meeting at for".into(), vec![])
         );
-        assert_eq!(c("revert a1b2c3d4e5"), ("revert".into(), vec![]));
+        assert_eq!(
+            c("revert a1b2c3d4e5"),
+            ("revert".into(), vec!["commit".into()])
+        );
+        assert_eq!(
+            c("reboot i-0abc123"),
+            ("reboot".into(), vec!["instance".into()])
+        );
+        assert_eq!(c("tag ami-0123"), ("tag".into(), vec!["image".into()]));
         assert_eq!(
             c("who is free thursday afternoon"),
             ("who is free thursday afternoon".into(), vec![])
         );
         assert_eq!(c("use v1.2 and k8s"), ("use and k8s".into(), vec![]));
+    }
+
+    #[test]
+    fn pasted_code_and_sql() {
+        assert_eq!(
+            c("is this fast: SELECT * FROM t WHERE a = 1"),
+            ("is this fast".into(), vec!["sql".into(), "query".into()])
+        );
+        assert_eq!(
+            c("SELECT count(*) FROM t"),
+            (String::new(), vec!["sql".into(), "query".into()])
+        );
+        assert_eq!(
+            c("select all text in the editor").0,
+            "select all text in the editor"
+        );
+        assert_eq!(c("delete from my calendar").0, "delete from my calendar");
+        assert_eq!(
+            c("apply this:\napiVersion: v1\nkind: ConfigMap"),
+            (
+                "apply this".into(),
+                vec!["kubernetes".into(), "manifest".into(), "yaml".into()]
+            )
+        );
+        assert_eq!(c("save this:\nhello there").1, ["code"]);
+    }
+
+    #[test]
+    fn names_and_repositories() {
+        assert_eq!(
+            c("make a folder called drafts"),
+            ("make a folder called".into(), vec![])
+        );
+        assert_eq!(
+            c("list issues in acme/web"),
+            ("list issues in".into(), vec!["repository".into()])
+        );
+        assert_eq!(
+            c("tag acme/web#212"),
+            ("tag".into(), vec!["repository".into(), "number".into()])
+        );
+        assert_eq!(c("open src/main.rs").1, ["file", "rs"]);
     }
 
     #[test]

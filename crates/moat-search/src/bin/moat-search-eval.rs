@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run -p moat-search --release --bin moat-search-eval -- \
 //!     [--json] [--catalog FILE] [--tasks FILE] [--model DIR | --no-model] [--cache DIR]
-//!     [--misses] [--large N] [--rounds N]
+//!     [--misses] [--quick] [--large N] [--rounds N]
 //! ```
 
 use moat_search::eval::{self, Catalog, Latency, Metrics, Task};
@@ -24,6 +24,7 @@ struct Args {
     no_model: bool,
     cache: PathBuf,
     misses: bool,
+    quick: bool,
     large: usize,
     rounds: usize,
 }
@@ -37,6 +38,7 @@ fn parse_args() -> Result<Args, String> {
         no_model: false,
         cache: std::env::temp_dir().join("moat-search-eval-cache"),
         misses: false,
+        quick: false,
         large: 1000,
         rounds: 3,
     };
@@ -46,6 +48,7 @@ fn parse_args() -> Result<Args, String> {
         match arg.as_str() {
             "--json" => a.json = true,
             "--misses" => a.misses = true,
+            "--quick" => a.quick = true,
             "--no-model" => a.no_model = true,
             "--catalog" => a.catalog = value("--catalog")?.into(),
             "--tasks" => a.tasks = value("--tasks")?.into(),
@@ -63,7 +66,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "-h" | "--help" => {
                 return Err("usage: moat-search-eval [--json] [--catalog FILE] [--tasks FILE] [--model DIR | --no-model] \
-                            [--cache DIR] [--misses] [--large N (0: skip)] [--rounds N]"
+                            [--cache DIR] [--misses] [--quick: default rankings only] [--large N (0: skip)] [--rounds N]"
                     .into());
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
@@ -140,6 +143,15 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
     };
     let warm_ms = ms(started);
     let _ = std::fs::remove_dir_all(&cold_dir);
+    let short = Index::build_with(
+        catalog.docs(),
+        embedder.clone(),
+        Some(&args.cache),
+        Options {
+            short_view: true,
+            ..Options::default()
+        },
+    )?;
     let plain = Index::build_with(
         catalog.docs(),
         embedder.clone(),
@@ -210,7 +222,24 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
             },
         ),
         ("hybrid, all (default)", &rich, d.clone()),
+        ("hybrid, all + short view", &short, d.clone()),
         ("hybrid, all but rich text", &plain, d.clone()),
+        (
+            "hybrid, all but typo correction",
+            &rich,
+            Options {
+                correct_typos: false,
+                ..d.clone()
+            },
+        ),
+        (
+            "hybrid, all, semantic weight 3",
+            &rich,
+            Options {
+                semantic_weight: 3.0,
+                ..d.clone()
+            },
+        ),
         (
             "hybrid, all but clean-up",
             &rich,
@@ -285,10 +314,10 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
             },
         ),
         (
-            "hybrid, all, rrf k 20",
+            "hybrid, all, rrf k 60",
             &rich,
             Options {
-                rrf_k: 20.0,
+                rrf_k: 60.0,
                 ..d.clone()
             },
         ),
@@ -298,6 +327,9 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
         .iter()
         .filter(|(name, _, o)| {
             has_model || (o.ranking == Ranking::Lexical && !name.contains("weight"))
+        })
+        .filter(|(name, _, _)| {
+            !args.quick || name.contains("all improvements") || name.contains("(default)")
         })
         .map(|(name, idx, o)| (*name, eval::evaluate(idx, &tasks, o)))
         .collect();
