@@ -144,7 +144,9 @@ impl SearchState {
 
 /// Decides search mode from the configuration and the catalog now listed, and switches it
 /// on or off (registering or removing the meta-tools, moving tools out of or back into the
-/// list). Builds the first index before returning, so the first search finds everything.
+/// list). Builds a lexical index before returning, so the first search finds everything;
+/// the hybrid one follows in the background (embedding a large catalog the first time
+/// takes seconds, and the client should not wait for it to start).
 pub(crate) async fn apply(inner: &Arc<Inner>) {
     let settings = inner.settings();
     let config = &settings.config.tool_search;
@@ -177,7 +179,8 @@ pub(crate) async fn apply(inner: &Arc<Inner>) {
     }
     inner.republish_all();
     if want {
-        rebuild_now(inner).await;
+        rebuild_now(inner, false, None).await;
+        catalog_changed(inner);
     }
 }
 
@@ -242,12 +245,15 @@ pub(crate) fn catalog_changed(inner: &Arc<Inner>) {
         tokio::time::sleep(REBUILD_DELAY).await;
         let Some(inner) = weak.upgrade() else { return };
         if inner.search.generation.load(Ordering::Acquire) == generation {
-            rebuild_now(&inner).await;
+            rebuild_now(&inner, true, Some(generation)).await;
         }
     });
 }
 
-async fn rebuild_now(inner: &Arc<Inner>) {
+/// Builds the index of what is listed now; with `model`, hybrid when a model is loaded.
+/// A build for `generation` is dropped if the catalog changed meanwhile (a newer build
+/// is on its way).
+async fn rebuild_now(inner: &Arc<Inner>, model: bool, generation: Option<u64>) {
     let docs: Vec<ToolDoc> = inner
         .searchable_definitions()
         .iter()
@@ -263,7 +269,8 @@ async fn rebuild_now(inner: &Arc<Inner>) {
         .embedder
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .clone();
+        .clone()
+        .filter(|_| model);
     let cache = state
         .cache_dir
         .lock()
@@ -282,7 +289,10 @@ async fn rebuild_now(inner: &Arc<Inner>) {
     .await;
     match built {
         Ok(Ok(index)) => {
-            *state.index.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(index));
+            let current = state.generation.load(Ordering::Acquire);
+            if generation.is_none_or(|g| g == current) {
+                *state.index.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(index));
+            }
         }
         Ok(Err(e)) => tracing::warn!(error = %e, "tool search: index not rebuilt"),
         Err(e) => tracing::warn!(error = %e, "tool search: index build stopped"),
