@@ -171,10 +171,11 @@ struct Setup {
 
 /// A moat.toml with `servers` × `moat serve everything` named s0, s1, …, every call
 /// allowed, pins on and the audit on unless `setup` says otherwise, state under
-/// `dir/state-LABEL`.
+/// `dir/state-LABEL`. Tool search is off: the rows measure the plain call path (350 tools
+/// would switch `auto` on, and with it a model in memory).
 fn write_config(dir: &Path, label: &str, moat: &Path, servers: usize, setup: Setup) -> PathBuf {
     let mut toml = format!(
-        "state_dir = {}\n\n[policy]\ndefault = \"allow\"\n",
+        "state_dir = {}\n\n[policy]\ndefault = \"allow\"\n\n[tool_search]\nmode = \"off\"\n",
         quoted(&dir.join(format!("state-{label}")))
     );
     if !setup.audit {

@@ -575,10 +575,11 @@ impl Gw {
         std::fs::canonicalize(self.dir.path()).expect("canonical tempdir")
     }
 
-    /// Writes moat.toml: `state_dir` in the temp directory, then `body`.
+    /// Writes moat.toml: `state_dir` in the temp directory, then `body`, with tool search
+    /// off (these tests call the tools a client lists; tool_search.rs tests search mode).
     fn write_config(&self, body: &str) {
         let text = format!(
-            "state_dir = {}\n\n{body}",
+            "state_dir = {}\n\n{body}\n\n[tool_search]\nmode = \"off\"\n",
             toml_str(&self.dir().join("state").to_string_lossy())
         );
         std::fs::write(&self.config, text).expect("write moat.toml");

@@ -131,10 +131,11 @@ struct Catalog {
     tools: HashMap<String, Arc<ToolEntry>>,
     held: HashMap<String, Held>,
     /// What the upstream server lists, by exposed name.
-    registered: HashMap<String, Tool>,
+    registered: HashMap<String, Arc<Tool>>,
     /// Every tool policy lets the client see, by exposed name: its server and its
     /// definition as the client sees it (what tool search ranks and describes).
-    searchable: HashMap<String, (String, Value)>,
+    /// Shares each definition with `registered`.
+    searchable: HashMap<String, (String, Arc<Tool>)>,
     resources: HashMap<String, String>,
     templates: HashMap<String, String>,
     prompts: HashMap<String, (String, String)>,
@@ -535,7 +536,8 @@ impl Inner {
         names.sort();
         names
             .into_iter()
-            .filter_map(|n| catalog.searchable.get(n).map(|(_, d)| d.clone()))
+            .filter_map(|n| catalog.searchable.get(n))
+            .filter_map(|(_, d)| serde_json::to_value(&**d).ok())
             .collect()
     }
 
@@ -743,7 +745,7 @@ impl Inner {
             tracing::warn!(tool = %exposed, reason = %h.reason, "tool held back");
             catalog.held.insert(exposed, h);
         }
-        let mut listed: HashMap<String, Tool> = HashMap::new();
+        let mut listed: HashMap<String, Arc<Tool>> = HashMap::new();
         for (exposed, entry) in entries {
             if catalog.tools.contains_key(&exposed) {
                 continue;
@@ -754,17 +756,18 @@ impl Inner {
                 annotations: entry.tool.annotations.as_ref(),
             });
             if visible {
-                listed.insert(exposed.clone(), client_definition(&exposed, &entry.tool));
+                listed.insert(
+                    exposed.clone(),
+                    Arc::new(client_definition(&exposed, &entry.tool)),
+                );
             }
             catalog.tools.insert(exposed, entry);
         }
         catalog.searchable.retain(|_, (owner, _)| owner != server);
         for (exposed, def) in &listed {
-            if let Ok(value) = serde_json::to_value(def) {
-                catalog
-                    .searchable
-                    .insert(exposed.clone(), (server.to_owned(), value));
-            }
+            catalog
+                .searchable
+                .insert(exposed.clone(), (server.to_owned(), def.clone()));
         }
         // In search mode only the always-listed tools are registered; the rest are found
         // through search_tools.
@@ -790,7 +793,7 @@ impl Inner {
                 continue;
             }
             catalog.registered.insert(exposed.clone(), def.clone());
-            self.register_tool(def, exposed);
+            self.register_tool((*def).clone(), exposed);
         }
         drop(catalog);
         crate::search::catalog_changed(self);

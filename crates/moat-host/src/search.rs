@@ -447,8 +447,8 @@ pub(crate) fn search_tools(inner: &Arc<Inner>, args: &Value) -> CallToolResult {
         let Some(def) = listed.get(&hit.name) else {
             continue;
         };
-        let title = def.get("title").and_then(Value::as_str).unwrap_or("");
-        let line = first_line(def.get("description").and_then(Value::as_str).unwrap_or(""));
+        let title = def.title.as_deref().unwrap_or("");
+        let line = first_line(def.description.as_deref().unwrap_or(""));
         lines.push(if title.is_empty() {
             format!("{}. {} — {line}", rank + 1, hit.name)
         } else {
@@ -480,7 +480,12 @@ pub(crate) fn describe_tool(inner: &Arc<Inner>, args: &Value) -> CallToolResult 
         return CallToolResult::error("describe_tool needs a `name`: a tool's server__tool name");
     };
     match inner.searchable_map().remove(name) {
-        Some(def) => CallToolResult::structured(def),
+        Some(def) => match serde_json::to_value(&*def) {
+            Ok(value) => CallToolResult::structured(value),
+            Err(e) => {
+                CallToolResult::error(format!("{name}: its definition cannot be shown ({e})"))
+            }
+        },
         None => CallToolResult::error(format!(
             "no tool named {name} is available; search_tools lists what there is"
         )),
@@ -543,4 +548,4 @@ pub(crate) fn cost(inner: &Arc<Inner>) -> ToolCost {
 }
 
 /// A map of names to client definitions, for lookups.
-pub(crate) type Definitions = HashMap<String, Value>;
+pub(crate) type Definitions = HashMap<String, Arc<Tool>>;
