@@ -578,8 +578,13 @@ impl Gw {
     /// Writes moat.toml: `state_dir` in the temp directory, then `body`, with tool search
     /// off (these tests call the tools a client lists; tool_search.rs tests search mode).
     fn write_config(&self, body: &str) {
+        let search = if body.contains("[tool_search]") {
+            ""
+        } else {
+            "\n\n[tool_search]\nmode = \"off\"\n"
+        };
         let text = format!(
-            "state_dir = {}\n\n{body}\n\n[tool_search]\nmode = \"off\"\n",
+            "state_dir = {}\n\n{body}{search}",
             toml_str(&self.dir().join("state").to_string_lossy())
         );
         std::fs::write(&self.config, text).expect("write moat.toml");
@@ -1151,6 +1156,29 @@ fn consent_by_elicitation_http_2025_11_25() {
 #[test]
 fn consent_by_elicitation_http_2026() {
     consent_by_elicitation(Via::Http, "auto");
+}
+
+/// In tool search mode the client is not listed `every__greet`, and a call to it by name
+/// takes the server's unknown-tool path: consent must still reach the client (in
+/// 2026-07-28 as an input request, like a listed tool's).
+fn consent_for_an_unlisted_tool(via: Via) {
+    let Some(p) = peers() else { return };
+    let config = format!("{}\n[tool_search]\nmode = \"on\"\n", ask_greet_config());
+    let gw = Gw::new(p, via).start(&config);
+    let out = greet_with(&gw, "auto", &[Some(CONSENT_ONCE), Some(CONSENT_DENY)], 2);
+    assert_eq!(ok_call(&out, 0), "Hello, call 0!");
+    assert!(refused_call(&out, 1).contains("not given"), "{out:#}");
+    assert_eq!(elicitations(&out), 2, "{out:#}");
+}
+
+#[test]
+fn consent_for_an_unlisted_tool_in_search_mode_http_2026() {
+    consent_for_an_unlisted_tool(Via::Http);
+}
+
+#[test]
+fn consent_for_an_unlisted_tool_in_search_mode_stdio() {
+    consent_for_an_unlisted_tool(Via::Stdio);
 }
 
 /// "approve for this session" given by one 2026-07-28 client over HTTP must not approve

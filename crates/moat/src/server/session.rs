@@ -672,12 +672,38 @@ async fn call_tool(
         let marker = complete_marker(&ctx);
         let version = ctx.protocol_version();
         let args = p.arguments.map(ToOwned::to_owned);
-        let mut result = fallback(ctx, p.name.into_owned(), args).await?;
-        if let Some(v) = version {
-            v.downgrade_content(&mut result.content);
+        let name = p.name.into_owned();
+        if !is_modern(&ctx) {
+            let mut result = fallback(ctx, name, args).await?;
+            if let Some(v) = version {
+                v.downgrade_content(&mut result.content);
+            }
+            result.result_type = marker;
+            return encode(&result);
         }
-        result.result_type = marker;
-        return encode(&result);
+        // In rounds like a registered tool, so that what the fallback asks the client
+        // (elicitation, sampling, roots) reaches it as an input request.
+        check_input_responses(params)?;
+        let (bind_name, bind_args) = (name.clone(), args.clone());
+        let binding = move || {
+            let parsed: Option<serde_json::Value> = bind_args
+                .as_ref()
+                .and_then(|a| serde_json::from_str(a.get()).ok());
+            Binding::new(methods::TOOLS_CALL, &bind_name, parsed.as_ref())
+        };
+        return in_rounds(
+            server,
+            ctx,
+            binding,
+            p.request_state,
+            p.input_responses,
+            move |ctx| async move {
+                let mut result = fallback(ctx, name, args).await?;
+                result.result_type = marker;
+                encode(&result)
+            },
+        )
+        .await;
     };
     let marker = complete_marker(&ctx);
     let args = p.arguments.map(ToOwned::to_owned);
