@@ -143,6 +143,17 @@ async fn search_mode_lists_meta_tools_and_keeps_every_check() {
         .await
         .expect("a bad limit is a tool error");
     assert_eq!(bad.is_error, Some(true));
+    let long = client
+        .call_tool("search_tools", json!({"query": "delete ".repeat(2000)}))
+        .await
+        .expect("an overlong query is a tool error");
+    assert_eq!(long.is_error, Some(true));
+    assert!(text(&long).contains("bytes"), "{long:?}");
+    let missing = client
+        .call_tool("search_tools", json!({"limit": 3}))
+        .await
+        .expect("a missing query is a tool error");
+    assert_eq!(missing.is_error, Some(true));
 
     // describe_tool: the definition, and nothing for a hidden tool.
     let described = client

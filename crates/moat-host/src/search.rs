@@ -37,6 +37,9 @@ pub const CALL_TOOL: &str = "call_tool";
 /// Most results one search returns.
 const MAX_LIMIT: usize = 50;
 
+/// Longest query `search_tools` takes.
+const MAX_QUERY_BYTES: usize = 4096;
+
 /// How long catalog changes settle before the index is rebuilt.
 const REBUILD_DELAY: Duration = Duration::from_millis(100);
 
@@ -422,6 +425,13 @@ pub(crate) fn search_tools(inner: &Arc<Inner>, args: &Value) -> CallToolResult {
     let Some(query) = args.get("query").and_then(Value::as_str) else {
         return CallToolResult::error("search_tools needs a `query` string: what you want to do");
     };
+    // A request, not a document: bounded so that one call cannot hold a core for long.
+    if query.len() > MAX_QUERY_BYTES {
+        return CallToolResult::error(format!(
+            "search_tools: the query is {} bytes; say what you want to do in under {MAX_QUERY_BYTES}",
+            query.len()
+        ));
+    }
     let settings = inner.settings();
     let limit = match args.get("limit") {
         None | Some(Value::Null) => settings.config.tool_search.limit,
