@@ -18,7 +18,8 @@ fn config(state: &Path, servers: &[&str], deny: Option<&str>) -> String {
             "[servers.{name}]\ncommand = {MOAT:?}\nargs = [\"serve\", \"everything\"]\nsandbox = false\n\n"
         ));
     }
-    text.push_str("[policy]\ndefault = \"allow\"\n");
+    // Two everything servers are 70 tools: `auto` would switch tool search on.
+    text.push_str("[tool_search]\nmode = \"off\"\n\n[policy]\ndefault = \"allow\"\n");
     if let Some(tool) = deny {
         text.push_str(&format!(
             "[[policy.rules]]\nname = \"no-{tool}\"\ndecision = \"deny\"\ntool = {tool:?}\n"
