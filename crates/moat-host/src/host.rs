@@ -306,25 +306,16 @@ impl Host {
         crate::search::cost(&self.inner)
     }
 
-    /// Runs `search_tools` as the client would (`None` when search mode is off).
+    /// Runs `search_tools` as the client would: ranked names and scores (`None` when
+    /// search mode is off or the index is not built yet).
     pub fn search_tools(&self, query: &str, limit: usize) -> Option<Vec<(String, f64)>> {
         if !self.inner.search.is_active() {
             return None;
         }
-        let result = crate::search::search_tools(
-            &self.inner,
-            &serde_json::json!({"query": query, "limit": limit}),
-        );
-        let tools = result.structured_content?.get("tools")?.as_array()?.clone();
+        let hits = crate::search::ranked(&self.inner, query, limit).ok()?;
         Some(
-            tools
-                .iter()
-                .filter_map(|t| {
-                    Some((
-                        t.get("name")?.as_str()?.to_owned(),
-                        t.get("score")?.as_f64()?,
-                    ))
-                })
+            hits.into_iter()
+                .map(|(hit, _)| (hit.name, f64::from(hit.score)))
                 .collect(),
         )
     }

@@ -124,7 +124,6 @@ pub(crate) struct SearchState {
     told: AtomicBool,
     index: RwLock<Option<Arc<Index>>>,
     generation: AtomicU64,
-    cache_dir: Mutex<Option<PathBuf>>,
 }
 
 impl SearchState {
@@ -171,7 +170,6 @@ pub(crate) async fn apply(inner: &Arc<Inner>) {
     let was = state.active.swap(want, Ordering::AcqRel);
     if want && !was {
         load_model(inner, config.model.clone()).await;
-        *state.cache_dir.lock().unwrap_or_else(|e| e.into_inner()) = inner.search_cache_dir();
         register_meta_tools(inner);
         tracing::info!("tool search on: tools/list shows search_tools, describe_tool, call_tool");
     } else if !want && was {
@@ -257,16 +255,23 @@ pub(crate) fn catalog_changed(inner: &Arc<Inner>) {
 /// A build for `generation` is dropped if the catalog changed meanwhile (a newer build
 /// is on its way).
 async fn rebuild_now(inner: &Arc<Inner>, model: bool, generation: Option<u64>) {
-    let docs: Vec<ToolDoc> = inner
-        .searchable_definitions()
-        .iter()
-        .filter_map(|def| {
-            let mut doc = ToolDoc::from_definition("", def)?;
-            // The definitions carry exposed names already.
-            doc.name = def.get("name")?.as_str()?.to_owned();
-            Some(doc)
+    // The client definitions carry the exposed names already.
+    let mut docs: Vec<ToolDoc> = inner
+        .searchable_map()
+        .into_values()
+        .map(|def| ToolDoc {
+            name: def.name.clone(),
+            title: def.title.clone(),
+            description: def.description.clone(),
+            input_schema: def.input_schema.clone(),
+            annotations: def
+                .annotations
+                .as_ref()
+                .and_then(|a| serde_json::to_value(a).ok()),
         })
         .collect();
+    // In name order, so that ties rank the same way on every build.
+    docs.sort_by(|a, b| a.name.cmp(&b.name));
     let state = &inner.search;
     let embedder = state
         .embedder
@@ -274,11 +279,7 @@ async fn rebuild_now(inner: &Arc<Inner>, model: bool, generation: Option<u64>) {
         .unwrap_or_else(|e| e.into_inner())
         .clone()
         .filter(|_| model);
-    let cache = state
-        .cache_dir
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let cache = inner.search_cache_dir();
     let built = tokio::task::spawn_blocking(move || {
         match Index::build(docs.clone(), embedder, cache.as_deref()) {
             Ok(index) => Ok(index),
@@ -444,19 +445,13 @@ pub(crate) fn search_tools(inner: &Arc<Inner>, args: &Value) -> CallToolResult {
             }
         },
     };
-    let Some(index) = inner.search.index() else {
-        return CallToolResult::error(
-            "tool search is still indexing the catalog; try again in a moment",
-        );
+    let hits = match ranked(inner, query, limit) {
+        Ok(hits) => hits,
+        Err(message) => return CallToolResult::error(message),
     };
-    let listed = inner.searchable_map();
-    let hits = index.search(query, limit, &|name| listed.contains_key(name));
     let mut lines = Vec::new();
     let mut tools = Vec::new();
-    for (rank, hit) in hits.iter().enumerate() {
-        let Some(def) = listed.get(&hit.name) else {
-            continue;
-        };
+    for (rank, (hit, def)) in hits.iter().enumerate() {
         let title = def.title.as_deref().unwrap_or("");
         let line = first_line(def.description.as_deref().unwrap_or(""));
         lines.push(if title.is_empty() {
@@ -482,6 +477,28 @@ pub(crate) fn search_tools(inner: &Arc<Inner>, args: &Value) -> CallToolResult {
     let mut result = CallToolResult::text(text);
     result.structured_content = Some(json!({ "tools": tools }));
     result
+}
+
+/// The best `limit` tools for `query` among those the client may see, with their
+/// definitions.
+pub(crate) fn ranked(
+    inner: &Arc<Inner>,
+    query: &str,
+    limit: usize,
+) -> Result<Vec<(moat_search::Hit, Arc<Tool>)>, &'static str> {
+    let index = inner
+        .search
+        .index()
+        .ok_or("tool search is still indexing the catalog; try again in a moment")?;
+    let listed = inner.searchable_map();
+    let hits = index.search(query, limit, &|name| listed.contains_key(name));
+    Ok(hits
+        .into_iter()
+        .filter_map(|hit| {
+            let def = listed.get(&hit.name)?.clone();
+            Some((hit, def))
+        })
+        .collect())
 }
 
 /// `describe_tool(name)`: the definition as `tools/list` would have shown it.

@@ -685,12 +685,7 @@ async fn call_tool(
         // (elicitation, sampling, roots) reaches it as an input request.
         check_input_responses(params)?;
         let (bind_name, bind_args) = (name.clone(), args.clone());
-        let binding = move || {
-            let parsed: Option<serde_json::Value> = bind_args
-                .as_ref()
-                .and_then(|a| serde_json::from_str(a.get()).ok());
-            Binding::new(methods::TOOLS_CALL, &bind_name, parsed.as_ref())
-        };
+        let binding = move || call_binding(&bind_name, bind_args.as_deref());
         return in_rounds(
             server,
             ctx,
@@ -735,11 +730,7 @@ async fn call_tool(
     }
     let raw_args = p.arguments;
     let name = p.name.clone();
-    let binding = move || {
-        let args: Option<serde_json::Value> =
-            raw_args.and_then(|a| serde_json::from_str(a.get()).ok());
-        Binding::new(methods::TOOLS_CALL, &name, args.as_ref())
-    };
+    let binding = move || call_binding(&name, raw_args);
     let server_arc = server.clone();
     in_rounds(
         server,
@@ -763,6 +754,12 @@ async fn call_tool(
         },
     )
     .await
+}
+
+/// What a `tools/call`'s request state is bound to: the tool and its arguments.
+fn call_binding(name: &str, raw_args: Option<&RawValue>) -> Binding {
+    let args: Option<serde_json::Value> = raw_args.and_then(|a| serde_json::from_str(a.get()).ok());
+    Binding::new(methods::TOOLS_CALL, name, args.as_ref())
 }
 
 /// Run a modern-era handler that may need input from the client: answer normally if it
