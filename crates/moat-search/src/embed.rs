@@ -1,15 +1,13 @@
-//! The sentence-embedding model, run in-process: all-MiniLM-L6-v2 (a 6-layer BERT) through
-//! candle on the CPU, tokenised with `tokenizers`, mean-pooled over real tokens and
+//! The sentence-embedding model, run in-process: all-MiniLM-L6-v2 (a 6-layer BERT, run by
+//! [`bert`](crate::bert)) on the CPU, tokenised with `tokenizers`, mean-pooled and
 //! L2-normalised, as sentence-transformers does for this model. Also where models are
 //! looked for. Nothing is ever downloaded: a missing model means lexical search.
 
 use crate::SearchError;
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use crate::bert::{Bert, LoadError};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokenizers::{Tokenizer, TruncationParams};
 
 /// The files a model directory must hold.
 pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
@@ -17,23 +15,21 @@ pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safe
 pub const MODEL_NAME: &str = "all-MiniLM-L6-v2";
 /// sentence-transformers' sequence limit for this model; longer text is cut.
 const MAX_TOKENS: usize = 256;
-/// Texts per forward pass: large enough to use both cores, small enough that padding to
-/// the longest text in the batch wastes little (texts are sorted by length first).
-const BATCH: usize = 32;
+/// Fewer texts than this are embedded on the calling thread: starting threads costs more
+/// than it saves.
+const PARALLEL_FROM: usize = 8;
 
 /// A loaded embedding model. Cheap to share behind an `Arc`; embedding takes `&self`.
 pub struct Embedder {
-    model: BertModel,
+    model: Bert,
     tokenizer: Tokenizer,
-    device: Device,
-    dim: usize,
     fingerprint: [u8; 32],
 }
 
 impl std::fmt::Debug for Embedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Embedder")
-            .field("dim", &self.dim)
+            .field("dim", &self.model.dim())
             .finish_non_exhaustive()
     }
 }
@@ -52,41 +48,38 @@ impl Embedder {
         };
 
         let config_bytes = read("config.json")?;
-        let config: Config =
-            serde_json::from_slice(&config_bytes).map_err(|e| bad("config.json", e.to_string()))?;
-
         let tokenizer_bytes = read("tokenizer.json")?;
+        let weights = read("model.safetensors")?;
+        // The configuration is checked before the tokenizer so that a wrong directory is
+        // reported by its first file.
+        let model = match Bert::load(&config_bytes, &weights) {
+            Ok(m) => m,
+            Err(LoadError::Config(reason)) => return Err(bad("config.json", reason)),
+            Err(LoadError::Weights(reason)) => {
+                // Still report a broken tokenizer first: it is the cheaper file to fix.
+                Tokenizer::from_bytes(&tokenizer_bytes)
+                    .map_err(|e| bad("tokenizer.json", e.to_string()))?;
+                return Err(bad("model.safetensors", reason));
+            }
+        };
         let mut tokenizer = Tokenizer::from_bytes(&tokenizer_bytes)
             .map_err(|e| bad("tokenizer.json", e.to_string()))?;
-        // The shipped tokenizer pads every input to 128; pad a batch to its longest instead.
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            ..Default::default()
-        }));
+        // Texts are embedded one by one, so never padded (the shipped tokenizer pads to 128).
+        tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams {
-                max_length: MAX_TOKENS,
+                max_length: MAX_TOKENS.min(model.max_positions()),
                 ..Default::default()
             }))
             .map_err(|e| bad("tokenizer.json", e.to_string()))?;
-
-        // Read rather than memory-map: a file changed under a map is undefined behaviour,
-        // and 90 MB is read in well under a second.
-        let weights = read("model.safetensors")?;
         let fingerprint = fingerprint(&config_bytes, &tokenizer_bytes, &weights);
-        let device = Device::Cpu;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
-            .map_err(|e| bad("model.safetensors", e.to_string()))?;
-        let model =
-            BertModel::load(vb, &config).map_err(|e| bad("model.safetensors", e.to_string()))?;
         let embedder = Embedder {
             model,
             tokenizer,
-            device,
-            dim: config.hidden_size,
             fingerprint,
         };
-        // A model that loads but cannot run (wrong shapes) should fail here, not mid-query.
+        // A model that loads but cannot run (a tokenizer for another vocabulary) should
+        // fail here, not mid-query.
         embedder.embed(&["probe"])?;
         Ok(embedder)
     }
@@ -101,7 +94,7 @@ impl Embedder {
 
     /// Length of the vectors [`Embedder::embed`] returns.
     pub fn dim(&self) -> usize {
-        self.dim
+        self.model.dim()
     }
 
     /// Identifies the model's files, so embeddings cached from another model are not reused.
@@ -109,47 +102,60 @@ impl Embedder {
         self.fingerprint
     }
 
-    /// Unit-length embeddings of `texts`, in order.
+    /// Unit-length embeddings of `texts`, in order. Many texts are spread over the
+    /// available cores; a few (a query) run on the calling thread.
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, SearchError> {
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        // Sorting by length keeps each batch's padding small.
-        order.sort_by_key(|&i| texts[i].len());
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if texts.len() < PARALLEL_FROM || threads == 1 {
+            return texts.iter().map(|t| self.embed_one(t)).collect();
+        }
+        // Interleaved rather than contiguous shares: catalogs list long and short
+        // definitions together, and this keeps the threads' work even.
+        let results: Vec<Result<Numbered, SearchError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    s.spawn(move || {
+                        (t..texts.len())
+                            .step_by(threads)
+                            .map(|i| Ok((i, self.embed_one(texts[i])?)))
+                            .collect()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(SearchError::Inference(
+                            "an embedding thread panicked".into(),
+                        ))
+                    })
+                })
+                .collect()
+        });
         let mut out = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(BATCH) {
-            let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
-            for (i, v) in chunk.iter().zip(self.embed_batch(&batch)?) {
-                out[*i] = v;
+        for part in results {
+            for (i, v) in part? {
+                out[i] = v;
             }
         }
         Ok(out)
     }
 
-    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, SearchError> {
-        let encodings = self
+    /// One text's embedding, as [`Bert`] computes it.
+    fn embed_one(&self, text: &str) -> Result<Vec<f32>, SearchError> {
+        let encoding = self
             .tokenizer
-            .encode_batch(texts.to_vec(), true)
+            .encode(text, true)
             .map_err(|e| SearchError::Tokenizer(e.to_string()))?;
-        let len = encodings.first().map_or(0, |e| e.get_ids().len());
-        let mut ids = Vec::with_capacity(texts.len() * len);
-        let mut mask = Vec::with_capacity(texts.len() * len);
-        for e in &encodings {
-            ids.extend_from_slice(e.get_ids());
-            mask.extend_from_slice(e.get_attention_mask());
-        }
-        let shape = (texts.len(), len);
-        let ids = Tensor::from_vec(ids, shape, &self.device)?;
-        let mask = Tensor::from_vec(mask, shape, &self.device)?;
-        let types = ids.zeros_like()?;
-        let hidden = self.model.forward(&ids, &types, Some(&mask))?; // (batch, len, dim)
-        // Mean over real tokens only: padding must not dilute short texts.
-        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-        let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
-        let counts = mask.sum(1)?.clamp(1e-9, f32::MAX)?;
-        let mean = summed.broadcast_div(&counts)?;
-        let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f32::MAX)?;
-        Ok(mean.broadcast_div(&norm)?.to_vec2::<f32>()?)
+        self.model
+            .embed(encoding.get_ids())
+            .map_err(SearchError::Inference)
     }
 }
+
+/// Embeddings with the position of their text, as a thread returns them.
+type Numbered = Vec<(usize, Vec<f32>)>;
 
 /// Hashes what determines the model's output. The weights are sampled (size, first and
 /// last MiB) rather than hashed whole: hashing 90 MB at every start would cost more than

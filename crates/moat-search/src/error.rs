@@ -35,9 +35,3 @@ pub enum SearchError {
         source: serde_json::Error,
     },
 }
-
-impl From<candle_core::Error> for SearchError {
-    fn from(e: candle_core::Error) -> Self {
-        SearchError::Inference(e.to_string())
-    }
-}

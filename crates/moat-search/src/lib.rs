@@ -7,7 +7,7 @@
 //!   description, argument names and descriptions, and annotation hints in words
 //!   ([`ToolDoc`]); stemmed, stop words dropped ([`text`]).
 //! - **semantic**: cosine similarity of sentence embeddings from all-MiniLM-L6-v2, run
-//!   in-process on the CPU with candle ([`Embedder`]). Tool embeddings are computed once per
+//!   in-process on the CPU by the crate's own BERT forward pass ([`Embedder`]). Tool embeddings are computed once per
 //!   definition and cached on disk by definition hash ([`cache`]). Without a model the index
 //!   is lexical only ([`Mode::Lexical`]); models are found, never downloaded
 //!   ([`Embedder::find`]).
@@ -34,6 +34,7 @@
 //! ```
 
 pub mod alias;
+mod bert;
 pub mod bm25;
 pub mod cache;
 mod doc;
@@ -42,6 +43,7 @@ mod error;
 pub mod eval;
 pub mod fusion;
 mod index;
+mod kernel;
 pub mod query;
 pub mod text;
 pub mod tokens;

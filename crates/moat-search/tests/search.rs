@@ -130,6 +130,37 @@ fn embeddings_are_unit_length_and_deterministic() {
     assert!(model.embed(&[]).expect("embed").is_empty());
 }
 
+/// The forward pass against embeddings of the same model computed by another
+/// implementation (candle-transformers 0.11's `BertModel`, mean-pooled and normalised),
+/// kept in `tests/data/minilm-reference.json`: a wrong kernel, layer order, activation or
+/// pooling moves these far more than the tolerance.
+#[test]
+fn embeddings_match_a_reference_implementation() {
+    let Some(model) = model() else { return };
+    let reference: Vec<serde_json::Value> =
+        serde_json::from_str(include_str!("data/minilm-reference.json")).expect("reference");
+    for case in &reference {
+        let text = case["text"].as_str().expect("text");
+        let want: Vec<f32> = case["embedding"]
+            .as_array()
+            .expect("embedding")
+            .iter()
+            .map(|v| v.as_f64().expect("number") as f32)
+            .collect();
+        let got = model.embed(&[text]).expect("embed").remove(0);
+        let cosine: f32 = got.iter().zip(&want).map(|(a, b)| a * b).sum();
+        let worst = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
+        assert!(
+            cosine > 0.9999 && worst < 1e-3,
+            "{text:?}: cosine {cosine}, worst {worst}"
+        );
+    }
+}
+
 #[test]
 fn cache_hits_misses_and_rebuilds_corrupt_files() {
     let Some(model) = model() else { return };
