@@ -64,7 +64,9 @@ pub(crate) struct Bert {
     max_positions: usize,
     eps: f32,
     activation: Activation,
-    words: Vec<f32>,
+    /// The vocabulary's embeddings in half precision, like the layers' weights: the
+    /// largest tensor (30,522 × 384), of which a text reads a few rows.
+    words: Vec<u16>,
     positions: Vec<f32>,
     /// Token type 0's embedding: sentence embeddings have one segment.
     segment: Vec<f32>,
@@ -154,7 +156,7 @@ impl Bert {
             max_positions: c.max_position_embeddings,
             eps: c.layer_norm_eps as f32,
             activation,
-            words: t.get("embeddings.word_embeddings.weight", &[c.vocab_size, h])?,
+            words: to_half(t.get("embeddings.word_embeddings.weight", &[c.vocab_size, h])?)?,
             positions: t.get(
                 "embeddings.position_embeddings.weight",
                 &[c.max_position_embeddings, h],
@@ -200,7 +202,7 @@ impl Bert {
             let word = &self.words[id * h..][..h];
             let position = &self.positions[pos * h..][..h];
             for (k, v) in row.iter_mut().enumerate() {
-                *v = word[k] + position[k] + self.segment[k];
+                *v = half::f16::from_bits(word[k]).to_f32() + position[k] + self.segment[k];
             }
         }
         let norm = &self.embedding_norm;
@@ -263,6 +265,23 @@ impl Bert {
         kernel::layer_norm(&mut s.hidden, &norm.gamma, &norm.beta, self.eps);
         x.copy_from_slice(&s.hidden);
     }
+}
+
+/// `values` as IEEE half-precision bits; an error names a value that does not fit.
+fn to_half(values: Vec<f32>) -> Result<Vec<u16>, LoadError> {
+    values
+        .into_iter()
+        .map(|v| {
+            let h = half::f16::from_f32(v);
+            if h.is_finite() {
+                Ok(h.to_bits())
+            } else {
+                Err(LoadError::Weights(format!(
+                    "embedding value {v} does not fit half precision"
+                )))
+            }
+        })
+        .collect()
 }
 
 fn add(to: &mut [f32], from: &[f32]) {
