@@ -100,7 +100,9 @@ impl ToolDoc {
                     f.push((0.5, d));
                 }
             }
-            f.push((1.0, self.annotation_words().join(" ")));
+            // Annotation hints stay out: "read only" and "delete remove" on half the
+            // catalog made "read" and "delete" common words, worth little where they
+            // matter most (in the names of read_file and delete_file).
         }
         f
     }
