@@ -16,7 +16,7 @@ pub struct ToolDoc {
 
 /// Bumped whenever the text built from a definition changes, so cached embeddings of the
 /// old text are not reused.
-pub(crate) const TEXT_VERSION: u32 = 2;
+pub(crate) const TEXT_VERSION: u32 = 3;
 
 impl ToolDoc {
     /// Builds a document from an MCP tool definition (`name`, `title`, `description`,
