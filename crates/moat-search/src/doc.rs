@@ -16,7 +16,7 @@ pub struct ToolDoc {
 
 /// Bumped whenever the text built from a definition changes, so cached embeddings of the
 /// old text are not reused.
-pub(crate) const TEXT_VERSION: u32 = 2;
+pub(crate) const TEXT_VERSION: u32 = 3;
 
 impl ToolDoc {
     /// Builds a document from an MCP tool definition (`name`, `title`, `description`,
@@ -100,7 +100,9 @@ impl ToolDoc {
                     f.push((0.5, d));
                 }
             }
-            f.push((1.0, self.annotation_words().join(" ")));
+            // Annotation hints stay out: "read only" and "delete remove" on half the
+            // catalog made "read" and "delete" common words, worth little where they
+            // matter most (in the names of read_file and delete_file).
         }
         f
     }

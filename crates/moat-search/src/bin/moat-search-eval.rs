@@ -5,10 +5,16 @@
 //! ```text
 //! cargo run -p moat-search --release --bin moat-search-eval -- \
 //!     [--json] [--catalog FILE] [--tasks FILE] [--model DIR | --no-model] [--cache DIR]
-//!     [--misses] [--quick] [--large N] [--rounds N]
+//!     [--misses] [--quick] [--large N] [--rounds N] [--split index|tool] [--explain QUERY]
 //! ```
+//!
+//! Every ranking is also scored on two halves of the tasks (A and B), so that a change can
+//! be kept only when it helps on both, not on a lucky part of the set: by default even and
+//! odd task positions, with `--split tool` by a hash of the wanted tool's name (no tool in
+//! both halves, a harder test of generalisation).
 
 use moat_search::eval::{self, Catalog, Latency, Metrics, Task};
+use moat_search::fusion::Fusion;
 use moat_search::{Embedder, Index, Options, Ranking};
 use serde_json::json;
 use std::path::PathBuf;
@@ -27,6 +33,9 @@ struct Args {
     quick: bool,
     large: usize,
     rounds: usize,
+    split_by_tool: bool,
+    explain: Vec<String>,
+    only: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -41,6 +50,9 @@ fn parse_args() -> Result<Args, String> {
         quick: false,
         large: 1000,
         rounds: 3,
+        split_by_tool: false,
+        explain: Vec::new(),
+        only: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -54,6 +66,15 @@ fn parse_args() -> Result<Args, String> {
             "--tasks" => a.tasks = value("--tasks")?.into(),
             "--model" => a.model = Some(value("--model")?.into()),
             "--cache" => a.cache = value("--cache")?.into(),
+            "--explain" => a.explain.push(value("--explain")?),
+            "--only" => a.only = Some(value("--only")?),
+            "--split" => {
+                a.split_by_tool = match value("--split")?.as_str() {
+                    "index" => false,
+                    "tool" => true,
+                    other => return Err(format!("--split: index or tool, not {other:?}")),
+                }
+            }
             "--large" => {
                 a.large = value("--large")?
                     .parse()
@@ -66,7 +87,9 @@ fn parse_args() -> Result<Args, String> {
             }
             "-h" | "--help" => {
                 return Err("usage: moat-search-eval [--json] [--catalog FILE] [--tasks FILE] [--model DIR | --no-model] \
-                            [--cache DIR] [--misses] [--quick: default rankings only] [--large N (0: skip)] [--rounds N]"
+                            [--cache DIR] [--misses] [--quick: default rankings only] [--large N (0: skip)] [--rounds N] \
+                            [--split index|tool] [--explain QUERY (repeatable; rankings of that query only)] \
+                            [--only TEXT: rankings whose name contains TEXT]"
                     .into());
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
@@ -159,6 +182,16 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
         Options::plain(),
     )?;
 
+    // The rankings below embed the same requests many times over; latency is measured
+    // on `rich` without the memo.
+    let memo_rich = Index::build_with(
+        catalog.docs(),
+        embedder.clone(),
+        Some(&args.cache),
+        Options::default(),
+    )?
+    .memoize_queries();
+    let (short, plain) = (short.memoize_queries(), plain.memoize_queries());
     let d = Options::default();
     let p = Options::plain();
     let rows: Vec<(&str, &Index, Options)> = vec![
@@ -179,7 +212,7 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
             },
         ),
         ("hybrid, plain RRF", &plain, p.clone()),
-        ("hybrid + rich index text", &rich, p.clone()),
+        ("hybrid + rich index text", &memo_rich, p.clone()),
         (
             "hybrid + query clean-up",
             &plain,
@@ -207,7 +240,7 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
         ),
         (
             "lexical, all improvements",
-            &rich,
+            &memo_rich,
             Options {
                 ranking: Ranking::Lexical,
                 ..d.clone()
@@ -215,34 +248,34 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
         ),
         (
             "semantic, all improvements",
-            &rich,
+            &memo_rich,
             Options {
                 ranking: Ranking::Semantic,
                 ..d.clone()
             },
         ),
-        ("hybrid, all (default)", &rich, d.clone()),
+        ("hybrid, all (default)", &memo_rich, d.clone()),
         ("hybrid, all + short view", &short, d.clone()),
         ("hybrid, all but rich text", &plain, d.clone()),
         (
             "hybrid, all but typo correction",
-            &rich,
+            &memo_rich,
             Options {
                 correct_typos: false,
                 ..d.clone()
             },
         ),
         (
-            "hybrid, all, semantic weight 3",
-            &rich,
+            "hybrid, all, semantic weight 1",
+            &memo_rich,
             Options {
-                semantic_weight: 3.0,
+                semantic_weight: 1.0,
                 ..d.clone()
             },
         ),
         (
             "hybrid, all but clean-up",
-            &rich,
+            &memo_rich,
             Options {
                 clean_query: false,
                 ..d.clone()
@@ -250,7 +283,7 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
         ),
         (
             "hybrid, all but aliases",
-            &rich,
+            &memo_rich,
             Options {
                 expand_aliases: false,
                 expand_semantic: false,
@@ -259,7 +292,7 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
         ),
         (
             "hybrid, all but semantic aliases",
-            &rich,
+            &memo_rich,
             Options {
                 expand_semantic: false,
                 ..d.clone()
@@ -267,7 +300,7 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
         ),
         (
             "hybrid, all, semantic weight 0.5",
-            &rich,
+            &memo_rich,
             Options {
                 semantic_weight: 0.5,
                 ..d.clone()
@@ -275,7 +308,7 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
         ),
         (
             "hybrid, all, semantic weight 0.75",
-            &rich,
+            &memo_rich,
             Options {
                 semantic_weight: 0.75,
                 ..d.clone()
@@ -283,7 +316,7 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
         ),
         (
             "hybrid, all, semantic weight 1.5",
-            &rich,
+            &memo_rich,
             Options {
                 semantic_weight: 1.5,
                 ..d.clone()
@@ -291,7 +324,7 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
         ),
         (
             "hybrid, all, semantic weight 2",
-            &rich,
+            &memo_rich,
             Options {
                 semantic_weight: 2.0,
                 ..d.clone()
@@ -299,7 +332,7 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
         ),
         (
             "hybrid, all, expansion weight 0.25",
-            &rich,
+            &memo_rich,
             Options {
                 expansion_weight: 0.25,
                 ..d.clone()
@@ -307,23 +340,71 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
         ),
         (
             "hybrid, all, expansion weight 1",
-            &rich,
+            &memo_rich,
             Options {
                 expansion_weight: 1.0,
                 ..d.clone()
             },
         ),
         (
-            "hybrid, all, rrf k 60",
-            &rich,
+            "hybrid, all, semantic weight 4",
+            &memo_rich,
             Options {
+                semantic_weight: 4.0,
+                ..d.clone()
+            },
+        ),
+        (
+            "hybrid, all, RRF k 20 (semantic weight 1)",
+            &memo_rich,
+            Options {
+                fusion: Fusion::Rrf,
+                semantic_weight: 1.0,
+                ..d.clone()
+            },
+        ),
+        (
+            "hybrid, all, RRF k 60 (semantic weight 1)",
+            &memo_rich,
+            Options {
+                fusion: Fusion::Rrf,
+                semantic_weight: 1.0,
                 rrf_k: 60.0,
+                ..d.clone()
+            },
+        ),
+        (
+            "hybrid, all, min-max fusion",
+            &memo_rich,
+            Options {
+                fusion: Fusion::MinMax,
+                ..d.clone()
+            },
+        ),
+        (
+            "hybrid, all + server prior 0.25",
+            &memo_rich,
+            Options {
+                server_prior: 0.25,
+                ..d.clone()
+            },
+        ),
+        (
+            "hybrid, all, raw query embedded too",
+            &memo_rich,
+            Options {
+                raw_query: true,
                 ..d.clone()
             },
         ),
     ];
     let has_model = embedder.is_some();
-    let results: Vec<(&str, Metrics)> = rows
+    if !args.explain.is_empty() {
+        explain(&rich, &args.explain, &d);
+        return Ok(());
+    }
+    let (half_a, half_b) = halves(&tasks, args.split_by_tool);
+    let results: Vec<(&str, [Metrics; 3])> = rows
         .iter()
         .filter(|(name, _, o)| {
             has_model || (o.ranking == Ranking::Lexical && !name.contains("weight"))
@@ -331,7 +412,20 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
         .filter(|(name, _, _)| {
             !args.quick || name.contains("all improvements") || name.contains("(default)")
         })
-        .map(|(name, idx, o)| (*name, eval::evaluate(idx, &tasks, o)))
+        .filter(|(name, _, _)| {
+            name.contains("(default)")
+                || args.only.as_ref().is_none_or(|o| name.contains(o.as_str()))
+        })
+        .map(|(name, idx, o)| {
+            (
+                *name,
+                [
+                    eval::evaluate(idx, &tasks, o),
+                    eval::evaluate(idx, &half_a, o),
+                    eval::evaluate(idx, &half_b, o),
+                ],
+            )
+        })
         .collect();
 
     let tokens = eval::token_cost(&catalog, &rich, &tasks);
@@ -379,7 +473,7 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
             "tasks": tasks.len(),
             "tools": rich.len(),
             "model": model_dir.as_ref().map(|d| d.display().to_string()),
-            "rankings": results.iter().map(|(n, m)| json!({"name": n, "metrics": m})).collect::<Vec<_>>(),
+            "rankings": results.iter().map(|(n, m)| json!({"name": n, "metrics": m[0], "half_a": m[1], "half_b": m[2]})).collect::<Vec<_>>(),
             "tokens": tokens,
             "latency": latencies.iter().map(|(n, l)| json!({"name": n, "latency": l})).collect::<Vec<_>>(),
             "build_ms": {"model_load": load_ms, "cold": cold_ms, "from_cache": warm_ms, "large_cached_or_cold": large_build_ms},
@@ -409,7 +503,7 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
     }
     if args.misses {
         eprintln!("\nmisses at rank 5 (hybrid, default options):");
-        for (t, hits) in eval::misses(&rich, &tasks, &d) {
+        for (t, hits) in eval::misses(&memo_rich, &tasks, &d) {
             eprintln!("  {:?} → want {}, got {}", t.query, t.tool, hits.join(", "));
         }
     }
@@ -421,7 +515,7 @@ fn print_table(
     catalog: &Catalog,
     tasks: &[Task],
     model: Option<&PathBuf>,
-    results: &[(&str, Metrics)],
+    results: &[(&str, [Metrics; 3])],
     tokens: &eval::TokenCost,
     latencies: &[(&str, Latency)],
 ) {
@@ -434,12 +528,16 @@ fn print_table(
         args.catalog.display(),
         model.map_or("none".to_owned(), |d| d.display().to_string())
     );
-    println!("| ranking | recall@1 | recall@5 | MRR |");
-    println!("|---|---:|---:|---:|");
-    for (name, m) in results {
+    println!(
+        "| ranking | recall@1 | recall@5 | MRR | recall@5 A ({}) | recall@5 B ({}) | MRR A | MRR B |",
+        results.first().map_or(0, |r| r.1[1].tasks),
+        results.first().map_or(0, |r| r.1[2].tasks)
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (name, [m, a, b]) in results {
         println!(
-            "| {name} | {:.3} | {:.3} | {:.3} |",
-            m.recall_at_1, m.recall_at_5, m.mrr
+            "| {name} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            m.recall_at_1, m.recall_at_5, m.mrr, a.recall_at_5, b.recall_at_5, a.mrr, b.mrr
         );
     }
     println!("\n| context cost (o200k_base tokens) | tokens |");
@@ -467,6 +565,50 @@ fn print_table(
             "| {name} | {} | {:.3} | {:.3} |",
             l.tools, l.median_ms, l.p99_ms
         );
+    }
+}
+
+/// The two halves of the tasks: by even and odd position, or by a hash of the wanted
+/// tool's name (FNV-1a, stable across runs and platforms).
+fn halves(tasks: &[Task], by_tool: bool) -> (Vec<Task>, Vec<Task>) {
+    let fnv = |s: &str| {
+        s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+    };
+    let in_a = |i: usize, t: &Task| {
+        if by_tool {
+            fnv(&t.tool) % 2 == 0
+        } else {
+            i % 2 == 0
+        }
+    };
+    let mut halves = (Vec::new(), Vec::new());
+    for (i, t) in tasks.iter().enumerate() {
+        if in_a(i, t) {
+            halves.0.push(t.clone());
+        } else {
+            halves.1.push(t.clone());
+        }
+    }
+    halves
+}
+
+/// Prints the lexical, semantic and hybrid top ten of each query, with scores.
+fn explain(index: &Index, queries: &[String], opts: &Options) {
+    for q in queries {
+        println!("query {q:?}");
+        for ranking in [Ranking::Lexical, Ranking::Semantic, Ranking::Hybrid] {
+            let o = Options {
+                ranking,
+                ..opts.clone()
+            };
+            let hits = index.search_with(q, 10, &|_| true, &o);
+            println!("  {ranking:?}:");
+            for h in hits {
+                println!("    {:8.4}  {}", h.score, h.name);
+            }
+        }
     }
 }
 
