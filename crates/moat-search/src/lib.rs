@@ -2,14 +2,16 @@
 //! tools of a large catalog that serve it, so a client need not put every tool definition
 //! in its model's context.
 //!
-//! Two rankings, fused by reciprocal rank ([`fusion`]):
+//! Two rankings, each turned into standard scores over the candidate tools and added, the
+//! semantic one weighted 3 ([`fusion`]; reciprocal rank fusion is kept as an option):
 //! - **lexical**: BM25 ([`bm25`]) over each tool's name split into words, title,
-//!   description, argument names and descriptions, and annotation hints in words
-//!   ([`ToolDoc`]); stemmed, stop words dropped ([`text`]).
+//!   description, and argument names and descriptions ([`ToolDoc`]); stemmed, stop words
+//!   dropped ([`text`]).
 //! - **semantic**: cosine similarity of sentence embeddings from all-MiniLM-L6-v2, run
-//!   in-process on the CPU by the crate's own BERT forward pass ([`Embedder`]). Tool embeddings are computed once per
-//!   definition and cached on disk by definition hash ([`cache`]). Without a model the index
-//!   is lexical only ([`Mode::Lexical`]); models are found, never downloaded
+//!   in-process on the CPU by the crate's own BERT forward pass ([`Embedder`]), of the
+//!   same text plus annotation hints in words. Tool embeddings are computed once per
+//!   definition and cached on disk by definition hash ([`cache`]). Without a model the
+//!   index is lexical only ([`Mode::Lexical`]); models are found, never downloaded
 //!   ([`Embedder::find`]).
 //!
 //! Before ranking, a request is cleaned ([`query`]: paths, URLs, numbers, quoted text and
