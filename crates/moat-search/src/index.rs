@@ -300,13 +300,10 @@ impl Index {
                 self.query_vectors(&texts)
             }
         };
-        let semantic = semantic.map(|qs| {
-            let sem = self.similarities(&qs, opts.server_prior);
-            (qs, sem)
-        });
+        let semantic = semantic.map(|qs| self.similarities(&qs, opts.server_prior));
         let hits: Vec<(u32, f32)> = match (opts.ranking, semantic) {
             (Ranking::Semantic, None) => Vec::new(),
-            (Ranking::Semantic, Some((_, sem))) => fusion::rank(&sem, |i| shown[i as usize])
+            (Ranking::Semantic, Some(sem)) => fusion::rank(&sem, |i| shown[i as usize])
                 .into_iter()
                 .map(|i| (i, sem[i as usize]))
                 .collect(),
@@ -317,7 +314,7 @@ impl Index {
                     .map(|i| (i, scores[i as usize]))
                     .collect()
             }
-            (Ranking::Hybrid, Some((_, sem))) => {
+            (Ranking::Hybrid, Some(sem)) => {
                 let (lex, lex_scores) = lexical();
                 let keep = |i: u32| shown[i as usize];
                 match opts.fusion {
