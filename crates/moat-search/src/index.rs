@@ -77,6 +77,13 @@ pub struct Options {
     /// on the evaluation set it gave recall@5 0.837 against 0.818, trusting each ranking's
     /// head more.
     pub rrf_k: f32,
+    /// Added to the fused score (in standard deviations) of read-only tools
+    /// (`readOnlyHint`) when the request is a question ([`query::is_question`]): a
+    /// question wants information, and siblings that change things ("create_event" for
+    /// "when is my next meeting?") share its words. 2: recall@5 0.892 against 0.882
+    /// without (MRR 0.714 against 0.694), better on both halves of both splits of the
+    /// evaluation set; 1 gave 0.887, 3 gave 0.894 but nearly a filter.
+    pub question_prior: f32,
     pub ranking: Ranking,
 }
 
@@ -95,6 +102,7 @@ impl Default for Options {
             fusion: Fusion::ZScore,
             raw_query: false,
             server_prior: 0.0,
+            question_prior: 2.0,
             ranking: Ranking::Hybrid,
         }
     }
@@ -115,6 +123,7 @@ impl Options {
             fusion: Fusion::Rrf,
             raw_query: false,
             server_prior: 0.0,
+            question_prior: 0.0,
             ..Options::default()
         }
     }
@@ -143,6 +152,8 @@ pub struct Index {
     group: Vec<u32>,
     /// Per server, the normalised mean of its tools' first-view vectors, `dim` floats each.
     centroids: Vec<f32>,
+    /// Whether each tool declares itself read-only (`readOnlyHint`).
+    read_only: Vec<bool>,
     options: Options,
     /// Query embeddings kept by text, when [`Index::memoize_queries`] asked for it.
     memo: Option<std::sync::Mutex<std::collections::HashMap<String, Vec<f32>>>>,
@@ -194,7 +205,18 @@ impl Index {
             Some(v) => server_centroids(&docs, v, dim, views.len()),
             None => (vec![0; docs.len()], Vec::new()),
         };
+        let read_only = docs
+            .iter()
+            .map(|d| {
+                d.annotations
+                    .as_ref()
+                    .and_then(|a| a.get("readOnlyHint"))
+                    .and_then(serde_json::Value::as_bool)
+                    == Some(true)
+            })
+            .collect();
         Ok(Index {
+            read_only,
             group,
             centroids,
             names: docs.into_iter().map(|d| d.name).collect(),
@@ -275,9 +297,10 @@ impl Index {
                 } else {
                     vec![&q.semantic]
                 };
-                self.semantic_scores(&texts, opts.server_prior)
+                self.query_vectors(&texts)
             }
         };
+        let semantic = semantic.map(|qs| self.similarities(&qs, opts.server_prior));
         let hits: Vec<(u32, f32)> = match (opts.ranking, semantic) {
             (Ranking::Semantic, None) => Vec::new(),
             (Ranking::Semantic, Some(sem)) => fusion::rank(&sem, |i| shown[i as usize])
@@ -307,10 +330,19 @@ impl Index {
                         };
                         let l = norm(&lex_scores, &shown);
                         let s = norm(&sem, &shown);
+                        let question = opts.question_prior != 0.0 && query::is_question(query);
                         let fused: Vec<f32> = l
                             .iter()
                             .zip(&s)
-                            .map(|(a, b)| a + opts.semantic_weight * b)
+                            .zip(&self.read_only)
+                            .map(|((a, b), ro)| {
+                                let prior = if question && *ro {
+                                    opts.question_prior
+                                } else {
+                                    0.0
+                                };
+                                a + opts.semantic_weight * b + prior
+                            })
                             .collect();
                         fusion::rank(&fused, keep)
                             .into_iter()
@@ -329,19 +361,28 @@ impl Index {
             .collect()
     }
 
-    /// Cosine similarity of the query with every tool, or `None` without a model (or when
-    /// the model fails on this query, which is logged and answered lexically).
-    /// With several texts (views of one request), a tool scores the mean of its
-    /// similarities to each.
-    fn semantic_scores(&self, texts: &[&str], server_prior: f32) -> Option<Vec<f32>> {
-        let (vectors, embedder) = (self.vectors.as_ref()?, self.embedder.as_ref()?);
-        let qs = match self.embed_queries(embedder, texts) {
-            Ok(v) if !v.is_empty() => v,
-            Ok(_) => return None,
+    /// The query texts' embeddings, or `None` without a model (or when the model fails on
+    /// this query, which is logged and answered lexically).
+    fn query_vectors(&self, texts: &[&str]) -> Option<Vec<Vec<f32>>> {
+        self.vectors.as_ref()?;
+        let embedder = self.embedder.as_ref()?;
+        match self.embed_queries(embedder, texts) {
+            Ok(v) if !v.is_empty() => Some(v),
+            Ok(_) => None,
             Err(e) => {
                 tracing::warn!(error = %e, "embedding the query failed; answering lexically");
-                return None;
+                None
             }
+        }
+    }
+
+    /// Similarity of the query with every tool (cosine for unit query vectors; the
+    /// fusion's normalisation makes the scale of the query vectors irrelevant). With
+    /// several query vectors (views of one request), a tool scores the mean of its
+    /// similarities to each.
+    fn similarities(&self, qs: &[Vec<f32>], server_prior: f32) -> Vec<f32> {
+        let Some(vectors) = self.vectors.as_ref() else {
+            return vec![0.0; self.names.len()];
         };
         let n = qs.len() as f32;
         let server: Vec<f32> = self
@@ -349,25 +390,23 @@ impl Index {
             .chunks_exact(self.dim)
             .map(|c| qs.iter().map(|q| dot(c, q)).sum::<f32>() / n)
             .collect();
-        Some(
-            vectors
-                .chunks_exact(self.dim * self.views)
-                .enumerate()
-                .map(|(i, views)| {
-                    let own = qs
-                        .iter()
-                        .map(|q| {
-                            views
-                                .chunks_exact(self.dim)
-                                .map(|v| dot(v, q))
-                                .fold(f32::MIN, f32::max)
-                        })
-                        .sum::<f32>()
-                        / n;
-                    own + server_prior * server.get(self.group[i] as usize).copied().unwrap_or(0.0)
-                })
-                .collect(),
-        )
+        vectors
+            .chunks_exact(self.dim * self.views)
+            .enumerate()
+            .map(|(i, views)| {
+                let own = qs
+                    .iter()
+                    .map(|q| {
+                        views
+                            .chunks_exact(self.dim)
+                            .map(|v| dot(v, q))
+                            .fold(f32::MIN, f32::max)
+                    })
+                    .sum::<f32>()
+                    / n;
+                own + server_prior * server.get(self.group[i] as usize).copied().unwrap_or(0.0)
+            })
+            .collect()
     }
 }
 

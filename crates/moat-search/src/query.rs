@@ -76,6 +76,29 @@ pub fn clean(query: &str) -> CleanQuery {
     CleanQuery { intent, hints }
 }
 
+/// Whether a request asks a question ("what meetings do I have", "how big is x.dump",
+/// "is the build green?") rather than asks for a change. A question wants information,
+/// which read-only tools give; an imperative may want either. Polite requests phrased as
+/// questions ("can you delete…?") are not questions in this sense.
+pub fn is_question(query: &str) -> bool {
+    let lower = query.trim().to_lowercase();
+    let first = lower
+        .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '\u{2019}'))
+        .find(|w| !w.is_empty())
+        .unwrap_or("");
+    let first = first.split(['\'', '\u{2019}']).next().unwrap_or("");
+    const ASKING: [&str; 8] = [
+        "what", "which", "who", "whose", "when", "where", "how", "why",
+    ];
+    const POLITE: [&str; 6] = ["can", "could", "would", "will", "please", "pls"];
+    if ASKING.contains(&first) {
+        // "how do I…" / "how to…" ask for a way to do something, often a change.
+        let rest = lower.trim_start_matches(first).trim_start();
+        return !(first == "how" && (rest.starts_with("do ") || rest.starts_with("to ")));
+    }
+    lower.ends_with('?') && !POLITE.contains(&first)
+}
+
 /// Removes "double", 'single' (at word boundaries, so "don't" survives) and `backtick`
 /// quoted spans; a backtick span is code, so it leaves the hint "code".
 fn strip_quoted(query: &str, hint: &mut impl FnMut(&str)) -> String {
@@ -339,6 +362,16 @@ fn looks_like_id(tok: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn questions() {
+        assert!(super::is_question("what meetings do I have next week?"));
+        assert!(super::is_question("when's my next standup"));
+        assert!(super::is_question("is the build green?"));
+        assert!(!super::is_question("can you delete the branch?"));
+        assert!(!super::is_question("how do I delete a branch"));
+        assert!(!super::is_question("delete the branch"));
+    }
+
     use super::*;
 
     fn c(q: &str) -> (String, Vec<String>) {

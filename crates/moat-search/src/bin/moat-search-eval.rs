@@ -397,6 +397,30 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
                 ..d.clone()
             },
         ),
+        (
+            "hybrid, all but question prior",
+            &memo_rich,
+            Options {
+                question_prior: 0.0,
+                ..d.clone()
+            },
+        ),
+        (
+            "hybrid, all, question prior 3",
+            &memo_rich,
+            Options {
+                question_prior: 3.0,
+                ..d.clone()
+            },
+        ),
+        (
+            "hybrid, all, question prior 1",
+            &memo_rich,
+            Options {
+                question_prior: 1.0,
+                ..d.clone()
+            },
+        ),
     ];
     let has_model = embedder.is_some();
     if !args.explain.is_empty() {
