@@ -374,18 +374,27 @@ fn run(args: &Args) -> Result<(), moat_search::SearchError> {
             },
         ),
         (
-            "hybrid, all, min-max fusion",
+            "hybrid, all, standard-score fusion",
             &memo_rich,
             Options {
-                fusion: Fusion::MinMax,
+                fusion: Fusion::ZScore,
                 ..d.clone()
             },
         ),
         (
-            "hybrid, all + server prior 0.25",
+            "hybrid, all, standard-score fusion, no server prior",
             &memo_rich,
             Options {
-                server_prior: 0.25,
+                fusion: Fusion::ZScore,
+                server_prior: 0.0,
+                ..d.clone()
+            },
+        ),
+        (
+            "hybrid, all but server prior",
+            &memo_rich,
+            Options {
+                server_prior: 0.0,
                 ..d.clone()
             },
         ),
