@@ -50,20 +50,12 @@ impl Embedder {
         let config_bytes = read("config.json")?;
         let tokenizer_bytes = read("tokenizer.json")?;
         let weights = read("model.safetensors")?;
-        // The configuration is checked before the tokenizer so that a wrong directory is
-        // reported by its first file.
-        let model = match Bert::load(&config_bytes, &weights) {
-            Ok(m) => m,
-            Err(LoadError::Config(reason)) => return Err(bad("config.json", reason)),
-            Err(LoadError::Weights(reason)) => {
-                // Still report a broken tokenizer first: it is the cheaper file to fix.
-                Tokenizer::from_bytes(&tokenizer_bytes)
-                    .map_err(|e| bad("tokenizer.json", e.to_string()))?;
-                return Err(bad("model.safetensors", reason));
-            }
-        };
         let mut tokenizer = Tokenizer::from_bytes(&tokenizer_bytes)
             .map_err(|e| bad("tokenizer.json", e.to_string()))?;
+        let model = Bert::load(&config_bytes, &weights).map_err(|e| match e {
+            LoadError::Config(reason) => bad("config.json", reason),
+            LoadError::Weights(reason) => bad("model.safetensors", reason),
+        })?;
         // Texts are embedded one by one, so never padded (the shipped tokenizer pads to 128).
         tokenizer.with_padding(None);
         tokenizer

@@ -62,47 +62,39 @@ pub fn rank(scores: &[f32], keep: impl Fn(u32) -> bool) -> Vec<u32> {
 /// Scores scaled to 0..1 over the documents `shown` accepts (the best 1, the worst 0);
 /// hidden documents and a ranking without spread score 0.
 pub fn min_max(scores: &[f32], shown: &[bool]) -> Vec<f32> {
-    let visible = || {
-        scores
-            .iter()
-            .zip(shown)
-            .filter(|(_, s)| **s)
-            .map(|(x, _)| *x)
-    };
-    let lo = visible().fold(f32::INFINITY, f32::min);
-    let hi = visible().fold(f32::NEG_INFINITY, f32::max);
-    let span = hi - lo;
-    scores
-        .iter()
-        .zip(shown)
-        .map(|(x, s)| {
-            if *s && span > f32::EPSILON {
-                (x - lo) / span
-            } else {
-                0.0
-            }
-        })
-        .collect()
+    let visible = visible(scores, shown);
+    let lo = visible.iter().copied().fold(f32::INFINITY, f32::min);
+    let hi = visible.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    rescale(scores, shown, lo, hi - lo)
 }
 
 /// Standard scores over the documents `shown` accepts; hidden documents and a ranking
 /// without spread score 0.
 pub fn z_score(scores: &[f32], shown: &[bool]) -> Vec<f32> {
-    let visible: Vec<f32> = scores
+    let visible = visible(scores, shown);
+    let n = visible.len().max(1) as f32;
+    let mean = visible.iter().sum::<f32>() / n;
+    let sd = (visible.iter().map(|x| (x - mean).powi(2)).sum::<f32>() / n).sqrt();
+    rescale(scores, shown, mean, sd)
+}
+
+fn visible(scores: &[f32], shown: &[bool]) -> Vec<f32> {
+    scores
         .iter()
         .zip(shown)
         .filter(|(_, s)| **s)
         .map(|(x, _)| *x)
-        .collect();
-    let n = visible.len().max(1) as f32;
-    let mean = visible.iter().sum::<f32>() / n;
-    let sd = (visible.iter().map(|x| (x - mean).powi(2)).sum::<f32>() / n).sqrt();
+        .collect()
+}
+
+/// `(x - origin) / spread` for shown documents, 0 for the rest and when there is no spread.
+fn rescale(scores: &[f32], shown: &[bool], origin: f32, spread: f32) -> Vec<f32> {
     scores
         .iter()
         .zip(shown)
         .map(|(x, s)| {
-            if *s && sd > f32::EPSILON {
-                (x - mean) / sd
+            if *s && spread > f32::EPSILON {
+                (x - origin) / spread
             } else {
                 0.0
             }

@@ -4,7 +4,7 @@
 
 use crate::doc::{TEXT_VERSION, ToolDoc};
 use crate::fusion::{self, Fusion};
-use crate::{Embedder, SearchError, alias, bm25::Bm25, cache, query, text, typo};
+use crate::{Embedder, SearchError, alias, bm25::Bm25, cache, kernel, query, text, typo};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::Arc;
@@ -390,7 +390,7 @@ impl Index {
         let server: Vec<f32> = self
             .centroids
             .chunks_exact(self.dim)
-            .map(|c| qs.iter().map(|q| dot(c, q)).sum::<f32>() / n)
+            .map(|c| qs.iter().map(|q| kernel::dot(c, q)).sum::<f32>() / n)
             .collect();
         vectors
             .chunks_exact(self.dim * self.views)
@@ -401,7 +401,7 @@ impl Index {
                     .map(|q| {
                         views
                             .chunks_exact(self.dim)
-                            .map(|v| dot(v, q))
+                            .map(|v| kernel::dot(v, q))
                             .fold(f32::MIN, f32::max)
                     })
                     .sum::<f32>()
@@ -410,9 +410,7 @@ impl Index {
             })
             .collect()
     }
-}
 
-impl Index {
     /// Embeds query texts, through the memo when there is one.
     fn embed_queries(
         &self,
@@ -476,10 +474,6 @@ fn server_centroids(
         }
     }
     (group, centroids)
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
 /// A query prepared for both rankings.

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use moat_protocol::error::{ErrorObject, INVALID_PARAMS, RESOURCE_NOT_FOUND};
 use moat_protocol::jsonrpc::decode_params;
 use moat_protocol::types::{
-    CacheScope, CompleteRequestParams, CompleteResult, DiscoverResult, EmptyResult,
+    CacheScope, CallToolResult, CompleteRequestParams, CompleteResult, DiscoverResult, EmptyResult,
     GetPromptRequestParams, InitializeRequestParams, InitializeResult, InputRequests,
     InputRequiredResult, InputResponses, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, META_SUBSCRIPTION_ID, NotificationParams,
@@ -241,6 +241,19 @@ fn is_modern(ctx: &RequestContext) -> bool {
 }
 
 /// The modern era's result fields: `resultType`, and cache hints for cacheable results.
+/// A tool's result for a client before 2026-07-28: content its revision lacks downgraded,
+/// and no `resultType` (that marker is 2026-07-28's).
+fn encode_legacy_call(
+    mut result: CallToolResult,
+    version: Option<ProtocolVersion>,
+) -> HandlerResult {
+    if let Some(v) = version {
+        v.downgrade_content(&mut result.content);
+    }
+    result.result_type = None;
+    encode(&result)
+}
+
 fn complete_marker(ctx: &RequestContext) -> Option<String> {
     is_modern(ctx).then(|| "complete".to_owned())
 }
@@ -670,16 +683,11 @@ async fn call_tool(
             )));
         };
         let marker = complete_marker(&ctx);
-        let version = ctx.protocol_version();
         let args = p.arguments.map(ToOwned::to_owned);
         let name = p.name.into_owned();
         if !is_modern(&ctx) {
-            let mut result = fallback(ctx, name, args).await?;
-            if let Some(v) = version {
-                v.downgrade_content(&mut result.content);
-            }
-            result.result_type = marker;
-            return encode(&result);
+            let version = ctx.protocol_version();
+            return encode_legacy_call(fallback(ctx, name, args).await?, version);
         }
         // In rounds like a registered tool, so that what the fallback asks the client
         // (elicitation, sampling, roots) reaches it as an input request.
@@ -713,12 +721,7 @@ async fn call_tool(
                 return tasks::call_as_legacy_task(server, session, ctx, call, args, task);
             }
         }
-        let mut result = call(ctx, args).await;
-        if let Some(v) = version {
-            v.downgrade_content(&mut result.content);
-        }
-        result.result_type = marker;
-        return encode(&result);
+        return encode_legacy_call(call(ctx, args).await, version);
     }
     check_input_responses(params)?;
     // The tasks extension: a task-capable tool becomes a task for a client that accepts
