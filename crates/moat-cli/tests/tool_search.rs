@@ -286,3 +286,43 @@ fn check_reports_the_context_cost_and_searches() {
         "{hits:?}"
     );
 }
+
+#[test]
+fn tools_cost_counts_every_definition_largest_first() {
+    let out = Command::new(MOAT)
+        .args([
+            "tools",
+            "--cost",
+            "--json",
+            "--",
+            MOAT,
+            "serve",
+            "everything",
+        ])
+        .output()
+        .expect("run moat tools --cost");
+    assert!(out.status.success(), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let cost = &report["cost"];
+    let listed = report["tools"].as_array().expect("tools").len();
+    let per_tool = cost["per_tool"].as_array().expect("per_tool");
+    assert_eq!(cost["tokenizer"], "o200k_base", "{cost}");
+    assert_eq!(cost["tools"], listed as u64, "{cost}");
+    assert_eq!(per_tool.len(), listed, "one entry per listed tool");
+    let tokens: Vec<u64> = per_tool
+        .iter()
+        .map(|t| t["tokens"].as_u64().expect("tokens"))
+        .collect();
+    assert!(tokens.iter().all(|&t| t > 0), "{tokens:?}");
+    assert!(
+        tokens.windows(2).all(|w| w[0] >= w[1]),
+        "largest first: {tokens:?}"
+    );
+    // The whole list costs more than any one tool and no more than the tools counted one
+    // by one (each of which carries its own framing).
+    let total = cost["tokens"].as_u64().expect("tokens");
+    assert!(
+        total > tokens[0] && total <= tokens.iter().sum::<u64>(),
+        "{total} vs {tokens:?}"
+    );
+}
