@@ -6,9 +6,11 @@
 //! overridden with `MOAT_INTEROP_DIR`). When it or `node` is missing those tests print a
 //! notice and pass, except under CI (`CI` set), where they fail.
 
+use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStderr, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use moat::client::{HttpOptions, HttpTransport};
@@ -71,36 +73,72 @@ impl Drop for Everything {
     }
 }
 
-/// Start `server-everything <mode>` on a free port and wait until it accepts connections.
+/// Start `server-everything <mode>` on a free port and wait until it says it listens.
+///
+/// Readiness is taken from the server's own "… on port N" line on stderr, not from a TCP
+/// connect: a port picked by binding to port 0 and letting go can be handed out again (to
+/// another server started by a parallel test), and then a connect would succeed against
+/// the wrong process while ours exits with `EADDRINUSE`. Such a start is retried on
+/// another port.
 fn everything(mode: &str) -> Option<Everything> {
     let js = everything_js()?;
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("node")
-        .arg(&js)
-        .arg(mode)
-        .env("PORT", port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start node");
-    let server = Everything {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-    };
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "server-everything {mode} did not listen on port {port}"
-        );
-        std::thread::sleep(Duration::from_millis(25));
+    for _attempt in 0..5 {
+        let port = unused_port();
+        let mut child = Command::new("node")
+            .arg(&js)
+            .arg(mode)
+            .env("PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start node");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let server = Everything {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        if listening_on(stderr, port) {
+            return Some(server);
+        }
+        // `server` is dropped here: the child is killed and reaped before the next try.
     }
-    Some(server)
+    panic!("server-everything {mode} did not start listening in five tries");
+}
+
+/// A port no other server of this test process has been given.
+fn unused_port() -> u16 {
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
+}
+
+/// Read the server's stderr until it reports listening on `port` (true) or ends or stays
+/// silent for 15 s (false). The rest of its stderr is drained so the child never blocks.
+fn listening_on(stderr: ChildStderr, port: u16) -> bool {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let needle = format!("on port {port}");
+        let mut told = false;
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if !told && line.trim_end().ends_with(&needle) {
+                told = true;
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(15)).is_ok()
 }
 
 fn options(mode: HttpTransport) -> HttpOptions {
