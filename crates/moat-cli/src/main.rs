@@ -51,10 +51,12 @@ fn main() -> ExitCode {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = if one_peer_over_stdio(&cli.command) {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: could not start the async runtime: {e}");
@@ -75,6 +77,19 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
         Err(Failure::ToolError) => ExitCode::from(3),
+    }
+}
+
+/// Whether the command serves one peer over stdio: a gateway or a built-in server that a
+/// client launched. Their work is moving messages between processes, which one thread does
+/// with fewer wake-ups between cores per message and a single malloc arena instead of one
+/// per worker thread (see docs/benchmarks.md, the gateway's memory). Over HTTP, with many
+/// clients, they keep a worker per core.
+fn one_peer_over_stdio(command: &Command) -> bool {
+    match command {
+        Command::Gateway(args) => args.http.is_none(),
+        Command::Serve(args) => args.http.is_none(),
+        _ => false,
     }
 }
 

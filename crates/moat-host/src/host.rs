@@ -89,8 +89,9 @@ pub(crate) struct Settings {
 /// A tool the client may call (whether or not policy lists it).
 pub(crate) struct ToolEntry {
     pub(crate) server: String,
-    /// The definition as the server gave it (its own name).
-    pub(crate) tool: Tool,
+    /// The definition as the server gave it (its own name), shared with the server's
+    /// last list in the catalog.
+    pub(crate) tool: Arc<Tool>,
     /// The compiled `inputSchema`, or why it would not compile. Built on the first call:
     /// a compiled schema costs tens of kilobytes, and most tools of a large catalog are
     /// never called.
@@ -127,7 +128,7 @@ pub(crate) struct Held {
 #[derive(Default)]
 struct Catalog {
     /// The last tool list of each server (republished when pins or policy change).
-    fetched: HashMap<String, Vec<Tool>>,
+    fetched: HashMap<String, Vec<Arc<Tool>>>,
     tools: HashMap<String, Arc<ToolEntry>>,
     held: HashMap<String, Held>,
     /// What the upstream server lists, by exposed name.
@@ -584,11 +585,17 @@ impl Inner {
         at_start: bool,
     ) -> Result<(), HostError> {
         let caps = client.server_capabilities().clone();
-        let tools = if caps.tools.is_some() {
-            client.list_all_tools().await.unwrap_or_else(|e| {
-                tracing::warn!(server, error = %e, "tools/list failed");
-                Vec::new()
-            })
+        let tools: Vec<Arc<Tool>> = if caps.tools.is_some() {
+            client
+                .list_all_tools()
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::warn!(server, error = %e, "tools/list failed");
+                    Vec::new()
+                })
+                .into_iter()
+                .map(Arc::new)
+                .collect()
         } else {
             Vec::new()
         };
@@ -613,7 +620,7 @@ impl Inner {
 
     /// Re-evaluates every server's last tool list (policy reloaded, pins approved).
     pub(crate) fn republish_all(self: &Arc<Self>) {
-        let fetched: Vec<(String, Vec<Tool>)> = lock(&self.catalog)
+        let fetched: Vec<(String, Vec<Arc<Tool>>)> = lock(&self.catalog)
             .fetched
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
@@ -630,7 +637,7 @@ impl Inner {
     fn publish_tools(
         self: &Arc<Self>,
         server: &str,
-        tools: Vec<Tool>,
+        tools: Vec<Arc<Tool>>,
         at_start: bool,
     ) -> Result<(), HostError> {
         let settings = self.settings();
@@ -784,7 +791,7 @@ impl Inner {
                 continue;
             }
             catalog.registered.insert(exposed.clone(), def.clone());
-            self.register_tool((*def).clone(), exposed);
+            self.register_tool(def, exposed);
         }
         drop(catalog);
         crate::search::catalog_changed(self);
@@ -850,7 +857,7 @@ impl Inner {
         }
     }
 
-    fn register_tool(self: &Arc<Self>, def: Tool, exposed: String) {
+    fn register_tool(self: &Arc<Self>, def: Arc<Tool>, exposed: String) {
         let weak = Arc::downgrade(self);
         let _ = self
             .server

@@ -282,7 +282,7 @@ impl Server {
     /// `inputSchema` is filled in from `A`; a missing `outputSchema` from the output type.
     /// A definition that declares `execution.taskSupport` makes a task-capable tool whose
     /// calls become tasks at once ([`task_tool`](Self::task_tool) chooses otherwise).
-    pub fn tool_def<A, R, E, F, Fut>(self, def: Tool, f: F) -> Self
+    pub fn tool_def<A, R, E, F, Fut>(self, def: impl Into<Arc<Tool>>, f: F) -> Self
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
         R: ToolOutput,
@@ -290,7 +290,7 @@ impl Server {
         F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
     {
-        self.register_tool(make_entry(def, f))
+        self.register_tool(make_entry(def.into(), f))
     }
 
     /// Register a tool that may run as a task: as [`tool_def`](Self::tool_def), with the
@@ -304,7 +304,7 @@ impl Server {
         F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
     {
-        let mut entry = make_entry(def.with_task_support(task.support), f);
+        let mut entry = make_entry(Arc::new(def.with_task_support(task.support)), f);
         entry.start = task.start;
         self.register_tool(entry)
     }

@@ -34,15 +34,27 @@ pub(crate) fn page<T: Clone>(
     list: &str,
     page_size: usize,
 ) -> Result<(Vec<T>, Option<String>), ErrorObject> {
+    let (range, next) = page_range(items.len(), cursor, list, page_size)?;
+    Ok((items[range].to_vec(), next))
+}
+
+/// Which of `len` items the page at the cursor holds, and the cursor for the next page
+/// (for lists whose items are converted as they are taken).
+pub(crate) fn page_range(
+    len: usize,
+    cursor: Option<&str>,
+    list: &str,
+    page_size: usize,
+) -> Result<(std::ops::Range<usize>, Option<String>), ErrorObject> {
     let start = decode(cursor, list)?;
-    if start > items.len() {
+    if start > len {
         return Err(ErrorObject::invalid_params(
             "Invalid params: cursor is past the end of the list",
         ));
     }
-    let end = start.saturating_add(page_size.max(1)).min(items.len());
-    let next = (end < items.len()).then(|| encode(list, end));
-    Ok((items[start..end].to_vec(), next))
+    let end = start.saturating_add(page_size.max(1)).min(len);
+    let next = (end < len).then(|| encode(list, end));
+    Ok((start..end, next))
 }
 
 #[cfg(test)]

@@ -419,20 +419,27 @@ async fn dispatch(
             let execution = ctx
                 .protocol_version()
                 .is_some_and(ProtocolVersion::has_tasks);
-            let defs: Vec<_> = server
-                .registry()
-                .tools
-                .iter()
-                .map(|t| {
-                    let mut def = t.def.clone();
-                    if !execution {
-                        def.execution = None;
-                    }
-                    def
-                })
-                .collect();
-            let (tools, next_cursor) =
-                pagination::page(&defs, p.cursor.as_deref(), "tools", page_size)?;
+            // Only the page is copied out of the registry (a gateway lists hundreds).
+            let (tools, next_cursor) = {
+                let registry = server.registry();
+                let (range, next) = pagination::page_range(
+                    registry.tools.len(),
+                    p.cursor.as_deref(),
+                    "tools",
+                    page_size,
+                )?;
+                let tools: Vec<_> = registry.tools[range]
+                    .iter()
+                    .map(|t| {
+                        let mut def = crate::protocol::types::Tool::clone(&t.def);
+                        if !execution {
+                            def.execution = None;
+                        }
+                        def
+                    })
+                    .collect();
+                (tools, next)
+            };
             let (result_type, ttl_ms, cache_scope) = server.cache_hints(&ctx);
             encode(&ListToolsResult {
                 tools,

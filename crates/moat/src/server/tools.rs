@@ -110,7 +110,8 @@ pub(crate) type ToolFn =
 /// tool whose definition declares task support).
 #[derive(Clone)]
 pub(crate) struct ToolEntry {
-    pub(crate) def: Tool,
+    /// Shared: a gateway keeps the same definition for its own bookkeeping.
+    pub(crate) def: Arc<Tool>,
     pub(crate) call: ToolFn,
     pub(crate) start: TaskStart,
 }
@@ -126,7 +127,7 @@ fn decode_args<A: DeserializeOwned>(
         .map_err(|e| CallToolResult::error(format!("Invalid arguments for tool {name}: {e}")))
 }
 
-pub(crate) fn make_entry<A, R, E, F, Fut>(mut def: Tool, f: F) -> ToolEntry
+pub(crate) fn make_entry<A, R, E, F, Fut>(mut def: Arc<Tool>, f: F) -> ToolEntry
 where
     A: DeserializeOwned + JsonSchema + Send + 'static,
     R: ToolOutput,
@@ -134,11 +135,14 @@ where
     F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<R, E>> + Send + 'static,
 {
+    // Filled in only where missing, so a complete shared definition is not copied.
     if def.input_schema.is_null() {
-        def.input_schema = schema::input_schema::<A>();
+        Arc::make_mut(&mut def).input_schema = schema::input_schema::<A>();
     }
-    if def.output_schema.is_none() {
-        def.output_schema = R::output_schema();
+    if def.output_schema.is_none()
+        && let Some(output) = R::output_schema()
+    {
+        Arc::make_mut(&mut def).output_schema = Some(output);
     }
     let name: Arc<str> = Arc::from(def.name.as_str());
     let f = Arc::new(f);
