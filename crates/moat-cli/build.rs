@@ -1,19 +1,38 @@
-//! Links `moat` with packed relative relocations (`DT_RELR`) where the C library that will
-//! load it understands them.
+//! Two link settings that keep each moat process small.
 //!
-//! `moat` is a position-independent executable with about 50,000 pointers to fix up at
-//! load time. As classic `RELA` entries (24 bytes each) they take over a megabyte, which
-//! the loader reads in full and which then stays resident in every moat process (the
-//! gateway and each built-in server it supervises). Packed, they take about 20 KB. glibc learnt the format in 2.36;
-//! an older loader would ignore it and run with unrelocated pointers, so the flag is only
-//! passed when building natively against glibc 2.36 or newer. Cross builds and other C
-//! libraries keep the classic format.
+//! **Hot functions together.** The kernel maps a binary's code in 64 KiB windows around
+//! each page that runs. A gateway runs about 3 MB of moat's 20 MB of code, but spread over
+//! the binary that touches most windows (12-13 MB resident); `hot-symbols.txt` (written by
+//! `scripts/hot-symbols.py` from a profile of a gateway and a server) lists those functions
+//! and the release link places them side by side. Only with `rust-lld`, the default linker
+//! of x86_64 Linux since Rust 1.90, unless the build names another; names the list has but
+//! the build does not (another toolchain, upgraded dependencies) are skipped quietly.
+//!
+//! **Packed relocations.** `moat` is a position-independent executable with about 50,000
+//! pointers to fix up at load time. As classic `RELA` entries (24 bytes each) they take
+//! over a megabyte, which the loader reads in full and which then stays resident in every
+//! moat process (the gateway and each built-in server it supervises). Packed (`DT_RELR`),
+//! they take about 20 KB. glibc learnt the format in 2.36; an older loader would ignore it
+//! and run with unrelocated pointers, so the flag is only passed when building natively
+//! against glibc 2.36 or newer. Cross builds and other C libraries keep the classic format.
 
 use std::ffi::CStr;
+use std::path::Path;
+use std::process::Command;
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
+    println!("cargo::rerun-if-changed=hot-symbols.txt");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let hot = Path::new(&var("CARGO_MANIFEST_DIR")).join("hot-symbols.txt");
+    // Debug builds name their functions differently; the list is for the release profile.
+    if var("PROFILE") == "release" && hot.exists() && links_with_rust_lld() {
+        println!(
+            "cargo::rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
+            hot.display()
+        );
+        println!("cargo::rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+    }
     let native = var("HOST") == var("TARGET");
     if native
         && var("CARGO_CFG_TARGET_OS") == "linux"
@@ -22,6 +41,32 @@ fn main() {
     {
         println!("cargo::rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
+}
+
+/// Whether the link will use `rust-lld`: the target's default since Rust 1.90, and no
+/// linker named in Cargo's configuration or the flags.
+fn links_with_rust_lld() -> bool {
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    if var("TARGET") != "x86_64-unknown-linux-gnu"
+        || std::env::var_os("RUSTC_LINKER").is_some()
+        || var("CARGO_ENCODED_RUSTFLAGS").contains("link")
+    {
+        return false;
+    }
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let Ok(out) = Command::new(rustc).arg("--version").output() else {
+        return false;
+    };
+    // "rustc 1.95.0 (59807616e 2026-04-14)"
+    let version = String::from_utf8_lossy(&out.stdout);
+    let mut numbers = version
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or("")
+        .split('.')
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let found = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+    found >= (1, 90)
 }
 
 /// Whether the glibc this build script runs on (the one `moat` will be linked against,
