@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
@@ -25,6 +25,10 @@ const MAX_BATCH: usize = 512;
 /// How long the first record of a batch waits for others. While the thread sleeps, sending
 /// a record wakes nobody, which is most of the saving.
 const LINGER: Duration = Duration::from_millis(2);
+
+/// How long after its last record the thread keeps waking itself instead of waiting to be
+/// woken.
+const AWAKE: Duration = Duration::from_millis(100);
 
 enum Msg {
     Record(Box<AuditRecord>),
@@ -113,9 +117,33 @@ struct Lost {
 fn run(mut conn: Connection, path: PathBuf, rx: Receiver<Msg>) {
     let mut lost = Lost::default();
     let mut batch: Vec<AuditRecord> = Vec::new();
-    while let Ok(first) = rx.recv() {
+    let mut busy_until: Option<Instant> = None;
+    loop {
+        // While calls keep coming the thread wakes itself every LINGER and takes what is
+        // queued: a caller then never pays for waking it (a futex wake, and on a VM often
+        // an interrupt to another vCPU) while the answer to its call is on its way. Idle
+        // for AWAKE, it goes back to waiting on the channel.
+        let first = match busy_until {
+            Some(until) if Instant::now() < until => {
+                std::thread::sleep(LINGER);
+                match rx.try_recv() {
+                    Ok(msg) => msg,
+                    Err(mpsc::TryRecvError::Empty) => continue,
+                    Err(mpsc::TryRecvError::Disconnected) => break,
+                }
+            }
+            _ => match rx.recv() {
+                Ok(msg) => {
+                    if matches!(msg, Msg::Record(_)) {
+                        std::thread::sleep(LINGER);
+                    }
+                    msg
+                }
+                Err(_) => break,
+            },
+        };
         if matches!(first, Msg::Record(_)) {
-            std::thread::sleep(LINGER);
+            busy_until = Some(Instant::now() + AWAKE);
         }
         let mut next = Some(first);
         // Gather records until the queue is empty, the batch is full, or a request needs an answer.
