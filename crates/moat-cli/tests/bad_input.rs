@@ -6,14 +6,16 @@
 //! once initialized). The same process takes every row of a phase, so damage accumulates:
 //! at the end it must still be alive and exit cleanly when its stdin closes.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::panic::{self, AssertUnwindSafe};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::process::{Child, ChildStdin};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+mod support;
 
 /// How long an answer may take.
 const REPLY: Duration = Duration::from_secs(10);
@@ -37,23 +39,7 @@ struct Moat {
 
 impl Moat {
     fn spawn() -> Moat {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_moat"))
-            .args(["serve", "everything"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn moat serve everything");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let (mut child, lines) = support::serve_everything();
         let stdin = child.stdin.take();
         Moat {
             child,

@@ -26,6 +26,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+mod support;
+use support::{Run, command_line, kill_group, spawn_reader, truncate};
+
 /// Deadline of one child process (a client run, `moat audit`, ...).
 const TIMEOUT: Duration = Duration::from_secs(90);
 /// How long the output pipes may stay open after the child exited: longer means a
@@ -152,84 +155,11 @@ fn detach(cmd: &mut Command) {
     }
 }
 
-fn kill_group(pid: u32) {
-    // SAFETY: plain syscall; the child leads its own process group (setsid).
-    unsafe {
-        libc::kill(-(pid as i32), libc::SIGKILL);
-    }
-}
-
 fn kill_pid(pid: u32, signal: i32) {
     // SAFETY: plain syscall.
     unsafe {
         libc::kill(pid as i32, signal);
     }
-}
-
-struct Run {
-    cmdline: String,
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn describe(&self) -> String {
-        format!(
-            "command: {}\nexit code: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            self.cmdline,
-            self.code,
-            truncate(&self.stdout),
-            truncate(&self.stderr)
-        )
-    }
-
-    /// Asserts success and parses stdout as one JSON value.
-    fn json(&self) -> Value {
-        assert_eq!(
-            self.code,
-            Some(0),
-            "unexpected exit code\n{}",
-            self.describe()
-        );
-        serde_json::from_str(self.stdout.trim())
-            .unwrap_or_else(|e| panic!("stdout is not one JSON value ({e})\n{}", self.describe()))
-    }
-}
-
-fn truncate(s: &str) -> String {
-    const MAX: usize = 12000;
-    if s.len() <= MAX {
-        return s.to_owned();
-    }
-    let mut end = MAX;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n... ({} bytes truncated)", &s[..end], s.len() - end)
-}
-
-fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:@,+%".contains(&b))
-    {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
-
-fn spawn_reader(
-    mut pipe: impl Read + Send + 'static,
-    tx: mpsc::Sender<(bool, String)>,
-    is_stdout: bool,
-) {
-    thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = pipe.read_to_end(&mut buf);
-        let _ = tx.send((is_stdout, String::from_utf8_lossy(&buf).into_owned()));
-    });
 }
 
 /// A child being run by [`run`], for tests that act on it while it runs.
@@ -241,11 +171,7 @@ struct Running {
 
 /// Starts `argv` in its own session with stdin closed and `envs` added.
 fn start(argv: &[String], envs: &[(&str, &str)]) -> Running {
-    let cmdline = argv
-        .iter()
-        .map(|a| shell_quote(a))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let cmdline = command_line(argv);
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .envs(envs.iter().copied())
@@ -648,7 +574,7 @@ impl Gw {
     /// Runs the client, which must succeed; its JSON output.
     fn client(&self, args: &[&str]) -> Value {
         let run = self.client_run(args);
-        let mut out = run.json();
+        let mut out = run.json(0);
         out["_run"] = json!(self.describe_run(&run));
         out
     }
@@ -1444,7 +1370,7 @@ fn killed_mid_call(via: Via, sandboxed: bool) {
     kill_pid(victim.pid, libc::SIGKILL);
     let killed_at = Instant::now();
     let run = client.finish();
-    let out = run.json();
+    let out = run.json(0);
     let slow = &calls(&out)[0];
     let message = call_text(slow);
     assert!(
@@ -1740,7 +1666,7 @@ fn poisoned_descriptions(via: Via) {
     // `moat gateway --check --json` reports them too.
     if via == Via::Stdio {
         let check = gw.moat(&["gateway", "--check", "--json"]);
-        let report = check.json();
+        let report = check.json(0);
         let held: Vec<&str> = report["held"]
             .as_array()
             .unwrap()
@@ -1948,7 +1874,7 @@ fn run_imported(p: &Peers, config: &Path, envs: &[(&str, &str)], file: &Path) ->
     argv.extend(args(&["--", moat_bin(), "gateway", "--config"]));
     argv.push(config.to_string_lossy().into_owned());
     let run = run(&argv, envs);
-    let mut out = run.json();
+    let mut out = run.json(0);
     out["_run"] = json!(run.describe());
     out
 }

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use moat::Client;
 use serde_json::json;
 
+mod support;
+
 const MOAT: &str = env!("CARGO_BIN_EXE_moat");
 
 fn config(state: &Path, servers: &[&str], deny: Option<&str>) -> String {
@@ -45,21 +47,11 @@ fn children(pid: u32) -> BTreeSet<u32> {
     out
 }
 
-async fn tool_names(client: &Client) -> BTreeSet<String> {
-    client
-        .list_all_tools()
-        .await
-        .expect("tools/list through the gateway")
-        .into_iter()
-        .map(|t| t.name)
-        .collect()
-}
-
 /// Polls until `check` holds for the tool list, or fails after a deadline.
 async fn wait_for(client: &Client, what: &str, check: impl Fn(&BTreeSet<String>) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let names = tool_names(client).await;
+        let names = support::tool_names(client).await;
         if check(&names) {
             return;
         }
@@ -88,7 +80,7 @@ async fn reload_applies_policy_and_servers_without_dropping_the_session() {
     .expect("the gateway starts");
     let gateway_pid = client.child().and_then(|c| c.id()).expect("gateway pid");
 
-    let names = tool_names(&client).await;
+    let names = support::tool_names(&client).await;
     assert!(names.contains("a__test_simple_text"), "{names:?}");
     let before = children(gateway_pid);
     assert_eq!(before.len(), 1, "one downstream server: {before:?}");
@@ -120,7 +112,7 @@ async fn reload_applies_policy_and_servers_without_dropping_the_session() {
     // A broken edit is reported and ignored.
     std::fs::write(&path, "[servers.a\ncommand = ").expect("break the config");
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let names = tool_names(&client).await;
+    let names = support::tool_names(&client).await;
     assert!(
         names.contains("b__greet") && !names.contains("a__test_simple_text"),
         "{names:?}"

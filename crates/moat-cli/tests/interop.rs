@@ -19,14 +19,14 @@
 //! timeout the whole group is killed, so a hung peer fails the test instead of
 //! hanging it.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
+
+mod support;
+use support::{Leftovers, Run};
 
 /// Deadline for one child process (moat, or an SDK client driving moat).
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -151,176 +151,10 @@ fn peers() -> Option<Peers> {
 // Running children with a deadline
 // ---------------------------------------------------------------------------
 
-struct Run {
-    cmdline: String,
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn describe(&self) -> String {
-        format!(
-            "command: {}\nexit code: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            self.cmdline,
-            self.code,
-            truncate(&self.stdout),
-            truncate(&self.stderr)
-        )
-    }
-
-    /// Asserts the exit code and parses stdout as one JSON value.
-    fn json(&self, expected_code: i32) -> Value {
-        assert_eq!(
-            self.code,
-            Some(expected_code),
-            "unexpected exit code\n{}",
-            self.describe()
-        );
-        serde_json::from_str(self.stdout.trim())
-            .unwrap_or_else(|e| panic!("stdout is not one JSON value ({e})\n{}", self.describe()))
-    }
-}
-
-fn truncate(s: &str) -> String {
-    const MAX: usize = 8000;
-    if s.len() <= MAX {
-        return s.to_owned();
-    }
-    let mut end = MAX;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n... ({} bytes truncated)", &s[..end], s.len() - end)
-}
-
-fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:@,+%".contains(&b))
-    {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
-
-fn kill_group(pid: u32) {
-    // `kill -KILL -- -PGID`: the child leads its own process group.
-    let _ = Command::new("kill")
-        .args(["-KILL", "--", &format!("-{pid}")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-}
-
-fn spawn_reader(
-    mut pipe: impl Read + Send + 'static,
-    tx: mpsc::Sender<(bool, String)>,
-    is_stdout: bool,
-) {
-    thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = pipe.read_to_end(&mut buf);
-        let _ = tx.send((is_stdout, String::from_utf8_lossy(&buf).into_owned()));
-    });
-}
-
-/// Runs `argv` with stdin closed, capturing stdout/stderr, killing its whole
-/// process group if it is still running after [`TIMEOUT`].
+/// Runs `argv` (see [`support::run`]), failing past [`TIMEOUT`] or if a server it spawned
+/// outlives it.
 fn run(argv: &[String]) -> Run {
-    let cmdline = argv
-        .iter()
-        .map(|a| shell_quote(a))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
-    }
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot spawn {cmdline}: {e}"));
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    spawn_reader(child.stdout.take().expect("stdout piped"), tx.clone(), true);
-    spawn_reader(child.stderr.take().expect("stderr piped"), tx, false);
-
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if start.elapsed() < TIMEOUT => thread::sleep(Duration::from_millis(20)),
-            Ok(None) => {
-                kill_group(pid);
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            Err(e) => panic!("waiting for {cmdline}: {e}"),
-        }
-    };
-
-    let (mut stdout, mut stderr) = (String::new(), String::new());
-    let pipes_deadline = Instant::now() + PIPE_GRACE;
-    let mut open = 2;
-    let mut leaked = false;
-    while open > 0 {
-        let left = pipes_deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok((true, s)) => {
-                stdout = s;
-                open -= 1;
-            }
-            Ok((false, s)) => {
-                stderr = s;
-                open -= 1;
-            }
-            Err(_) => {
-                leaked = true;
-                kill_group(pid);
-                // The kill closes the pipes; collect what was written.
-                while let Ok((is_stdout, s)) = rx.recv_timeout(Duration::from_secs(2)) {
-                    if is_stdout {
-                        stdout = s;
-                    } else {
-                        stderr = s;
-                    }
-                }
-                break;
-            }
-        }
-    }
-
-    let run = Run {
-        cmdline,
-        code: status.and_then(|s| s.code()),
-        stdout,
-        stderr,
-    };
-    if status.is_none() {
-        panic!(
-            "timed out after {}s; killed its process group\n{}",
-            TIMEOUT.as_secs(),
-            run.describe()
-        );
-    }
-    if leaked {
-        panic!(
-            "the process exited but its stdout/stderr stayed open for {}s: a descendant \
-             (the spawned MCP server?) outlived it; killed its process group\n{}",
-            PIPE_GRACE.as_secs(),
-            run.describe()
-        );
-    }
-    run
+    support::run(argv, TIMEOUT, PIPE_GRACE, Leftovers::Fail)
 }
 
 /// `moat ARGS... -- SERVER...`

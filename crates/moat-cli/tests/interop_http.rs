@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+mod support;
+use support::{Leftovers, Run, kill_group};
+
 /// Deadline for one SDK client process; the clients get a shorter `--timeout` of their own.
 const TIMEOUT: Duration = Duration::from_secs(45);
 /// The `--timeout` passed to the SDK clients, in seconds.
@@ -139,10 +142,10 @@ impl MoatHttp {
                     let Ok(line) = line else { break };
                     log.lock().unwrap().push_str(&line);
                     log.lock().unwrap().push('\n');
-                    if line.starts_with("moat: serving ") {
-                        if let Some(tx) = tx.take() {
-                            let _ = tx.send(line);
-                        }
+                    if line.starts_with("moat: serving ")
+                        && let Some(tx) = tx.take()
+                    {
+                        let _ = tx.send(line);
                     }
                 }
                 // EOF: dropping `tx` tells the waiter the server is gone.
@@ -213,156 +216,14 @@ impl Drop for MoatHttp {
     }
 }
 
-fn kill_group(pid: u32) {
-    // `kill -KILL -- -PGID`: the child leads its own process group.
-    let _ = Command::new("kill")
-        .args(["-KILL", "--", &format!("-{pid}")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-}
-
 // ---------------------------------------------------------------------------
-// Running a client with a deadline (copied from interop.rs, trimmed)
+// Running a client with a deadline
 // ---------------------------------------------------------------------------
 
-struct Run {
-    cmdline: String,
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn describe(&self) -> String {
-        format!(
-            "command: {}\nexit code: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            self.cmdline,
-            self.code,
-            truncate(&self.stdout),
-            truncate(&self.stderr)
-        )
-    }
-}
-
-fn truncate(s: &str) -> String {
-    const MAX: usize = 8000;
-    if s.len() <= MAX {
-        return s.to_owned();
-    }
-    let mut end = MAX;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n... ({} bytes truncated)", &s[..end], s.len() - end)
-}
-
-fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:@,+%".contains(&b))
-    {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
-
-fn spawn_reader(
-    mut pipe: impl Read + Send + 'static,
-    tx: mpsc::Sender<(bool, String)>,
-    is_stdout: bool,
-) {
-    thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = pipe.read_to_end(&mut buf);
-        let _ = tx.send((is_stdout, String::from_utf8_lossy(&buf).into_owned()));
-    });
-}
-
-/// Runs `argv` with stdin closed, capturing stdout/stderr, killing its whole process group
-/// if it is still running after [`TIMEOUT`].
+/// Runs `argv` (see [`support::run`]), failing past [`TIMEOUT`]; a server left holding its
+/// pipes is killed.
 fn run(argv: &[String]) -> Run {
-    let cmdline = argv
-        .iter()
-        .map(|a| shell_quote(a))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
-    }
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot spawn {cmdline}: {e}"));
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    spawn_reader(child.stdout.take().expect("stdout piped"), tx.clone(), true);
-    spawn_reader(child.stderr.take().expect("stderr piped"), tx, false);
-
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if start.elapsed() < TIMEOUT => thread::sleep(Duration::from_millis(20)),
-            Ok(None) => {
-                kill_group(pid);
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            Err(e) => panic!("waiting for {cmdline}: {e}"),
-        }
-    };
-
-    let (mut stdout, mut stderr) = (String::new(), String::new());
-    let pipes_deadline = Instant::now() + PIPE_GRACE;
-    let mut open = 2;
-    while open > 0 {
-        let left = pipes_deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok((true, s)) => {
-                stdout = s;
-                open -= 1;
-            }
-            Ok((false, s)) => {
-                stderr = s;
-                open -= 1;
-            }
-            Err(_) => {
-                kill_group(pid);
-                while let Ok((is_stdout, s)) = rx.recv_timeout(Duration::from_secs(2)) {
-                    if is_stdout {
-                        stdout = s;
-                    } else {
-                        stderr = s;
-                    }
-                }
-                break;
-            }
-        }
-    }
-    let run = Run {
-        cmdline,
-        code: status.and_then(|s| s.code()),
-        stdout,
-        stderr,
-    };
-    if status.is_none() {
-        panic!(
-            "timed out after {}s; killed its process group\n{}",
-            TIMEOUT.as_secs(),
-            run.describe()
-        );
-    }
-    run
+    support::run(argv, TIMEOUT, PIPE_GRACE, Leftovers::Kill)
 }
 
 // ---------------------------------------------------------------------------
@@ -821,10 +682,10 @@ fn raw_http(
     let mut chunk = [0u8; 4096];
     let mut want_total: Option<usize> = None;
     loop {
-        if let Some(total) = want_total {
-            if buf.len() >= total {
-                break;
-            }
+        if let Some(total) = want_total
+            && buf.len() >= total
+        {
+            break;
         }
         match tcp.read(&mut chunk) {
             Ok(0) => break,
@@ -847,15 +708,15 @@ fn raw_http(
             }
             Err(e) => panic!("reading the answer to {method} {path}: {e}"),
         }
-        if want_total.is_none() {
-            if let Some(end) = find_head_end(&buf) {
-                let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-                want_total = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .and_then(|v| v.trim().parse::<usize>().ok())
-                    .map(|n| end + 4 + n);
-            }
+        if want_total.is_none()
+            && let Some(end) = find_head_end(&buf)
+        {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            want_total = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .map(|n| end + 4 + n);
         }
     }
     let end = find_head_end(&buf).unwrap_or_else(|| {

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use moat::Client;
 use serde_json::{Value, json};
 
+mod support;
+
 const MOAT: &str = env!("CARGO_BIN_EXE_moat");
 
 fn config(state: &Path, servers: &[&str], search: &str) -> String {
@@ -41,16 +43,6 @@ async fn start(dir: &Path, servers: &[&str], search: &str) -> (Client, std::path
     .await
     .expect("the gateway starts");
     (client, path)
-}
-
-async fn listed(client: &Client) -> BTreeSet<String> {
-    client
-        .list_all_tools()
-        .await
-        .expect("tools/list")
-        .into_iter()
-        .map(|t| t.name)
-        .collect()
 }
 
 fn names(result: &moat::types::CallToolResult) -> Vec<String> {
@@ -103,7 +95,7 @@ async fn search_mode_lists_meta_tools_and_keeps_every_check() {
     )
     .await;
 
-    let tools = listed(&client).await;
+    let tools = support::tool_names(&client).await;
     let want: BTreeSet<String> = ["search_tools", "describe_tool", "call_tool", "b__greet"]
         .into_iter()
         .map(str::to_owned)
@@ -230,7 +222,7 @@ async fn auto_mode_switches_on_above_the_bound_only() {
         "[tool_search]\nmode = \"auto\"\nmax_tokens = 1000000\n",
     )
     .await;
-    let tools = listed(&client).await;
+    let tools = support::tool_names(&client).await;
     assert!(tools.contains("a__greet"), "{tools:?}");
     assert!(!tools.contains("search_tools"), "{tools:?}");
     client.close().await;
@@ -243,7 +235,7 @@ async fn auto_mode_switches_on_above_the_bound_only() {
         "[tool_search]\nmode = \"auto\"\nmax_tokens = 1000000\n",
     )
     .await;
-    let tools = listed(&client).await;
+    let tools = support::tool_names(&client).await;
     assert_eq!(tools.len(), 3, "{tools:?}");
     assert!(tools.contains("search_tools"), "{tools:?}");
     client.close().await;

@@ -14,14 +14,16 @@
 //! asserts there are none.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::process::{Child, ChildStdin};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+mod support;
 
 const REPLY: Duration = Duration::from_secs(10);
 const MODERN: &str = "2026-07-28";
@@ -217,23 +219,7 @@ struct Session {
 impl Session {
     fn start(rev: &'static str) -> Session {
         let schema = Schema::load(rev);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_moat"))
-            .args(["serve", "everything"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn moat serve everything");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let (mut child, lines) = support::serve_everything();
         let stdin = child.stdin.take();
         Session {
             schema,
