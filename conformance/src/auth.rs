@@ -92,10 +92,10 @@ fn oauth_config(credentials: Credentials, context: &Value) -> anyhow::Result<OAu
             field("client_secret")?,
         )),
         Credentials::PrivateKeyJwt => {
-            if let Ok(alg) = field("signing_algorithm") {
-                if alg != "ES256" {
-                    bail!("signing algorithm {alg} is not supported (ES256 is)");
-                }
+            if let Ok(alg) = field("signing_algorithm")
+                && alg != "ES256"
+            {
+                bail!("signing algorithm {alg} is not supported (ES256 is)");
             }
             let key = EcKey::from_pem(&field("private_key_pem")?)
                 .context("private_key_pem is not a P-256 key")?;

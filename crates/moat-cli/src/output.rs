@@ -187,10 +187,10 @@ pub fn print_call_result(result: &CallToolResult) {
     for block in &result.content {
         print_block(block);
     }
-    if result.content.is_empty() {
-        if let Some(s) = &result.structured_content {
-            print_json(s);
-        }
+    if result.content.is_empty()
+        && let Some(s) = &result.structured_content
+    {
+        print_json(s);
     }
 }
 

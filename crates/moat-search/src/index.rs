@@ -603,13 +603,12 @@ fn embed_docs(
     }
     // Rewrite when something was new, or when the file holds tools no longer in the
     // catalog (so it does not grow without bound).
-    if let Some(f) = &file {
-        if !missing.is_empty() || cached.len() != items.len() {
-            let keep: std::collections::HashSet<&[u8; 32]> =
-                items.iter().map(|(_, _, k)| k).collect();
-            cached.retain(|k, _| keep.contains(k));
-            cache::store(f, dim, TEXT_VERSION, &cached);
-        }
+    if let Some(f) = &file
+        && (!missing.is_empty() || cached.len() != items.len())
+    {
+        let keep: std::collections::HashSet<&[u8; 32]> = items.iter().map(|(_, _, k)| k).collect();
+        cached.retain(|k, _| keep.contains(k));
+        cache::store(f, dim, TEXT_VERSION, &cached);
     }
     Ok(flat)
 }

@@ -274,10 +274,11 @@ fn resource_id(lower: &str) -> Option<&'static str> {
         return Some("resource");
     }
     for (p, h) in PREFIXES {
-        if let Some(rest) = lower.strip_prefix(p) {
-            if rest.len() >= 4 && rest.chars().all(|c| c.is_ascii_hexdigit()) {
-                return Some(h);
-            }
+        if let Some(rest) = lower.strip_prefix(p)
+            && rest.len() >= 4
+            && rest.chars().all(|c| c.is_ascii_hexdigit())
+        {
+            return Some(h);
         }
     }
     let hex = (7..=40).contains(&lower.len()) && lower.chars().all(|c| c.is_ascii_hexdigit());

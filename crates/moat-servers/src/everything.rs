@@ -291,12 +291,11 @@ fn tools(server: Server) -> Server {
                 let mut params = params;
                 // Multi-select (array) fields exist from 2025-11-25; older clients get the
                 // single-select variants only.
-                if !ctx.protocol_version().is_some_and(|v| v.has_multi_select_elicitation()) {
-                    if let Some(props) = params["requestedSchema"]["properties"].as_object_mut() {
+                if !ctx.protocol_version().is_some_and(|v| v.has_multi_select_elicitation())
+                    && let Some(props) = params["requestedSchema"]["properties"].as_object_mut() {
                         props.remove("untitledMulti");
                         props.remove("titledMulti");
                     }
-                }
                 Ok::<_, String>(elicitation_completed(&ctx, &params).await)
             }
         },
@@ -1225,10 +1224,10 @@ impl Watcher {
             }
         } else {
             *count = count.saturating_sub(1);
-            if *count == 0 {
-                if let Some(task) = task.take() {
-                    task.abort();
-                }
+            if *count == 0
+                && let Some(task) = task.take()
+            {
+                task.abort();
             }
         }
     }

@@ -180,10 +180,10 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
         let item = match reader.next_frame().await {
             Ok(Some(frame)) => Inbound::Frame(frame),
             Ok(None) => {
-                if let Some(epilogue) = epilogue {
-                    if let Some(why) = epilogue.await {
-                        let _ = tx.send(Inbound::Ended(why)).await;
-                    }
+                if let Some(epilogue) = epilogue
+                    && let Some(why) = epilogue.await
+                {
+                    let _ = tx.send(Inbound::Ended(why)).await;
                 }
                 return;
             }

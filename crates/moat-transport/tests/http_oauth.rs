@@ -356,10 +356,10 @@ fn rs_handler(
                 sse(rx)
             }
             ("POST", "/message") => {
-                if message.get("id").is_some() {
-                    if let Some(tx) = &st.legacy {
-                        let _ = tx.send(format!("event: message\ndata: {}\n\n", answer(&message)));
-                    }
+                if message.get("id").is_some()
+                    && let Some(tx) = &st.legacy
+                {
+                    let _ = tx.send(format!("event: message\ndata: {}\n\n", answer(&message)));
                 }
                 empty(202)
             }

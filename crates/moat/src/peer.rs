@@ -824,23 +824,23 @@ fn on_notification(
             peer.with_lifecycle(|l| l.initialized_received());
         }
         methods::NOTIFICATIONS_CANCELLED => {
-            if let Ok(p) = decode_params::<CancelledNotificationParams>(params) {
-                if let Some(id) = p.request_id {
-                    let token = peer.state().inflight.remove(&id);
-                    if let Some(token) = token {
-                        tracing::debug!(%id, reason = ?p.reason, "request cancelled by the peer");
-                        token.cancel();
-                    }
+            if let Ok(p) = decode_params::<CancelledNotificationParams>(params)
+                && let Some(id) = p.request_id
+            {
+                let token = peer.state().inflight.remove(&id);
+                if let Some(token) = token {
+                    tracing::debug!(%id, reason = ?p.reason, "request cancelled by the peer");
+                    token.cancel();
                 }
             }
         }
         methods::NOTIFICATIONS_PROGRESS => {
             if let Ok(p) = decode_params::<ProgressNotificationParams>(params) {
                 let mut state = peer.state();
-                if let Some((_, entry)) = state.pending.by_progress_token(&p.progress_token) {
-                    if let Some(tx) = &entry.data.progress {
-                        let _ = tx.send(p);
-                    }
+                if let Some((_, entry)) = state.pending.by_progress_token(&p.progress_token)
+                    && let Some(tx) = &entry.data.progress
+                {
+                    let _ = tx.send(p);
                 }
             }
         }
@@ -925,10 +925,11 @@ fn dispatch_request(
             },
         );
     }
-    if method != methods::SERVER_DISCOVER && !modern {
-        if let Err(err) = peer.state().lifecycle.check_incoming_request(method) {
-            return refuse(err);
-        }
+    if method != methods::SERVER_DISCOVER
+        && !modern
+        && let Err(err) = peer.state().lifecycle.check_incoming_request(method)
+    {
+        return refuse(err);
     }
     if method == methods::INITIALIZE {
         let outcome = handler.initialize(req.params, peer).map(|(result, v)| {

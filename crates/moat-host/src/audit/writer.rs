@@ -99,10 +99,10 @@ impl Drop for Writer {
         // Closing the channel ends the thread once it has committed what is queued.
         drop(self.tx.take());
         let handle = self.thread.get_mut().ok().and_then(Option::take);
-        if let Some(handle) = handle {
-            if handle.join().is_err() {
-                tracing::error!("audit: the writer thread panicked");
-            }
+        if let Some(handle) = handle
+            && handle.join().is_err()
+        {
+            tracing::error!("audit: the writer thread panicked");
         }
     }
 }

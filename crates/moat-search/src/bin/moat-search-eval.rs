@@ -613,7 +613,7 @@ fn halves(tasks: &[Task], by_tool: bool) -> (Vec<Task>, Vec<Task>) {
         if by_tool {
             fnv(&t.tool) % 2 == 0
         } else {
-            i % 2 == 0
+            i.is_multiple_of(2)
         }
     };
     let mut halves = (Vec::new(), Vec::new());

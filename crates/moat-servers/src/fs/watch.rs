@@ -85,10 +85,10 @@ impl Subscriptions {
                     state.watched.remove(uri);
                 }
             }
-            if state.watched.is_empty() {
-                if let Some(task) = state.task.take() {
-                    task.abort();
-                }
+            if state.watched.is_empty()
+                && let Some(task) = state.task.take()
+            {
+                task.abort();
             }
         }
     }

@@ -754,10 +754,10 @@ async fn call_tool(
             }
             let round = ctx.round.clone();
             let mut result = call(ctx, args).await;
-            if result.is_error() {
-                if let Some(error) = round.and_then(|r| r.missing_capabilities()) {
-                    return Err(error);
-                }
+            if result.is_error()
+                && let Some(error) = round.and_then(|r| r.missing_capabilities())
+            {
+                return Err(error);
             }
             result.result_type = marker;
             encode(&result)
@@ -993,13 +993,12 @@ async fn listen(
         meta: Some(stream_meta(&id)),
     };
     let mut ack = serde_json::to_value(&ack).unwrap_or_default();
-    if !task_ids.is_empty() {
-        if let Some(n) = ack
+    if !task_ids.is_empty()
+        && let Some(n) = ack
             .get_mut("notifications")
             .and_then(serde_json::Value::as_object_mut)
-        {
-            n.insert("taskIds".to_owned(), serde_json::json!(task_ids));
-        }
+    {
+        n.insert("taskIds".to_owned(), serde_json::json!(task_ids));
     }
     let _ = ctx
         .peer()
@@ -1009,16 +1008,15 @@ async fn listen(
             Some(&id),
         )
         .await;
-    if !task_ids.is_empty() {
-        if let Some(l) = session
+    if !task_ids.is_empty()
+        && let Some(l) = session
             .listeners
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter_mut()
             .find(|l| l.id == id)
-        {
-            l.task_ids = task_ids.clone();
-        }
+    {
+        l.task_ids = task_ids.clone();
     }
     // Where each task stands now, so that one that finished before the stream opened is
     // heard of too.

@@ -1020,10 +1020,10 @@ fn joined_result(
 
 /// A handler that finished before becoming a task: answer with its result.
 fn sync_result(ctx: &RequestContext, mut result: CallToolResult) -> HandlerResult {
-    if result.is_error() {
-        if let Some(error) = ctx.round.as_ref().and_then(|r| r.missing_capabilities()) {
-            return Err(error);
-        }
+    if result.is_error()
+        && let Some(error) = ctx.round.as_ref().and_then(|r| r.missing_capabilities())
+    {
+        return Err(error);
     }
     result.result_type = Some("complete".to_owned());
     encode(&result)

@@ -82,10 +82,10 @@ async fn standalone_stream(shared: &Arc<Shared>, answered: oneshot::Sender<()>) 
                             if !ev.is_message() {
                                 continue;
                             }
-                            if let Some(id) = &ev.id {
-                                if !shared.state().seen.insert(id) {
-                                    continue;
-                                }
+                            if let Some(id) = &ev.id
+                                && !shared.state().seen.insert(id)
+                            {
+                                continue;
                             }
                             shared.deliver(ev.data).await;
                         }

@@ -78,10 +78,10 @@ impl Seen {
         }
         self.set.insert(id.to_owned());
         self.order.push_back(id.to_owned());
-        if self.order.len() > Self::MAX {
-            if let Some(old) = self.order.pop_front() {
-                self.set.remove(&old);
-            }
+        if self.order.len() > Self::MAX
+            && let Some(old) = self.order.pop_front()
+        {
+            self.set.remove(&old);
         }
         true
     }
@@ -303,10 +303,10 @@ fn prepare(shared: &Shared, text: String, peek: RequestPeek) -> Call {
             methods::TASKS_GET | methods::TASKS_CANCEL | "tasks/update" => params.task_id.as_ref(),
             _ => None,
         };
-        if let Some(name) = name.and_then(Value::as_str) {
-            if let Ok(v) = HeaderValue::from_str(&crate::http::headers::encode_value(name)) {
-                extra.push((HeaderName::from_static(NAME), v));
-            }
+        if let Some(name) = name.and_then(Value::as_str)
+            && let Ok(v) = HeaderValue::from_str(&crate::http::headers::encode_value(name))
+        {
+            extra.push((HeaderName::from_static(NAME), v));
         }
         if method == methods::TOOLS_CALL {
             let tool = params.name.as_ref().and_then(Value::as_str).unwrap_or("");
@@ -570,11 +570,11 @@ async fn read_call_stream(
                     if !ev.is_message() {
                         continue;
                     }
-                    if let Some(id) = &ev.id {
-                        if !shared.state().seen.insert(id) {
-                            tracing::debug!(%id, "dropping an event already delivered");
-                            continue;
-                        }
+                    if let Some(id) = &ev.id
+                        && !shared.state().seen.insert(id)
+                    {
+                        tracing::debug!(%id, "dropping an event already delivered");
+                        continue;
                     }
                     failures = 0;
                     deliver_answer(shared, call, ev.data, pending).await;
@@ -754,10 +754,10 @@ pub(super) fn note_initialize_result(shared: &Shared, line: &str) {
         #[serde(rename = "protocolVersion")]
         protocol_version: String,
     }
-    if let Ok(init) = serde_json::from_str::<Init>(line) {
-        if let Ok(v) = HeaderValue::from_str(&init.result.protocol_version) {
-            shared.state().protocol_version = Some(v);
-        }
+    if let Ok(init) = serde_json::from_str::<Init>(line)
+        && let Ok(v) = HeaderValue::from_str(&init.result.protocol_version)
+    {
+        shared.state().protocol_version = Some(v);
     }
 }
 

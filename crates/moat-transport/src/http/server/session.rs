@@ -294,10 +294,11 @@ async fn route(session: Weak<Session>, mut outbound: mpsc::Receiver<Outgoing>) {
             continue;
         }
         let responses = answers(&msg);
-        if responses == 1 && session.version.get().is_none() {
-            if let Some(v) = negotiated(&msg.text) {
-                let _ = session.version.set(v);
-            }
+        if responses == 1
+            && session.version.get().is_none()
+            && let Some(v) = negotiated(&msg.text)
+        {
+            let _ = session.version.set(v);
         }
         let json: Arc<str> = Arc::from(msg.text);
         let mut routes = session.routes();
@@ -307,10 +308,10 @@ async fn route(session: Weak<Session>, mut outbound: mpsc::Receiver<Outgoing>) {
             None => None,
         };
         // A batch answer settles every request of the batch.
-        if responses > 1 {
-            if let Some(t) = &target {
-                routes.by_request.retain(|_, s| !s.ptr_eq(t));
-            }
+        if responses > 1
+            && let Some(t) = &target
+        {
+            routes.by_request.retain(|_, s| !s.ptr_eq(t));
         }
         let target = match target {
             Some(t) => t,

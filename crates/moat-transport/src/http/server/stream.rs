@@ -287,16 +287,16 @@ impl Stream {
         if let Some(retry) = opening.retry {
             first.push_str(&format!("retry: {}\n", retry.as_millis()));
         }
-        if opening.prime {
-            if let Some(prefix) = &self.inner.prefix {
-                // The priming id names the position before the first event.
-                let id = if from_seq == 0 {
-                    format!("{prefix}.p")
-                } else {
-                    format!("{prefix}.{}", from_seq - 1)
-                };
-                first.push_str(&format!("id: {id}\ndata: \n\n"));
-            }
+        if opening.prime
+            && let Some(prefix) = &self.inner.prefix
+        {
+            // The priming id names the position before the first event.
+            let id = if from_seq == 0 {
+                format!("{prefix}.p")
+            } else {
+                format!("{prefix}.{}", from_seq - 1)
+            };
+            first.push_str(&format!("id: {id}\ndata: \n\n"));
         }
         if !first.is_empty() && !first.ends_with("\n\n") {
             first.push('\n');
