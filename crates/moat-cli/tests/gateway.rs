@@ -81,38 +81,13 @@ impl Peers {
 /// Finds the installed peers, or returns `None` (test skipped) when they are missing
 /// outside CI. Under CI a missing peer is a test failure.
 fn peers() -> Option<Peers> {
-    let dir = match std::env::var_os("MOAT_INTEROP_DIR").filter(|v| !v.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop"),
-    };
-    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
-    let mut missing = Vec::new();
-    for rel in [
+    support::interop_dir(&[
         FILESYSTEM_JS,
         VENV_PYTHON,
         "py_client.py",
         "py_mutable_server.py",
-    ] {
-        if !dir.join(rel).exists() {
-            missing.push(dir.join(rel).display().to_string());
-        }
-    }
-    if node_binary().is_none() {
-        missing.push("`node` on PATH".into());
-    }
-    if missing.is_empty() {
-        return Some(Peers { dir });
-    }
-    let msg = format!(
-        "interop peers are not installed (missing: {}); run `bash .ci/run` \
-         (or `bash .ci/run --install-only`) from the repository root",
-        missing.join(", ")
-    );
-    if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
-        panic!("{msg}");
-    }
-    eprintln!("SKIPPED: {msg}");
-    None
+    ])
+    .map(|dir| Peers { dir })
 }
 
 /// `node` on PATH, resolved.

@@ -20,7 +20,6 @@
 //! hanging it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
@@ -103,12 +102,7 @@ impl Peers {
 /// Finds the installed peers, or returns `None` (test skipped) when they are
 /// missing outside CI. Under CI a missing peer is a test failure.
 fn peers() -> Option<Peers> {
-    let dir = match std::env::var_os("MOAT_INTEROP_DIR").filter(|v| !v.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop"),
-    };
-    let mut missing = Vec::new();
-    for rel in [
+    support::interop_dir(&[
         EVERYTHING_JS,
         FILESYSTEM_JS,
         "node_modules/@modelcontextprotocol/sdk/package.json",
@@ -117,34 +111,8 @@ fn peers() -> Option<Peers> {
         VENV_PYTHON,
         "ts_client.mjs",
         "py_client.py",
-    ] {
-        if !dir.join(rel).exists() {
-            missing.push(dir.join(rel).display().to_string());
-        }
-    }
-    let node_ok = Command::new("node")
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !node_ok {
-        missing.push("`node` on PATH".into());
-    }
-    if missing.is_empty() {
-        return Some(Peers { dir });
-    }
-    let msg = format!(
-        "interop peers are not installed (missing: {}); run `bash .ci/run` \
-         (or `bash .ci/run --install-only`) from the repository root",
-        missing.join(", ")
-    );
-    if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
-        panic!("{msg}");
-    }
-    eprintln!("SKIPPED: {msg}");
-    None
+    ])
+    .map(|dir| Peers { dir })
 }
 
 // ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
@@ -45,7 +45,7 @@ const SERVER_NAME: &str = "moat-everything";
 const VENV_PYTHON: &str = ".venv/bin/python";
 
 // ---------------------------------------------------------------------------
-// Locating the peers (as in interop.rs, limited to the client side)
+// Locating the peers (the client side only)
 // ---------------------------------------------------------------------------
 
 struct Peers {
@@ -59,47 +59,16 @@ impl Peers {
 }
 
 /// Finds the installed SDK clients, or returns `None` (test skipped) when they are missing
-/// outside CI. Under CI a missing peer is a test failure. (Adapted from `interop.rs`.)
+/// outside CI. Under CI a missing peer is a test failure.
 fn peers() -> Option<Peers> {
-    let dir = match std::env::var_os("MOAT_INTEROP_DIR").filter(|v| !v.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop"),
-    };
-    let mut missing = Vec::new();
-    for rel in [
+    support::interop_dir(&[
         "node_modules/@modelcontextprotocol/sdk/package.json",
         "node_modules/@modelcontextprotocol/client/package.json",
         VENV_PYTHON,
         "ts_client.mjs",
         "py_client.py",
-    ] {
-        if !dir.join(rel).exists() {
-            missing.push(dir.join(rel).display().to_string());
-        }
-    }
-    let node_ok = Command::new("node")
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !node_ok {
-        missing.push("`node` on PATH".into());
-    }
-    if missing.is_empty() {
-        return Some(Peers { dir });
-    }
-    let msg = format!(
-        "interop peers are not installed (missing: {}); run `bash .ci/run` \
-         (or `bash .ci/run --install-only`) from the repository root",
-        missing.join(", ")
-    );
-    if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
-        panic!("{msg}");
-    }
-    eprintln!("SKIPPED: {msg}");
-    None
+    ])
+    .map(|dir| Peers { dir })
 }
 
 // ---------------------------------------------------------------------------

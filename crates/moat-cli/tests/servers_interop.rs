@@ -18,7 +18,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -102,45 +101,14 @@ impl Peers {
 /// Finds the installed clients, or returns `None` (test skipped) when they are missing
 /// outside CI. Under CI a missing peer is a test failure.
 fn peers() -> Option<Peers> {
-    let dir = match std::env::var_os("MOAT_INTEROP_DIR").filter(|v| !v.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop"),
-    };
-    let mut missing = Vec::new();
-    for rel in [
+    support::interop_dir(&[
         "node_modules/@modelcontextprotocol/sdk/package.json",
         "node_modules/@modelcontextprotocol/client/package.json",
         VENV_PYTHON,
         "ts_client.mjs",
         "py_client.py",
-    ] {
-        if !dir.join(rel).exists() {
-            missing.push(dir.join(rel).display().to_string());
-        }
-    }
-    let node_ok = Command::new("node")
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !node_ok {
-        missing.push("`node` on PATH".into());
-    }
-    if missing.is_empty() {
-        return Some(Peers { dir });
-    }
-    let msg = format!(
-        "interop peers are not installed (missing: {}); run `bash .ci/run` \
-         (or `bash .ci/run --install-only`) from the repository root",
-        missing.join(", ")
-    );
-    if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
-        panic!("{msg}");
-    }
-    eprintln!("SKIPPED: {msg}");
-    None
+    ])
+    .map(|dir| Peers { dir })
 }
 
 /// Runs `client` against `moat serve SERVER_ARGS...` with `script` (`--call`/`--read`
