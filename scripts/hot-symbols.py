@@ -14,9 +14,10 @@ written out in the order first seen.
 
     python3 scripts/hot-symbols.py          # needs cargo, valgrind, nm
 
-Run it again after a dependency upgrade or a toolchain change (the names carry a hash of
-each crate's version and build settings; names that no longer exist are skipped by the
-linker, so a stale list costs memory, not correctness).
+Run it again after a dependency upgrade, a toolchain change or a change to the workspace's
+package metadata (version, rust-version): the names carry a hash of each crate's version
+and build settings. Names that no longer exist are skipped by the linker, so a stale list
+costs memory, not correctness; `moat-bench gateway` says how much of the list a binary has.
 """
 
 import json

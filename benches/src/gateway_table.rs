@@ -139,6 +139,45 @@ fn moat_binary() -> PathBuf {
     path
 }
 
+/// Says on stderr how much of `crates/moat-cli/hot-symbols.txt` the binary has: the memory
+/// rows depend on the release link placing those functions together, and a list older than
+/// the build (another toolchain, a version bump) quietly loses that. Needs `nm`.
+fn check_hot_symbols(moat: &Path) {
+    let list = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../crates/moat-cli/hot-symbols.txt"
+    );
+    let Ok(text) = std::fs::read_to_string(list) else {
+        return;
+    };
+    let listed: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let Ok(out) = Command::new("nm").arg("--defined-only").arg(moat).output() else {
+        eprintln!("hot-symbols.txt: not checked (no `nm`)");
+        return;
+    };
+    let defined: std::collections::HashSet<&str> = std::str::from_utf8(&out.stdout)
+        .unwrap_or("")
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    let found = listed.iter().filter(|n| defined.contains(*n)).count();
+    eprintln!(
+        "hot-symbols.txt: {found} of {} functions are in {}",
+        listed.len(),
+        moat.display()
+    );
+    if found * 10 < listed.len() * 9 {
+        eprintln!(
+            "warning: the list is stale for this build (debug build, other toolchain or \
+             versions): memory will read high; run `python3 scripts/hot-symbols.py`"
+        );
+    }
+}
+
 /// A temporary directory for configurations and state, removed on drop.
 struct Scratch(PathBuf);
 
@@ -684,6 +723,7 @@ pub fn main() {
     };
     let mut mem = Vec::new();
     if s.wants("memory") {
+        check_hot_symbols(&moat);
         mem.push(rt.block_on(measure_memory(&s, &moat, &scratch.0, false)));
         if s.sandbox {
             mem.push(rt.block_on(measure_memory(&s, &moat, &scratch.0, true)));
