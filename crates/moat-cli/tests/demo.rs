@@ -89,6 +89,28 @@ fn demo_walks_the_supervised_path() {
             "audit trail",
         ]
     );
+    // The token counts are real o200k_base counts: search mode costs exactly the three
+    // meta-tools' definitions, and the full list costs more, at a plausible rate per tool.
+    let listing = &trace["steps"][2]["detail"];
+    let meta: Vec<serde_json::Value> = moat_host::search::meta_tools()
+        .iter()
+        .map(|t| serde_json::json!(t))
+        .collect();
+    assert_eq!(
+        listing["search_mode_tokens"].as_u64(),
+        Some(moat_search::tokens::tools_cost(&meta) as u64),
+        "{listing}"
+    );
+    let tools = listing["tools"].as_array().expect("tool names").len() as u64;
+    let tokens = listing["tokens"].as_u64().expect("token count");
+    assert!(
+        tokens > listing["search_mode_tokens"].as_u64().unwrap_or(u64::MAX),
+        "{listing}"
+    );
+    assert!(
+        (50 * tools..=2000 * tools).contains(&tokens),
+        "{tokens} tokens for {tools} tools"
+    );
     let audit = trace["steps"][9]["detail"]
         .as_array()
         .expect("audit records");
