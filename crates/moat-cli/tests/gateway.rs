@@ -185,37 +185,8 @@ impl Running {
                 Err(e) => panic!("waiting for {}: {e}", self.cmdline),
             }
         };
-        let (mut stdout, mut stderr) = (String::new(), String::new());
-        let deadline = Instant::now() + PIPE_GRACE;
-        let mut open = 2;
-        let mut leaked = false;
-        while open > 0 {
-            match self
-                .rx
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            {
-                Ok((true, s)) => {
-                    stdout = s;
-                    open -= 1;
-                }
-                Ok((false, s)) => {
-                    stderr = s;
-                    open -= 1;
-                }
-                Err(_) => {
-                    leaked = true;
-                    kill_tree(pid);
-                    while let Ok((is_stdout, s)) = self.rx.recv_timeout(Duration::from_secs(2)) {
-                        if is_stdout {
-                            stdout = s;
-                        } else {
-                            stderr = s;
-                        }
-                    }
-                    break;
-                }
-            }
-        }
+        let (stdout, stderr, leaked) =
+            support::collect_output(&self.rx, PIPE_GRACE, || kill_tree(pid));
         let run = Run {
             cmdline: self.cmdline,
             code: status.and_then(|s| s.code()),

@@ -100,6 +100,45 @@ pub fn spawn_reader(
     });
 }
 
+/// Waits up to `grace` for both pipes of a finished command (as read by [`spawn_reader`])
+/// and returns (stdout, stderr, whether they stayed open). Pipes still open then are
+/// closed by `kill` (something that outlived the command holds them); what was written
+/// is kept.
+pub fn collect_output(
+    rx: &mpsc::Receiver<(bool, String)>,
+    grace: Duration,
+    kill: impl FnOnce(),
+) -> (String, String, bool) {
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    let deadline = Instant::now() + grace;
+    let mut open = 2;
+    while open > 0 {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok((is_stdout, s)) => {
+                if is_stdout {
+                    stdout = s;
+                } else {
+                    stderr = s;
+                }
+                open -= 1;
+            }
+            Err(_) => {
+                kill();
+                // The kill closes the pipes; collect what was written.
+                while let Ok((is_stdout, s)) = rx.recv_timeout(Duration::from_secs(2)) {
+                    if is_stdout {
+                        stdout = s;
+                    } else {
+                        stderr = s;
+                    }
+                }
+                return (stdout, stderr, true);
+            }
+        }
+    }
+    (stdout, stderr, false)
+}
+
 /// What [`run`] does when the command has exited but its output pipes stay open.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Leftovers {
@@ -146,36 +185,7 @@ pub fn run(argv: &[String], timeout: Duration, pipe_grace: Duration, leftovers: 
         }
     };
 
-    let (mut stdout, mut stderr) = (String::new(), String::new());
-    let pipes_deadline = Instant::now() + pipe_grace;
-    let mut open = 2;
-    let mut leaked = false;
-    while open > 0 {
-        let left = pipes_deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok((true, s)) => {
-                stdout = s;
-                open -= 1;
-            }
-            Ok((false, s)) => {
-                stderr = s;
-                open -= 1;
-            }
-            Err(_) => {
-                leaked = true;
-                kill_group(pid);
-                // The kill closes the pipes; collect what was written.
-                while let Ok((is_stdout, s)) = rx.recv_timeout(Duration::from_secs(2)) {
-                    if is_stdout {
-                        stdout = s;
-                    } else {
-                        stderr = s;
-                    }
-                }
-                break;
-            }
-        }
-    }
+    let (stdout, stderr, leaked) = collect_output(&rx, pipe_grace, || kill_group(pid));
 
     let run = Run {
         cmdline,

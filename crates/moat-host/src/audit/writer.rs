@@ -123,24 +123,19 @@ fn run(mut conn: Connection, path: PathBuf, rx: Receiver<Msg>) {
         // queued: a caller then never pays for waking it (a futex wake, and on a VM often
         // an interrupt to another vCPU) while the answer to its call is on its way. Idle
         // for AWAKE, it goes back to waiting on the channel.
-        let first = match busy_until {
-            Some(until) if Instant::now() < until => {
-                std::thread::sleep(LINGER);
-                match rx.try_recv() {
-                    Ok(msg) => msg,
-                    Err(mpsc::TryRecvError::Empty) => continue,
-                    Err(mpsc::TryRecvError::Disconnected) => break,
-                }
+        let first = if busy_until.is_some_and(|until| Instant::now() < until) {
+            std::thread::sleep(LINGER);
+            match rx.try_recv() {
+                Ok(msg) => msg,
+                Err(mpsc::TryRecvError::Empty) => continue,
+                Err(mpsc::TryRecvError::Disconnected) => break,
             }
-            _ => match rx.recv() {
-                Ok(msg) => {
-                    if matches!(msg, Msg::Record(_)) {
-                        std::thread::sleep(LINGER);
-                    }
-                    msg
-                }
-                Err(_) => break,
-            },
+        } else {
+            let Ok(msg) = rx.recv() else { break };
+            if matches!(msg, Msg::Record(_)) {
+                std::thread::sleep(LINGER);
+            }
+            msg
         };
         if matches!(first, Msg::Record(_)) {
             busy_until = Some(Instant::now() + AWAKE);
