@@ -3,7 +3,8 @@
 //! Latency and throughput: a trivial `tools/call` (everything's `test_simple_text`) from
 //! moat's client over stdio, straight to `moat serve everything` and through
 //! `moat gateway` to it (with `sandbox = false`; with the default sandbox; and, to show what
-//! the audit costs, with `sandbox = false` and `[audit] enabled = false`), with the
+//! the audit costs, with `sandbox = false` and `[audit] enabled = false`; and, to show what
+//! busy polling saves, with `--busy-poll 0`), with the
 //! line-echo floor beside them. Otherwise the gateway runs as it
 //! is deployed: policy `default = "allow"`, pins, the audit store (SQLite, in a temporary
 //! state directory). Rounds interleave the rows (order reversed every other round); each
@@ -93,7 +94,7 @@ fn settings() -> Settings {
                      [--batches N (pipelined batches per row and round, default 20)] \
                      [--servers N (downstream servers for the memory rows, default 10)] \
                      [--mem-calls N (calls before reading memory, default 300)] [--no-sandbox] \
-                     [--only ROW[,ROW…] (floor, direct, gateway, gateway-sandbox, gateway-no-audit, memory: some parts, for profiling)]\n\
+                     [--only ROW[,ROW…] (floor, direct, gateway, gateway-sandbox, gateway-no-audit, gateway-no-busy-poll, memory: some parts, for profiling)]\n\
                      MOAT_BIN=PATH uses that moat binary instead of building one."
                 );
                 std::process::exit(0);
@@ -206,6 +207,8 @@ fn quoted(path: &Path) -> String {
 struct Setup {
     sandbox: bool,
     audit: bool,
+    /// `--busy-poll` left at its default (else 0: the gateway sleeps as soon as it is idle).
+    busy_poll: bool,
 }
 
 /// A moat.toml with `servers` × `moat serve everything` named s0, s1, …, every call
@@ -356,6 +359,7 @@ enum Kind {
     Gateway,
     GatewaySandbox,
     GatewayNoAudit,
+    GatewayNoBusyPoll,
 }
 
 impl Kind {
@@ -365,14 +369,22 @@ impl Kind {
             Kind::Gateway => Some(Setup {
                 sandbox: false,
                 audit: true,
+                busy_poll: true,
             }),
             Kind::GatewaySandbox => Some(Setup {
                 sandbox: true,
                 audit: true,
+                busy_poll: true,
             }),
             Kind::GatewayNoAudit => Some(Setup {
                 sandbox: false,
                 audit: false,
+                busy_poll: true,
+            }),
+            Kind::GatewayNoBusyPoll => Some(Setup {
+                sandbox: false,
+                audit: true,
+                busy_poll: false,
             }),
         }
     }
@@ -409,6 +421,11 @@ const ROWS: &[Row] = &[
         id: "gateway-no-audit",
         kind: Kind::GatewayNoAudit,
         note: "as `gateway`, with [audit] enabled = false (what the audit costs)",
+    },
+    Row {
+        id: "gateway-no-busy-poll",
+        kind: Kind::GatewayNoBusyPoll,
+        note: "as `gateway`, with --busy-poll 0 (sleeps as soon as it is idle)",
     },
 ];
 
@@ -462,14 +479,17 @@ async fn connect(moat: &Path, kind: Kind, scratch: &Path) -> Target {
             TOOL.to_owned(),
         ),
         Some(setup) => {
-            let label = format!("lat-{}-{}", setup.sandbox, setup.audit);
+            let label = format!("lat-{}-{}-{}", setup.sandbox, setup.audit, setup.busy_poll);
             let config = write_config(scratch, &label, moat, 1, setup);
-            let argv = vec![
+            let mut argv = vec![
                 moat_s.to_owned(),
                 "gateway".into(),
                 "--config".into(),
                 config.to_string_lossy().into_owned(),
             ];
+            if !setup.busy_poll {
+                argv.extend(["--busy-poll".into(), "0".into()]);
+            }
             (argv, format!("s0__{TOOL}"))
         }
     };
@@ -654,6 +674,7 @@ async fn measure_memory(s: &Settings, moat: &Path, scratch: &Path, sandbox: bool
     let setup = Setup {
         sandbox,
         audit: true,
+        busy_poll: true,
     };
     let config = write_config(scratch, label, moat, s.servers, setup);
     let moat_s = moat.to_str().expect("utf-8 path");

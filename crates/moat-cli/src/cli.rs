@@ -135,6 +135,18 @@ pub struct GatewayArgs {
     /// With --check: print it as JSON.
     #[arg(long, requires = "check")]
     pub json: bool,
+    /// Over stdio: once out of work, watch for the next message for up to this many
+    /// microseconds before sleeping (0: never). A server's answer usually comes back
+    /// sooner, and not having to be woken saves more than the gateway's own work on a call;
+    /// it costs up to this much CPU per pause (at most 10000). Off with fewer than two CPUs.
+    #[arg(
+        long,
+        value_name = "MICROSECONDS",
+        default_value_t = 200,
+        value_parser = clap::value_parser!(u64).range(0..=10_000),
+        env = "MOAT_BUSY_POLL_US"
+    )]
+    pub busy_poll: u64,
     /// With --check: also run tool search for QUERY, as `search_tools` would answer it
     /// (tool search is switched on for this check if the configuration leaves it off).
     #[arg(long, value_name = "QUERY", requires = "check")]

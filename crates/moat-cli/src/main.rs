@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 usage error, 2 connection or protocol failure,
 //! 3 the tool ran and reported an error (`isError`).
 
+mod busy_poll;
 mod cli;
 mod cmd;
 mod output;
@@ -56,6 +57,16 @@ fn main() -> ExitCode {
     } else {
         tokio::runtime::Builder::new_multi_thread()
     };
+    // A stdio gateway polls briefly before sleeping (see busy_poll.rs); nothing else does.
+    let busy_poll = match &cli.command {
+        Command::Gateway(args) if args.http.is_none() && args.busy_poll > 0 => Some(
+            busy_poll::BusyPoll::new(std::time::Duration::from_micros(args.busy_poll)),
+        ),
+        _ => None,
+    };
+    if let Some(hook) = busy_poll.clone() {
+        builder.on_thread_park(move || hook.before_park());
+    }
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -63,6 +74,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(busy_poll) = &busy_poll {
+        busy_poll.arm();
+    }
     let outcome = runtime.block_on(run(cli.command));
     // Do not wait for tasks still blocked on stdin reads.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
