@@ -173,8 +173,10 @@ fn check_hot_symbols(moat: &Path) {
     );
     if found * 10 < listed.len() * 9 {
         eprintln!(
-            "warning: the list is stale for this build (debug build, other toolchain or \
-             versions): memory will read high; run `python3 scripts/hot-symbols.py`"
+            "warning: the list is stale for this build (a debug build, another toolchain or \
+             versions, or moat built together with other packages, which changes the \
+             dependencies' features: build it with `cargo build --release -p moat-cli`): \
+             memory will read high; else run `python3 scripts/hot-symbols.py`"
         );
     }
 }

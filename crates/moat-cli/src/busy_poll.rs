@@ -45,11 +45,14 @@ impl BusyPoll {
 
     /// Finds the runtime's epoll descriptors; call once, right after building it.
     pub fn arm(&self) {
-        let fds = if self.window.is_zero() {
+        let mut fds = if self.window.is_zero() {
             Vec::new()
         } else {
             epoll_fds()
         };
+        if fds.len() > MAX_FDS {
+            fds.clear();
+        }
         if !fds.is_empty() {
             tracing::debug!(window = ?self.window, ?fds, "busy polling before sleeping");
         }
@@ -83,7 +86,7 @@ impl BusyPoll {
     }
 }
 
-/// The process's epoll descriptors, or none if there are more than [`MAX_FDS`].
+/// The process's epoll descriptors.
 fn epoll_fds() -> Vec<libc::c_int> {
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
         return Vec::new();
@@ -96,8 +99,126 @@ fn epoll_fds() -> Vec<libc::c_int> {
             fds.push(fd);
         }
     }
-    if fds.len() > MAX_FDS {
-        return Vec::new();
-    }
     fds
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An epoll instance watching one end of a socket pair, and the other end.
+    struct Watched {
+        epfd: libc::c_int,
+        ends: [libc::c_int; 2],
+    }
+
+    impl Watched {
+        fn new() -> Self {
+            let mut ends = [-1; 2];
+            // SAFETY: plain syscalls on descriptors this test owns; every result is checked.
+            unsafe {
+                let epfd = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+                assert!(epfd >= 0, "epoll_create1");
+                let made = libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, ends.as_mut_ptr());
+                assert_eq!(made, 0, "socketpair");
+                let mut event = libc::epoll_event {
+                    // Edge-triggered, as tokio registers its descriptors.
+                    events: (libc::EPOLLIN | libc::EPOLLET) as u32,
+                    u64: 7,
+                };
+                let added = libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, ends[0], &mut event);
+                assert_eq!(added, 0, "epoll_ctl");
+                Watched { epfd, ends }
+            }
+        }
+
+        fn send(&self) {
+            // SAFETY: writes one byte from a live buffer to a descriptor this test owns.
+            let sent = unsafe { libc::write(self.ends[1], b"x".as_ptr().cast(), 1) };
+            assert_eq!(sent, 1);
+        }
+
+        fn poller(&self, window: Duration) -> BusyPoll {
+            let poll = BusyPoll {
+                window,
+                fds: Arc::new(OnceLock::new()),
+            };
+            let _ = poll.fds.set(vec![self.epfd]);
+            poll
+        }
+    }
+
+    impl Drop for Watched {
+        fn drop(&mut self) {
+            // SAFETY: closes descriptors this test opened, once.
+            unsafe {
+                libc::close(self.epfd);
+                libc::close(self.ends[0]);
+                libc::close(self.ends[1]);
+            }
+        }
+    }
+
+    #[test]
+    fn finds_the_epoll_descriptors_of_the_process() {
+        let watched = Watched::new();
+        assert!(epoll_fds().contains(&watched.epfd));
+        assert!(
+            !epoll_fds().contains(&watched.ends[0]),
+            "a socket is no epoll"
+        );
+    }
+
+    #[test]
+    fn returns_as_soon_as_an_event_is_ready() {
+        let watched = Watched::new();
+        watched.send();
+        let started = Instant::now();
+        // A window far longer than a test may take: returning at all shows the event ended it.
+        watched.poller(Duration::from_secs(600)).before_park();
+        assert!(started.elapsed() < Duration::from_secs(60));
+    }
+
+    #[test]
+    fn the_event_is_still_there_for_the_runtime_afterwards() {
+        let watched = Watched::new();
+        watched.send();
+        watched.poller(Duration::from_secs(600)).before_park();
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 4];
+        // SAFETY: `events` is a live array of 4; zero timeout.
+        let n = unsafe { libc::epoll_wait(watched.epfd, events.as_mut_ptr(), 4, 0) };
+        assert_eq!(
+            n, 1,
+            "polling the epoll descriptor must not consume its event"
+        );
+        let token = events[0].u64;
+        assert_eq!(token, 7);
+    }
+
+    #[test]
+    fn gives_up_when_the_window_has_passed() {
+        let watched = Watched::new();
+        let window = Duration::from_millis(5);
+        let started = Instant::now();
+        watched.poller(window).before_park();
+        assert!(
+            started.elapsed() >= window,
+            "returned before the window with nothing ready"
+        );
+    }
+
+    #[test]
+    fn does_nothing_without_descriptors() {
+        let poll = BusyPoll::new(Duration::from_secs(600));
+        let _ = poll.fds.set(Vec::new());
+        poll.before_park();
+    }
+
+    #[test]
+    fn stays_off_with_a_zero_window() {
+        let poll = BusyPoll::new(Duration::ZERO);
+        let _watched = Watched::new();
+        poll.arm();
+        assert_eq!(poll.fds.get(), Some(&Vec::new()));
+    }
 }
