@@ -1074,9 +1074,6 @@ fn session_approval_does_not_outlive_the_client_http_2026() {
 
 /// The audit trail names the client, whatever revision it speaks.
 #[test]
-#[ignore = "BUG: at 2026-07-28 the client's name comes in each request's _meta \
-            (io.modelcontextprotocol/clientInfo), which the SDK does not expose: the audit \
-            `client` column is null for every modern client"]
 fn audit_names_the_client_2026() {
     let Some(p) = peers() else { return };
     let gw = Gw::new(p, Via::Stdio).start(&format!(

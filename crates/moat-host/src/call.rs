@@ -78,8 +78,7 @@ fn new_record(ctx: &RequestContext, exposed: &str) -> AuditRecord {
         time_ms: unix_ms(),
         session: Sessions::key(ctx).to_string(),
         client: ctx
-            .peer()
-            .peer_info()
+            .client_info()
             .map(|i| format!("{} {}", i.name, i.version)),
         exposed_name: exposed.to_owned(),
         decision: "deny".into(),

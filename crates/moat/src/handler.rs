@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use moat_protocol::types::{
     ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-    ElicitResult, InputRequest, ListRootsResult, LoggingLevel, LoggingMessageNotificationParams,
-    META_RELATED_TASK, ProgressNotificationParams, RequestParams, methods,
+    ElicitResult, Implementation, InputRequest, ListRootsResult, LoggingLevel,
+    LoggingMessageNotificationParams, META_RELATED_TASK, ProgressNotificationParams, RequestParams,
+    methods,
 };
 use moat_protocol::{ErrorObject, ProgressToken, ProtocolVersion, RequestId};
 use serde_json::value::RawValue;
@@ -80,6 +81,7 @@ pub struct RequestContext {
     pub(crate) cancel: CancellationToken,
     pub(crate) version: Option<ProtocolVersion>,
     pub(crate) client_capabilities: Capabilities,
+    pub(crate) client_info: ClientInfo,
     pub(crate) log_level: Option<LoggingLevel>,
     /// Set for modern-era requests that may answer with `InputRequiredResult`.
     pub(crate) round: Option<Arc<Round>>,
@@ -109,6 +111,18 @@ impl RequestContext {
             Capabilities::Raw(raw, decoded) => {
                 Some(decoded.get_or_init(|| serde_json::from_str(raw.get()).unwrap_or_default()))
             }
+        }
+    }
+
+    /// Who the client says it is: from this request's `_meta` in the modern era (each
+    /// 2026-07-28 request names its client), from `initialize` in the handshake era.
+    /// `None` when it did not say, or said it in a shape that does not decode.
+    pub fn client_info(&self) -> Option<Arc<Implementation>> {
+        match &self.client_info {
+            ClientInfo::Known => self.peer.peer_info(),
+            ClientInfo::Raw(raw, decoded) => decoded
+                .get_or_init(|| serde_json::from_str(raw.get()).ok().map(Arc::new))
+                .clone(),
         }
     }
 
@@ -426,6 +440,17 @@ impl Keyed<'_> {
             .input(Some(self.key), InputRequest::ListRoots(None))
             .await
     }
+}
+
+/// The client's name and version as a request knows them: the peer's, from `initialize`,
+/// or this request's `_meta` (decoded the first time a handler asks).
+#[derive(Clone, Debug)]
+pub(crate) enum ClientInfo {
+    Known,
+    Raw(
+        Arc<RawValue>,
+        Arc<std::sync::OnceLock<Option<Arc<Implementation>>>>,
+    ),
 }
 
 /// The client's capabilities as a request knows them: from `initialize` (already decoded),

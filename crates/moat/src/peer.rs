@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::{Error, Result};
-use crate::handler::{Capabilities, Handler, IncomingRequest, RequestContext};
+use crate::handler::{Capabilities, ClientInfo, Handler, IncomingRequest, RequestContext};
 
 /// Settings for a peer.
 #[derive(Debug, Clone)]
@@ -610,6 +610,8 @@ struct MetaPeek<'a> {
     protocol_version: Option<Cow<'a, str>>,
     #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
     client_capabilities: Option<&'a RawValue>,
+    #[serde(rename = "io.modelcontextprotocol/clientInfo", borrow, default)]
+    client_info: Option<&'a RawValue>,
     #[serde(rename = "io.modelcontextprotocol/logLevel", default)]
     log_level: Option<LoggingLevel>,
 }
@@ -957,6 +959,10 @@ fn dispatch_request(
         Some(raw) => Capabilities::Raw(Arc::from(raw.to_owned()), Default::default()),
         None => Capabilities::Known(peer.client_capabilities()),
     };
+    let client_info = match meta.client_info {
+        Some(raw) => ClientInfo::Raw(Arc::from(raw.to_owned()), Default::default()),
+        None => ClientInfo::Known,
+    };
     let ctx = RequestContext {
         peer: peer.clone(),
         id: req.id.clone(),
@@ -964,6 +970,7 @@ fn dispatch_request(
         cancel: token.clone(),
         version,
         client_capabilities,
+        client_info,
         log_level: meta.log_level,
         round: None,
     };
