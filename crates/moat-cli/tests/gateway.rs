@@ -1936,10 +1936,6 @@ fn imports_vscode_mcp_json() {
 /// elsewhere: `moat gateway --config ~/.config/Claude/claude_desktop_config.json`, as the
 /// help suggests, must be able to start them.
 #[test]
-#[ignore = "BUG: imported servers get the default sandbox, read-only on the config file's \
-            directory only, and an import cannot be given a sandbox table: a server installed \
-            outside that directory (node_modules, npx cache) or serving a folder outside it \
-            cannot start"]
 fn imports_claude_desktop_config_in_its_real_place() {
     let Some(p) = peers() else { return };
     let home = tempfile::tempdir().unwrap();

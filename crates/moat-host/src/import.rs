@@ -21,7 +21,8 @@
 //! comments and trailing commas (VS Code's JSONC) are accepted, and keys moat has no use for
 //! (`autoApprove`, `description`, `gallery`…) are ignored. `disabled: true` (Cline, Roo)
 //! marks the server disabled. Every imported server gets the default sandbox profile,
-//! confined to the workspace directory.
+//! confined to the workspace directory, widened by what its command line names (the
+//! program's installation, the files it runs, the folders it works on: see `reach.rs`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,8 +30,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::config::{
-    ConfigError, Diagnostic, Lookup, Ordered, Parts, ServerConfig, Source, UrlTransport, base_dir,
-    build_server,
+    ConfigError, Diagnostic, Lookup, Ordered, Parts, SandboxSetting, ServerConfig, ServerTransport,
+    Source, UrlTransport, base_dir, build_server,
 };
 use crate::expand::ExpandError;
 
@@ -219,6 +220,17 @@ fn json_server(
     };
     let mut server = build_server(src, root, name, parts)?;
     server.enabled = !raw.disabled;
+    if let (
+        ServerTransport::Command {
+            command, args, env, ..
+        },
+        SandboxSetting::Profile(profile),
+    ) = (&server.transport, &mut server.sandbox)
+    {
+        let path_var = env.get("PATH").cloned().or_else(|| (src.lookup)("PATH"));
+        let home = (src.lookup)("HOME").map(PathBuf::from);
+        crate::reach::widen(profile, command, args, path_var.as_deref(), home.as_deref());
+    }
     Ok(server)
 }
 

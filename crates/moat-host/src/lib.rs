@@ -29,6 +29,7 @@ mod import;
 pub mod naming;
 pub mod pins;
 pub mod policy;
+mod reach;
 pub mod scan;
 pub mod search;
 mod sessions;
