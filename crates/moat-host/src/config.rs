@@ -749,6 +749,29 @@ struct TomlServer {
     sink: Option<bool>,
 }
 
+impl TomlServer {
+    /// The keys that say how moat treats the server rather than how to reach it.
+    fn settings(&mut self) -> ServerSettings {
+        ServerSettings {
+            sandbox: self.sandbox.take(),
+            enabled: self.enabled.take(),
+            call_timeout: self.call_timeout.take(),
+            untrusted: self.untrusted.take(),
+            private: self.private.take(),
+            sink: self.sink.take(),
+        }
+    }
+}
+
+struct ServerSettings {
+    sandbox: Option<TomlSandbox>,
+    enabled: Option<bool>,
+    call_timeout: Option<DurationValue>,
+    untrusted: Option<bool>,
+    private: Option<bool>,
+    sink: Option<bool>,
+}
+
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TomlConsent {
@@ -847,8 +870,15 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
     let mut own = raw.servers.0;
     own.sort_by_key(|(name, _)| locate(&["servers", name]));
     let mut servers = Vec::new();
+    // With `import`, a table with neither `command` nor `url` adjusts the imported server
+    // of that name (its sandbox, labels, timeout), once the imports are read.
+    let mut adjustments = Vec::new();
     for (name, server) in own {
-        servers.push(toml_server(&src, &name, server)?);
+        if raw.import.is_some() && server.command.is_none() && server.url.is_none() {
+            adjustments.push((name, server));
+        } else {
+            servers.push(toml_server(&src, &name, server)?);
+        }
     }
     let mut all = Vec::new();
     let conflict_own = |name: &str, _: Option<&Path>| {
@@ -860,6 +890,23 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
     };
     add_servers(&mut all, servers, path, &conflict_own)?;
     let imports = toml_imports(&src, raw.import, &mut all)?;
+    for (name, adjustment) in adjustments {
+        let imported = all
+            .iter_mut()
+            .find(|(server, origin)| server.name == name && origin.as_deref() != path);
+        let Some((server, _)) = imported else {
+            return Err(src.error(
+                &["servers", &name],
+                format!(
+                    "the server has neither `command` nor `url`, and no imported file defines a server {name:?}"
+                ),
+                Some(format!(
+                    "{NEITHER_HINT}, or use the name of a server in an imported file to adjust it"
+                )),
+            ));
+        };
+        adjust_imported(&src, &name, server, adjustment)?;
+    }
     let consent = ConsentConfig {
         mode: raw.consent.mode,
         timeout: match raw.consent.timeout {
@@ -892,7 +939,12 @@ fn positive(src: &Source<'_>, at: &[&str], d: Duration) -> Result<Duration, Conf
     Ok(d)
 }
 
-fn toml_server(src: &Source<'_>, name: &str, raw: TomlServer) -> Result<ServerConfig, ConfigError> {
+fn toml_server(
+    src: &Source<'_>,
+    name: &str,
+    mut raw: TomlServer,
+) -> Result<ServerConfig, ConfigError> {
+    let settings = raw.settings();
     let parts = Parts {
         command: raw.command,
         args: raw.args,
@@ -903,6 +955,52 @@ fn toml_server(src: &Source<'_>, name: &str, raw: TomlServer) -> Result<ServerCo
         transport: raw.transport,
     };
     let mut server = build_server(src, "servers", name, parts)?;
+    apply_settings(src, name, &mut server, settings)?;
+    Ok(server)
+}
+
+/// `[servers.NAME]` for a server an imported file defines: only what moat adds to a server
+/// (`sandbox`, `enabled`, `call_timeout`, the labels); how to start it stays the file's.
+fn adjust_imported(
+    src: &Source<'_>,
+    name: &str,
+    server: &mut ServerConfig,
+    mut raw: TomlServer,
+) -> Result<(), ConfigError> {
+    let mut settings = raw.settings();
+    for (key, given) in [
+        ("args", !raw.args.is_empty()),
+        ("env", !raw.env.is_empty()),
+        ("cwd", raw.cwd.is_some()),
+        ("headers", !raw.headers.is_empty()),
+        ("transport", raw.transport.is_some()),
+    ] {
+        if given {
+            return Err(src.error(
+                &["servers", name, key],
+                format!(
+                    "{name:?} is a server of an imported file: moat.toml can adjust its sandbox, \
+                     enabled, call_timeout and labels, not `{key}`"
+                ),
+                Some(format!(
+                    "change `{key}` in the imported file, or define the server here in full (with \
+                     `command` or `url`) under another name"
+                )),
+            ));
+        }
+    }
+    // Unset keys keep what the import said.
+    settings.enabled = settings.enabled.or(Some(server.enabled));
+    apply_settings(src, name, server, settings)
+}
+
+/// The keys of `[servers.NAME]` that are moat's own, applied to a built server.
+fn apply_settings(
+    src: &Source<'_>,
+    name: &str,
+    server: &mut ServerConfig,
+    raw: ServerSettings,
+) -> Result<(), ConfigError> {
     server.enabled = raw.enabled.unwrap_or(true);
     server.call_timeout = match raw.call_timeout {
         Some(t) => Some(positive(src, &["servers", name, "call_timeout"], t.0)?),
@@ -927,12 +1025,12 @@ fn toml_server(src: &Source<'_>, name: &str, raw: TomlServer) -> Result<ServerCo
         Some(TomlSandbox::Bool(true)) => {}
         Some(TomlSandbox::Table(overlay)) => {
             let SandboxSetting::Profile(base) = &server.sandbox else {
-                return Ok(server);
+                return Ok(());
             };
             server.sandbox = SandboxSetting::Profile(sandbox_table(src, name, base, overlay)?);
         }
     }
-    Ok(server)
+    Ok(())
 }
 
 /// A `[servers.NAME.sandbox]` table over the server's default profile: the keys it gives

@@ -452,6 +452,78 @@ fn a_name_defined_twice_through_import_names_both_files() {
     assert_eq!((e.line(), e.field()), (Some(1), Some("import")), "{e}");
 }
 
+/// With `import`, `[servers.NAME]` without `command` or `url` adjusts the imported server of
+/// that name: its sandbox, labels, timeout and whether it runs; how it starts stays the file's.
+#[test]
+fn moat_toml_adjusts_an_imported_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let desktop = fixtures().join("claude_desktop_config.json");
+    let moat = dir.path().join("moat.toml");
+    std::fs::write(
+        &moat,
+        format!(
+            "import = {:?}\n\n[servers.filesystem]\nsandbox = {{ rw = [\"/srv/shared\"], net = \"host\" }}\n\
+             untrusted = true\ncall_timeout = \"5s\"\n\n[servers.sqlite]\nenabled = false\n",
+            desktop.display().to_string()
+        ),
+    )
+    .unwrap();
+    let c = load(&moat).unwrap();
+    assert_eq!(names(&c), ["filesystem", "github", "sqlite"]);
+    let fs = &c.servers[0];
+    assert_eq!(command(fs).0, "npx", "the start command stays the file's");
+    let profile = fs.profile().expect("still sandboxed");
+    assert_eq!(profile.rw, [PathBuf::from("/srv/shared")]);
+    assert_eq!(profile.net, Net::Host);
+    assert_eq!(fs.trust.untrusted, Some(true));
+    assert_eq!(fs.call_timeout, Some(Duration::from_secs(5)));
+    assert!(
+        c.servers[1].enabled,
+        "an adjustment elsewhere leaves github alone"
+    );
+    assert!(!c.servers[2].enabled);
+}
+
+#[test]
+fn an_adjustment_of_an_import_cannot_change_how_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let desktop = fixtures().join("claude_desktop_config.json");
+    let moat = dir.path().join("moat.toml");
+    std::fs::write(
+        &moat,
+        format!(
+            "import = {:?}\n\n[servers.github]\nargs = [\"--read-only\"]\n",
+            desktop.display().to_string()
+        ),
+    )
+    .unwrap();
+    let e = load(&moat).unwrap_err();
+    let text = e.to_string();
+    assert_eq!(
+        (e.line(), e.field()),
+        (Some(4), Some("servers.github.args")),
+        "{text}"
+    );
+    assert!(text.contains("imported file"), "{text}");
+
+    // A name no import defines is a server without a command, as before.
+    std::fs::write(
+        &moat,
+        format!(
+            "import = {:?}\n\n[servers.ghost]\nenabled = false\n",
+            desktop.display().to_string()
+        ),
+    )
+    .unwrap();
+    let e = load(&moat).unwrap_err();
+    let text = e.to_string();
+    assert_eq!(e.line(), Some(3), "{text}");
+    assert!(
+        text.contains("no imported file defines a server \"ghost\""),
+        "{text}"
+    );
+}
+
 #[test]
 fn diffs_name_what_to_restart() {
     let a = ServerConfig::command("a", "a", vec![]);

@@ -73,7 +73,8 @@ const DOWN_HINT: &str = "moat gateway: `moat -v gateway …` shows each server's
 A sandboxed server sees only the system directories and the paths its profile names: one that \
 cannot find its program or files needs a [servers.NAME.sandbox] table with `ro`/`rw` paths (and \
 `net` if it downloads), or `sandbox = false`. Servers imported from a client's JSON get the default \
-profile (the config file's directory, read-only): give them their own entry in a moat.toml.";
+profile and what their command line names (program, files, folders): to give one more, import the \
+file from a moat.toml and add [servers.NAME] with just a `sandbox` table (docs/gateway.md).";
 
 /// `--config`, else ./moat.toml, else the user's moat.toml.
 fn config_path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
