@@ -1975,6 +1975,43 @@ fn imports_claude_desktop_config_in_its_real_place() {
     );
 }
 
+/// The attack on that widening: a filesystem server told to serve `/` allows every path
+/// itself, but its sandbox gives it only what its command line names (never `/`): a file
+/// elsewhere in the user's space cannot be read, and its content never reaches the client.
+#[test]
+fn an_imported_server_reads_only_what_its_command_line_names() {
+    let Some(p) = peers() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(home.path()).unwrap();
+    let claude = home.join(".config/Claude");
+    std::fs::create_dir_all(&claude).unwrap();
+    let secret = home.join("secret.txt");
+    std::fs::write(&secret, "the launch codes\n").unwrap();
+    let config = claude.join("claude_desktop_config.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"files": {
+            "command": "node",
+            "args": [p.path(FILESYSTEM_JS), "/"]
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    let state = home.join("state");
+    let envs = [("XDG_STATE_HOME", state.to_str().unwrap())];
+    let out = run_imported(&p, &config, &envs, &secret);
+    assert!(
+        tool_names(&out).contains("files__read_text_file"),
+        "the server should start: {out:#}"
+    );
+    let call = &calls(&out)[0];
+    assert!(call_is_error(call), "the read must fail: {out:#}");
+    assert!(
+        !out.to_string().contains("launch codes"),
+        "the secret reached the client: {out:#}"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // 10. Malformed configurations
 // ---------------------------------------------------------------------------
