@@ -14,7 +14,8 @@
 //!   server is told to work on are what the user meant it to change.
 //!
 //! Arguments count when they are absolute paths, or `--flag=/path`, that exist when the
-//! configuration is loaded. Never added: `/`, the home directory or anything above it as an
+//! configuration is loaded. Never added: `/` or the system directories (`/usr`, `/etc`…,
+//! read-only in every profile), the home directory or anything above it as an
 //! installation (a program in `~/bin` gets `~/bin`, not the home), and nothing is opened up
 //! for the network. Anything more (an `npx` cache, a database file to write) goes in a
 //! moat.toml that imports the file and sets the server's `sandbox` table.
@@ -115,9 +116,13 @@ fn package_of(file: &Path) -> PathBuf {
         .to_path_buf()
 }
 
-/// Adds `path` unless it, or a directory above it, is there already; `/` never.
+/// Adds `path` unless it, or a directory above it, is there already; `/` and the system
+/// directories (read-only in every profile, and never opened for writing) never.
 fn add(list: &mut Vec<PathBuf>, path: PathBuf) {
-    if path.parent().is_none() || list.iter().any(|have| path.starts_with(have)) {
+    if path.parent().is_none()
+        || Profile::is_system_path(&path)
+        || list.iter().any(|have| path.starts_with(have))
+    {
         return;
     }
     list.retain(|have| !have.starts_with(&path));
@@ -215,12 +220,13 @@ mod tests {
         widen(
             &mut p,
             "tool",
-            &strings(&["/"]),
+            &strings(&["/", "/etc", "/usr/bin/env"]),
             Some(&path_var),
             Some(&home),
         );
         assert!(p.ro.contains(&bin), "{:?}", p.ro);
         assert!(!p.ro.contains(&home), "{:?}", p.ro);
+        assert!(!p.ro.iter().any(|d| d.starts_with("/usr")), "{:?}", p.ro);
         let cargo_bin = home.join(".cargo/bin");
         std::fs::create_dir_all(&cargo_bin).unwrap();
         std::fs::write(cargo_bin.join("server"), "").unwrap();
@@ -228,7 +234,11 @@ mod tests {
         widen(&mut p, "server", &[], Some(&path_var), Some(&home));
         assert!(p.ro.contains(&cargo_bin), "{:?}", p.ro);
         assert!(!p.ro.contains(&home.join(".cargo")), "{:?}", p.ro);
-        assert!(p.rw.is_empty(), "/ must never be bound: {:?}", p.rw);
+        assert!(
+            p.rw.is_empty(),
+            "/ and /etc must never be writable: {:?}",
+            p.rw
+        );
     }
 
     #[test]

@@ -167,6 +167,11 @@ pub(crate) const SYSTEM_RO: &[&str] = &[
 pub(crate) const SYSTEM_RW: &[&str] = &["/dev/null"];
 
 impl Profile {
+    /// Whether `path` lies in the system directories [`Profile::system_ro`] adds read-only.
+    pub fn is_system_path(path: &Path) -> bool {
+        SYSTEM_RO.iter().any(|system| path.starts_with(system))
+    }
+
     /// Checks the profile: every named path exists, limits are non-zero. Returns the profile
     /// with its paths made absolute and symlinks resolved (Landlock rules follow the real
     /// directories).
