@@ -961,6 +961,8 @@ fn toml_server(
 
 /// `[servers.NAME]` for a server an imported file defines: only what moat adds to a server
 /// (`sandbox`, `enabled`, `call_timeout`, the labels); how to start it stays the file's.
+/// In its `sandbox` table, `ro` and `rw` add to the imported server's paths; other keys
+/// replace, as for any server.
 fn adjust_imported(
     src: &Source<'_>,
     name: &str,
@@ -991,7 +993,32 @@ fn adjust_imported(
     }
     // Unset keys keep what the import said.
     settings.enabled = settings.enabled.or(Some(server.enabled));
-    apply_settings(src, name, server, settings)
+    // `ro` and `rw` add to what the server's command line was given (reach.rs): replacing
+    // them would take away the program and the folders the import named.
+    let extended: Vec<&str> = match &settings.sandbox {
+        Some(TomlSandbox::Table(table)) => ["ro", "rw"]
+            .into_iter()
+            .filter(|key| table.get(*key).is_some())
+            .collect(),
+        _ => Vec::new(),
+    };
+    let before = server.profile();
+    apply_settings(src, name, server, settings)?;
+    if let (Some(before), SandboxSetting::Profile(after)) = (before, &mut server.sandbox) {
+        for key in extended {
+            let (old, new) = match key {
+                "ro" => (before.ro.clone(), &mut after.ro),
+                _ => (before.rw.clone(), &mut after.rw),
+            };
+            let added = std::mem::replace(new, old);
+            for path in added {
+                if !new.contains(&path) {
+                    new.push(path);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The keys of `[servers.NAME]` that are moat's own, applied to a built server.

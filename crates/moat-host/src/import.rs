@@ -229,7 +229,8 @@ fn json_server(
     {
         let path_var = env.get("PATH").cloned().or_else(|| (src.lookup)("PATH"));
         let home = (src.lookup)("HOME").map(PathBuf::from);
-        crate::reach::widen(profile, command, args, path_var.as_deref(), home.as_deref());
+        let limits = crate::reach::Limits::new(home.as_deref(), src.file.as_slice());
+        crate::reach::widen(profile, command, args, path_var.as_deref(), &limits);
     }
     Ok(server)
 }

@@ -14,27 +14,75 @@
 //!   server is told to work on are what the user meant it to change.
 //!
 //! Arguments count when they are absolute paths, or `--flag=/path`, that exist when the
-//! configuration is loaded. Never added: `/` or the system directories (`/usr`, `/etc`…,
-//! read-only in every profile), the home directory or anything above it as an
-//! installation (a program in `~/bin` gets `~/bin`, not the home), and nothing is opened up
-//! for the network. Anything more (an `npx` cache, a database file to write) goes in a
-//! moat.toml that imports the file and sets the server's `sandbox` table.
+//! configuration is loaded; every check is made on the real path (symbolic links resolved).
+//! Never added, to either list: `/` and the top-level directories (`/home`, `/tmp`, `/var`…),
+//! the system directories (`/usr`, `/etc`…, read-only in every profile), the kernel's and the
+//! session's (`/proc`, `/sys`, `/dev`, `/run`: sockets to other services live there), and the
+//! home directory or anything above it — a program or script that sits directly in one of
+//! those gets just its own file. Never read-write, only read-only: a directory holding the
+//! configuration file itself (a server could otherwise rewrite what it is allowed, and the
+//! gateway reloads on change). Nothing is opened up for the
+//! network. Anything more (an `npx` cache, a database file to write) goes in a moat.toml
+//! that imports the file and adds to the server's `sandbox` table.
 
 use std::path::{Path, PathBuf};
 
 use moat_sandbox::Profile;
 
+/// Where a server's command line may not widen its sandbox (see the module docs).
+pub(crate) struct Limits {
+    /// The user's home directory, symbolic links resolved.
+    home: Option<PathBuf>,
+    /// Files a server must not be able to change: the configuration it was loaded from.
+    protected: Vec<PathBuf>,
+}
+
+impl Limits {
+    pub(crate) fn new(home: Option<&Path>, protected: &[&Path]) -> Self {
+        Limits {
+            home: home.and_then(|h| h.canonicalize().ok()),
+            protected: protected
+                .iter()
+                .filter_map(|p| p.canonicalize().ok())
+                .collect(),
+        }
+    }
+
+    /// Whether `path` (real) may be given to a server at all.
+    fn allows(&self, path: &Path) -> bool {
+        const KERNEL_AND_SESSION: &[&str] = &["/proc", "/sys", "/dev", "/run", "/var/run"];
+        let depth = path.components().count(); // `/` counts as one
+        depth > 2
+            && !Profile::is_system_path(path)
+            && !KERNEL_AND_SESSION.iter().any(|k| path.starts_with(k))
+            && !self
+                .home
+                .as_ref()
+                .is_some_and(|home| home.starts_with(path))
+    }
+
+    /// Whether `dir` (real) may be given read-write.
+    fn allows_writing(&self, dir: &Path) -> bool {
+        self.allows(dir) && !self.protected.iter().any(|p| p.starts_with(dir))
+    }
+}
+
 /// Widens `profile` by what `command` and `args` name (see the module docs). `path_var` is
-/// the `PATH` the program is looked up in, `home` the user's home directory.
+/// the `PATH` the program is looked up in.
 pub(crate) fn widen(
     profile: &mut Profile,
     command: &str,
     args: &[String],
     path_var: Option<&str>,
-    home: Option<&Path>,
+    limits: &Limits,
 ) {
     for program in program_paths(command, path_var) {
-        add(&mut profile.ro, installation(&program, home));
+        let candidates = [
+            installation(&program, limits),
+            program.parent().map(Path::to_path_buf),
+            Some(program.clone()),
+        ];
+        add_first_allowed(&mut profile.ro, candidates.into_iter().flatten(), limits);
     }
     for arg in args {
         let Some(path) = named_path(arg) else {
@@ -44,12 +92,30 @@ pub(crate) fn widen(
             continue;
         };
         if real.is_dir() {
-            if real.parent().is_some() {
+            if limits.allows_writing(&real) {
                 add(&mut profile.rw, real);
+            } else if limits.allows(&real) {
+                add(&mut profile.ro, real);
             }
         } else {
-            add(&mut profile.ro, package_of(&real));
+            let candidates = [
+                Some(package_of(&real)),
+                real.parent().map(Path::to_path_buf),
+                Some(real.clone()),
+            ];
+            add_first_allowed(&mut profile.ro, candidates.into_iter().flatten(), limits);
         }
+    }
+}
+
+/// Adds the first of `candidates` (widest first) that `limits` allows.
+fn add_first_allowed(
+    list: &mut Vec<PathBuf>,
+    candidates: impl Iterator<Item = PathBuf>,
+    limits: &Limits,
+) {
+    if let Some(path) = candidates.into_iter().find(|p| limits.allows(p)) {
+        add(list, path);
     }
 }
 
@@ -63,8 +129,8 @@ fn named_path(arg: &str) -> Option<&Path> {
     path.is_absolute().then_some(path)
 }
 
-/// Where `command` runs from: the path found (as written, or on `PATH`) and, if that is a
-/// symbolic link, where it leads.
+/// Where `command` runs from, real paths: the program found (as written, or on `PATH`) and,
+/// if that is a symbolic link, where it leads.
 fn program_paths(command: &str, path_var: Option<&str>) -> Vec<PathBuf> {
     let found = if command.contains('/') {
         let path = PathBuf::from(command);
@@ -81,28 +147,37 @@ fn program_paths(command: &str, path_var: Option<&str>) -> Vec<PathBuf> {
         return Vec::new();
     };
     let mut paths = Vec::new();
-    if let Ok(real) = found.canonicalize() {
-        if real != found {
-            paths.push(found);
-        }
+    // The link itself, in its real directory (a venv's `bin/python`).
+    if let (Some(dir), Some(name)) = (found.parent(), found.file_name())
+        && let Ok(dir) = dir.canonicalize()
+    {
+        paths.push(dir.join(name));
+    }
+    if let Ok(real) = found.canonicalize()
+        && !paths.contains(&real)
+    {
         paths.push(real);
     }
     paths
 }
 
-/// The directory a program is installed in: the one above its `bin/`, unless that is the
-/// home directory, above it, or directly in it (`~/.local`, `~/.cargo` hold more than
-/// programs: keyrings, registry tokens); else its own directory.
-fn installation(program: &Path, home: Option<&Path>) -> PathBuf {
-    let dir = program.parent().unwrap_or(program);
-    if dir.file_name().is_some_and(|n| n == "bin")
-        && let Some(prefix) = dir.parent()
-        && prefix.parent().is_some()
-        && !home.is_some_and(|home| home.starts_with(prefix) || prefix.parent() == Some(home))
-    {
-        return prefix.to_path_buf();
+/// The directory a program is installed in: the one above its `bin/`, unless that is
+/// directly in the home directory (`~/.local`, `~/.cargo` hold more than programs:
+/// keyrings, registry tokens); else none (its own directory is tried next).
+fn installation(program: &Path, limits: &Limits) -> Option<PathBuf> {
+    let dir = program.parent()?;
+    if dir.file_name()? != "bin" {
+        return None;
     }
-    dir.to_path_buf()
+    let prefix = dir.parent()?;
+    if limits
+        .home
+        .as_deref()
+        .is_some_and(|home| prefix.parent() == Some(home))
+    {
+        return None;
+    }
+    Some(prefix.to_path_buf())
 }
 
 /// The package a file belongs to: the outermost `node_modules` above it (its dependencies
@@ -116,13 +191,9 @@ fn package_of(file: &Path) -> PathBuf {
         .to_path_buf()
 }
 
-/// Adds `path` unless it, or a directory above it, is there already; `/` and the system
-/// directories (read-only in every profile, and never opened for writing) never.
+/// Adds `path` unless it, or a directory above it, is there already.
 fn add(list: &mut Vec<PathBuf>, path: PathBuf) {
-    if path.parent().is_none()
-        || Profile::is_system_path(&path)
-        || list.iter().any(|have| path.starts_with(have))
-    {
+    if list.iter().any(|have| path.starts_with(have)) {
         return;
     }
     list.retain(|have| !have.starts_with(&path));
@@ -144,26 +215,45 @@ mod tests {
         v.iter().map(|s| s.to_string()).collect()
     }
 
+    /// A scratch directory, real path (tests compare with canonical paths).
+    fn scratch() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        (dir, real)
+    }
+
+    fn file(path: &Path) -> &Path {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "").unwrap();
+        path
+    }
+
+    fn no_limits() -> Limits {
+        Limits::new(None, &[])
+    }
+
     #[test]
     fn a_node_server_gets_its_packages_and_its_folder() {
-        let root = tempfile::tempdir().unwrap();
-        let root = root.path().canonicalize().unwrap();
+        let (_t, root) = scratch();
         let script = root.join("app/node_modules/@scope/server/dist/index.js");
-        std::fs::create_dir_all(script.parent().unwrap()).unwrap();
-        std::fs::write(&script, "").unwrap();
+        file(&script);
         let folder = root.join("Desktop");
         std::fs::create_dir(&folder).unwrap();
         let mut p = profile();
         let args = strings(&[script.to_str().unwrap(), folder.to_str().unwrap()]);
-        widen(&mut p, "/usr/bin/env", &args, None, None);
+        widen(&mut p, "/usr/bin/env", &args, None, &no_limits());
         assert!(p.ro.contains(&root.join("app/node_modules")), "{:?}", p.ro);
+        assert!(
+            !p.ro.iter().any(|d| d.starts_with("/usr")),
+            "system paths are there already: {:?}",
+            p.ro
+        );
         assert_eq!(p.rw, vec![folder]);
     }
 
     #[test]
     fn flags_with_paths_count_and_missing_or_relative_paths_do_not() {
-        let root = tempfile::tempdir().unwrap();
-        let root = root.path().canonicalize().unwrap();
+        let (_t, root) = scratch();
         let repo = root.join("repo");
         std::fs::create_dir(&repo).unwrap();
         let mut p = profile();
@@ -173,71 +263,133 @@ mod tests {
             "/does/not/exist",
             "--verbose",
         ]);
-        widen(&mut p, "server", &args, None, None);
+        widen(&mut p, "server", &args, None, &no_limits());
         assert_eq!(p.rw, vec![repo]);
         assert_eq!(p.ro, vec![PathBuf::from("/configs")]);
     }
 
     #[test]
     fn a_program_on_path_brings_its_installation() {
-        let root = tempfile::tempdir().unwrap();
-        let root = root.path().canonicalize().unwrap();
-        let bin = root.join("opt/node22/bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        std::fs::write(bin.join("node"), "").unwrap();
+        let (_t, root) = scratch();
+        let bin = root.join("tools/node22/bin");
+        file(&bin.join("node"));
         let mut p = profile();
         let path_var = format!("/nonexistent:{}", bin.display());
-        widen(&mut p, "node", &[], Some(&path_var), None);
-        assert!(p.ro.contains(&root.join("opt/node22")), "{:?}", p.ro);
+        widen(&mut p, "node", &[], Some(&path_var), &no_limits());
+        assert!(p.ro.contains(&root.join("tools/node22")), "{:?}", p.ro);
     }
 
     #[test]
     fn a_link_brings_both_ends() {
-        let root = tempfile::tempdir().unwrap();
-        let root = root.path().canonicalize().unwrap();
+        let (_t, root) = scratch();
         let real = root.join("python/3.11/bin/python3.11");
-        std::fs::create_dir_all(real.parent().unwrap()).unwrap();
-        std::fs::write(&real, "").unwrap();
+        file(&real);
         let venv_bin = root.join("project/.venv/bin");
         std::fs::create_dir_all(&venv_bin).unwrap();
         std::os::unix::fs::symlink(&real, venv_bin.join("python")).unwrap();
         let mut p = profile();
         let command = venv_bin.join("python");
-        widen(&mut p, command.to_str().unwrap(), &[], None, None);
+        widen(&mut p, command.to_str().unwrap(), &[], None, &no_limits());
         assert!(p.ro.contains(&root.join("project/.venv")), "{:?}", p.ro);
         assert!(p.ro.contains(&root.join("python/3.11")), "{:?}", p.ro);
     }
 
     #[test]
-    fn never_the_home_directory_or_the_root() {
-        let home = tempfile::tempdir().unwrap();
-        let home = home.path().canonicalize().unwrap();
-        let bin = home.join("bin");
-        std::fs::create_dir(&bin).unwrap();
-        std::fs::write(bin.join("tool"), "").unwrap();
+    fn never_the_home_directory_or_above_it() {
+        let (_t, home) = scratch();
+        let limits = Limits::new(Some(&home), &[]);
         let mut p = profile();
-        let path_var = bin.display().to_string();
+        // ~/bin/tool: the home is above bin/, so just ~/bin.
+        let bin = home.join("bin");
+        file(&bin.join("tool"));
+        widen(&mut p, "tool", &[], Some(bin.to_str().unwrap()), &limits);
+        // ~/.cargo/bin/server: ~/.cargo holds a registry token, so just its bin/.
+        let cargo_bin = home.join(".cargo/bin");
+        file(&cargo_bin.join("server"));
         widen(
             &mut p,
-            "tool",
-            &strings(&["/", "/etc", "/usr/bin/env"]),
-            Some(&path_var),
-            Some(&home),
+            "server",
+            &[],
+            Some(cargo_bin.to_str().unwrap()),
+            &limits,
         );
+        // A script and a program directly in the home: just those files.
+        let script = home.join("server.py");
+        file(&script);
+        let program = home.join("server");
+        file(&program);
+        let args = strings(&[script.to_str().unwrap(), home.to_str().unwrap()]);
+        widen(&mut p, program.to_str().unwrap(), &args, None, &limits);
         assert!(p.ro.contains(&bin), "{:?}", p.ro);
-        assert!(!p.ro.contains(&home), "{:?}", p.ro);
-        assert!(!p.ro.iter().any(|d| d.starts_with("/usr")), "{:?}", p.ro);
-        let cargo_bin = home.join(".cargo/bin");
-        std::fs::create_dir_all(&cargo_bin).unwrap();
-        std::fs::write(cargo_bin.join("server"), "").unwrap();
-        let path_var = cargo_bin.display().to_string();
-        widen(&mut p, "server", &[], Some(&path_var), Some(&home));
         assert!(p.ro.contains(&cargo_bin), "{:?}", p.ro);
+        assert!(p.ro.contains(&script), "{:?}", p.ro);
+        assert!(p.ro.contains(&program), "{:?}", p.ro);
+        assert!(!p.ro.iter().any(|d| home.starts_with(d)), "{:?}", p.ro);
         assert!(!p.ro.contains(&home.join(".cargo")), "{:?}", p.ro);
         assert!(
             p.rw.is_empty(),
-            "/ and /etc must never be writable: {:?}",
+            "the home must never be writable: {:?}",
             p.rw
+        );
+    }
+
+    #[test]
+    fn a_home_reached_through_a_link_is_still_the_home() {
+        let (_t, root) = scratch();
+        let real_home = root.join("real-home");
+        file(&real_home.join("bin/tool"));
+        let link = root.join("home-link");
+        std::os::unix::fs::symlink(&real_home, &link).unwrap();
+        let limits = Limits::new(Some(&link), &[]);
+        let mut p = profile();
+        let path_var = link.join("bin").display().to_string();
+        let args = strings(&[link.to_str().unwrap()]);
+        widen(&mut p, "tool", &args, Some(&path_var), &limits);
+        assert_eq!(p.ro, vec![PathBuf::from("/configs"), real_home.join("bin")]);
+        assert!(p.rw.is_empty(), "{:?}", p.rw);
+    }
+
+    #[test]
+    fn never_the_root_the_top_level_the_system_or_the_kernel() {
+        let mut p = profile();
+        let args = strings(&[
+            "/",
+            "/etc",
+            "/usr/bin/env",
+            "/proc",
+            "/proc/self/root",
+            "/sys",
+            "/dev",
+            "/run",
+            "/tmp",
+            "/var",
+            "/home",
+        ]);
+        widen(&mut p, "/usr/bin/env", &args, None, &no_limits());
+        assert_eq!(p.ro, vec![PathBuf::from("/configs")]);
+        assert!(p.rw.is_empty(), "{:?}", p.rw);
+    }
+
+    #[test]
+    fn never_writable_where_the_configuration_lives() {
+        let (_t, root) = scratch();
+        let config = root.join("ws/.vscode/mcp.json");
+        file(&config);
+        let limits = Limits::new(None, &[&config]);
+        let mut p = profile();
+        let sub = root.join("ws/src");
+        std::fs::create_dir_all(&sub).unwrap();
+        let args = strings(&[
+            root.join("ws").to_str().unwrap(),
+            root.join("ws/.vscode").to_str().unwrap(),
+            sub.to_str().unwrap(),
+        ]);
+        widen(&mut p, "server", &args, None, &limits);
+        assert_eq!(p.rw, vec![sub]);
+        assert!(
+            p.ro.contains(&root.join("ws")),
+            "readable still: {:?}",
+            p.ro
         );
     }
 

@@ -474,6 +474,11 @@ fn moat_toml_adjusts_an_imported_server() {
     assert_eq!(command(fs).0, "npx", "the start command stays the file's");
     let profile = fs.profile().expect("still sandboxed");
     assert_eq!(profile.rw, [PathBuf::from("/srv/shared")]);
+    let imported = c.servers[1].profile().expect("github is sandboxed");
+    assert_eq!(
+        profile.ro, imported.ro,
+        "`ro` not given: the import's paths stay"
+    );
     assert_eq!(profile.net, Net::Host);
     assert_eq!(fs.trust.untrusted, Some(true));
     assert_eq!(fs.call_timeout, Some(Duration::from_secs(5)));
@@ -482,6 +487,32 @@ fn moat_toml_adjusts_an_imported_server() {
         "an adjustment elsewhere leaves github alone"
     );
     assert!(!c.servers[2].enabled);
+}
+
+/// `ro` and `rw` in an adjustment add to what the import's command line was given.
+#[test]
+fn an_adjustment_adds_paths_to_the_imported_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let folder = root.join("notes");
+    std::fs::create_dir(&folder).unwrap();
+    let json = root.join("mcp.json");
+    std::fs::write(
+        &json,
+        serde_json::json!({"mcpServers": {"files": {"command": "files-server", "args": [folder]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let moat = root.join("moat.toml");
+    std::fs::write(
+        &moat,
+        "import = \"mcp.json\"\n[servers.files]\nsandbox = { rw = [\"/srv/cache\"], ro = [\"/srv/ref\"] }\n",
+    )
+    .unwrap();
+    let c = load(&moat).unwrap();
+    let profile = c.servers[0].profile().unwrap();
+    assert_eq!(profile.rw, [folder, PathBuf::from("/srv/cache")]);
+    assert_eq!(profile.ro, [root.clone(), PathBuf::from("/srv/ref")]);
 }
 
 #[test]

@@ -959,9 +959,10 @@ fn dispatch_request(
         Some(raw) => Capabilities::Raw(Arc::from(raw.to_owned()), Default::default()),
         None => Capabilities::Known(peer.client_capabilities()),
     };
+    // Only a 2026-07-28 request names its client; before, `initialize` did, once.
     let client_info = match meta.client_info {
-        Some(raw) => ClientInfo::Raw(Arc::from(raw.to_owned()), Default::default()),
-        None => ClientInfo::Known,
+        Some(raw) if modern => ClientInfo::Raw(Arc::from(raw.to_owned()), Default::default()),
+        _ => ClientInfo::Known,
     };
     let ctx = RequestContext {
         peer: peer.clone(),

@@ -94,3 +94,48 @@ async fn each_modern_request_speaks_for_itself() {
     assert_eq!(modern_call(meta("first")).await, "first 2");
     assert_eq!(modern_call(meta("second")).await, "second 2");
 }
+
+/// Before 2026-07-28 the client named itself once, in `initialize`; a request's `_meta`
+/// cannot rename it.
+#[tokio::test]
+async fn a_handshake_request_cannot_rename_its_client() {
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let (ar, aw) = tokio::io::split(a);
+    let _peer = server().start(Connection::from_lines(
+        BufReader::new(ar),
+        aw,
+        Limits::default(),
+    ));
+    let (br, mut bw) = tokio::io::split(b);
+    let mut lines = BufReader::new(br);
+    let mut send = async |message: Value| {
+        bw.write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+    };
+    send(json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": { "name": "real", "version": "1" }
+        }
+    }))
+    .await;
+    send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })).await;
+    send(json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {
+            "_meta": { "io.modelcontextprotocol/clientInfo": { "name": "forged", "version": "6" } },
+            "name": "whoami", "arguments": {}
+        }
+    }))
+    .await;
+    let mut answer = Value::Null;
+    for _ in 0..2 {
+        let mut line = String::new();
+        lines.read_line(&mut line).await.unwrap();
+        answer = serde_json::from_str(&line).unwrap();
+    }
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert_eq!(answer["result"]["content"][0]["text"], "real 1", "{answer}");
+}
