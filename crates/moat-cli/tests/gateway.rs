@@ -2226,3 +2226,43 @@ fn http_exposure_matches_stdio_and_guards_origin() {
     );
     assert_eq!(own.status, 200, "own Origin: {}", own.head);
 }
+
+// ---------------------------------------------------------------------------
+// 12. Busy polling
+// ---------------------------------------------------------------------------
+
+/// A stdio gateway arms busy polling: it finds its runtime's epoll descriptor, which tokio
+/// does not expose (were that to change, this fails instead of the gateway quietly going
+/// back to being woken for every message). `--busy-poll 0` leaves it off.
+#[test]
+fn busy_polling_finds_the_runtime() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return; // off by design on one CPU
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("moat.toml");
+    std::fs::write(&config, everything("every")).unwrap();
+    let config = config.to_str().unwrap();
+    let log = [("MOAT_LOG", "moat::busy_poll=debug")];
+    let armed = "busy polling before sleeping";
+    let on = moat(
+        &["gateway", "--config", config, "--check", "--ephemeral"],
+        &log,
+    );
+    assert_eq!(on.code, Some(0), "{}", on.describe());
+    assert!(on.stderr.contains(armed), "{}", on.describe());
+    let off = moat(
+        &[
+            "gateway",
+            "--config",
+            config,
+            "--check",
+            "--ephemeral",
+            "--busy-poll",
+            "0",
+        ],
+        &log,
+    );
+    assert_eq!(off.code, Some(0), "{}", off.describe());
+    assert!(!off.stderr.contains(armed), "{}", off.describe());
+}
