@@ -1931,6 +1931,30 @@ fn imports_vscode_mcp_json() {
     assert_imported(&out, &state);
 }
 
+/// A home directory (its real path) with Claude Desktop's file in its real place, running the
+/// npm filesystem server on the folder `serve` names (given the home); the file's path.
+fn claude_desktop_in_home(
+    p: &Peers,
+    serve: impl FnOnce(&Path) -> PathBuf,
+) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let guard = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(guard.path()).unwrap();
+    let claude = home.join(".config/Claude");
+    std::fs::create_dir_all(&claude).unwrap();
+    let folder = serve(&home);
+    let config = claude.join("claude_desktop_config.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"files": {
+            "command": "node",
+            "args": [p.path(FILESYSTEM_JS), folder]
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    (guard, home, config)
+}
+
 /// Claude Desktop's file lives in ~/.config/Claude (or ~/Library/Application Support/Claude)
 /// and names servers installed elsewhere (`npx`, a global node_modules) and folders
 /// elsewhere: `moat gateway --config ~/.config/Claude/claude_desktop_config.json`, as the
@@ -1938,22 +1962,11 @@ fn imports_vscode_mcp_json() {
 #[test]
 fn imports_claude_desktop_config_in_its_real_place() {
     let Some(p) = peers() else { return };
-    let home = tempfile::tempdir().unwrap();
-    let home = std::fs::canonicalize(home.path()).unwrap();
-    let claude = home.join(".config/Claude");
-    let desktop = home.join("Desktop");
-    std::fs::create_dir_all(&claude).unwrap();
-    std::fs::create_dir_all(&desktop).unwrap();
-    let config = claude.join("claude_desktop_config.json");
-    std::fs::write(
-        &config,
-        json!({"mcpServers": {"files": {
-            "command": "node",
-            "args": [p.path(FILESYSTEM_JS), desktop]
-        }}})
-        .to_string(),
-    )
-    .unwrap();
+    let (_guard, home, config) = claude_desktop_in_home(&p, |home| {
+        let desktop = home.join("Desktop");
+        std::fs::create_dir_all(&desktop).unwrap();
+        desktop
+    });
     let state = home.join("state");
     let run = moat(
         &[
@@ -1981,22 +1994,9 @@ fn imports_claude_desktop_config_in_its_real_place() {
 #[test]
 fn an_imported_server_reads_only_what_its_command_line_names() {
     let Some(p) = peers() else { return };
-    let home = tempfile::tempdir().unwrap();
-    let home = std::fs::canonicalize(home.path()).unwrap();
-    let claude = home.join(".config/Claude");
-    std::fs::create_dir_all(&claude).unwrap();
+    let (_guard, home, config) = claude_desktop_in_home(&p, |_| PathBuf::from("/"));
     let secret = home.join("secret.txt");
     std::fs::write(&secret, "the launch codes\n").unwrap();
-    let config = claude.join("claude_desktop_config.json");
-    std::fs::write(
-        &config,
-        json!({"mcpServers": {"files": {
-            "command": "node",
-            "args": [p.path(FILESYSTEM_JS), "/"]
-        }}})
-        .to_string(),
-    )
-    .unwrap();
     let state = home.join("state");
     let envs = [("XDG_STATE_HOME", state.to_str().unwrap())];
     let out = run_imported(&p, &config, &envs, &secret);

@@ -749,29 +749,6 @@ struct TomlServer {
     sink: Option<bool>,
 }
 
-impl TomlServer {
-    /// The keys that say how moat treats the server rather than how to reach it.
-    fn settings(&mut self) -> ServerSettings {
-        ServerSettings {
-            sandbox: self.sandbox.take(),
-            enabled: self.enabled.take(),
-            call_timeout: self.call_timeout.take(),
-            untrusted: self.untrusted.take(),
-            private: self.private.take(),
-            sink: self.sink.take(),
-        }
-    }
-}
-
-struct ServerSettings {
-    sandbox: Option<TomlSandbox>,
-    enabled: Option<bool>,
-    call_timeout: Option<DurationValue>,
-    untrusted: Option<bool>,
-    private: Option<bool>,
-    sink: Option<bool>,
-}
-
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TomlConsent {
@@ -944,18 +921,17 @@ fn toml_server(
     name: &str,
     mut raw: TomlServer,
 ) -> Result<ServerConfig, ConfigError> {
-    let settings = raw.settings();
     let parts = Parts {
-        command: raw.command,
-        args: raw.args,
-        env: raw.env,
-        cwd: raw.cwd,
-        url: raw.url,
-        headers: raw.headers,
-        transport: raw.transport,
+        command: raw.command.take(),
+        args: std::mem::take(&mut raw.args),
+        env: std::mem::take(&mut raw.env),
+        cwd: raw.cwd.take(),
+        url: raw.url.take(),
+        headers: std::mem::take(&mut raw.headers),
+        transport: raw.transport.take(),
     };
     let mut server = build_server(src, "servers", name, parts)?;
-    apply_settings(src, name, &mut server, settings)?;
+    apply_settings(src, name, &mut server, raw)?;
     Ok(server)
 }
 
@@ -969,7 +945,6 @@ fn adjust_imported(
     server: &mut ServerConfig,
     mut raw: TomlServer,
 ) -> Result<(), ConfigError> {
-    let mut settings = raw.settings();
     for (key, given) in [
         ("args", !raw.args.is_empty()),
         ("env", !raw.env.is_empty()),
@@ -992,10 +967,10 @@ fn adjust_imported(
         }
     }
     // Unset keys keep what the import said.
-    settings.enabled = settings.enabled.or(Some(server.enabled));
+    raw.enabled = raw.enabled.or(Some(server.enabled));
     // `ro` and `rw` add to what the server's command line was given (reach.rs): replacing
     // them would take away the program and the folders the import named.
-    let extended: Vec<&str> = match &settings.sandbox {
+    let extended: Vec<&str> = match &raw.sandbox {
         Some(TomlSandbox::Table(table)) => ["ro", "rw"]
             .into_iter()
             .filter(|key| table.get(*key).is_some())
@@ -1003,7 +978,7 @@ fn adjust_imported(
         _ => Vec::new(),
     };
     let before = server.profile();
-    apply_settings(src, name, server, settings)?;
+    apply_settings(src, name, server, raw)?;
     if let (Some(before), SandboxSetting::Profile(after)) = (before, &mut server.sandbox) {
         for key in extended {
             let (old, new) = match key {
@@ -1021,12 +996,13 @@ fn adjust_imported(
     Ok(())
 }
 
-/// The keys of `[servers.NAME]` that are moat's own, applied to a built server.
+/// The keys of `[servers.NAME]` that are moat's own (sandbox, enabled, call_timeout, the
+/// labels), applied to a built server; how to reach it was taken out of `raw` before.
 fn apply_settings(
     src: &Source<'_>,
     name: &str,
     server: &mut ServerConfig,
-    raw: ServerSettings,
+    raw: TomlServer,
 ) -> Result<(), ConfigError> {
     server.enabled = raw.enabled.unwrap_or(true);
     server.call_timeout = match raw.call_timeout {

@@ -405,19 +405,20 @@ fn unknown_keys_are_errors_with_their_line() {
     assert_eq!(e.line(), Some(2), "{e}");
 }
 
+/// `dir/moat.toml` importing the Claude Desktop fixture (line 1), a blank line, then `rest`.
+fn importing_desktop(dir: &Path, rest: &str) -> PathBuf {
+    let desktop = fixtures().join("claude_desktop_config.json");
+    let moat = dir.join("moat.toml");
+    let text = format!("import = {:?}\n\n{rest}", desktop.display().to_string());
+    std::fs::write(&moat, text).unwrap();
+    moat
+}
+
 #[test]
 fn a_name_defined_twice_through_import_names_both_files() {
     let dir = tempfile::tempdir().unwrap();
     let desktop = fixtures().join("claude_desktop_config.json");
-    let moat = dir.path().join("moat.toml");
-    std::fs::write(
-        &moat,
-        format!(
-            "import = {:?}\n\n[servers.github]\ncommand = \"gh-mcp\"\n",
-            desktop.display().to_string()
-        ),
-    )
-    .unwrap();
+    let moat = importing_desktop(dir.path(), "[servers.github]\ncommand = \"gh-mcp\"\n");
     let e = load(&moat).unwrap_err();
     let text = e.to_string();
     assert!(text.contains("\"github\""), "{text}");
@@ -457,17 +458,11 @@ fn a_name_defined_twice_through_import_names_both_files() {
 #[test]
 fn moat_toml_adjusts_an_imported_server() {
     let dir = tempfile::tempdir().unwrap();
-    let desktop = fixtures().join("claude_desktop_config.json");
-    let moat = dir.path().join("moat.toml");
-    std::fs::write(
-        &moat,
-        format!(
-            "import = {:?}\n\n[servers.filesystem]\nsandbox = {{ rw = [\"/srv/shared\"], net = \"host\" }}\n\
-             untrusted = true\ncall_timeout = \"5s\"\n\n[servers.sqlite]\nenabled = false\n",
-            desktop.display().to_string()
-        ),
-    )
-    .unwrap();
+    let moat = importing_desktop(
+        dir.path(),
+        "[servers.filesystem]\nsandbox = { rw = [\"/srv/shared\"], net = \"host\" }\n\
+         untrusted = true\ncall_timeout = \"5s\"\n\n[servers.sqlite]\nenabled = false\n",
+    );
     let c = load(&moat).unwrap();
     assert_eq!(names(&c), ["filesystem", "github", "sqlite"]);
     let fs = &c.servers[0];
@@ -518,16 +513,7 @@ fn an_adjustment_adds_paths_to_the_imported_ones() {
 #[test]
 fn an_adjustment_of_an_import_cannot_change_how_it_starts() {
     let dir = tempfile::tempdir().unwrap();
-    let desktop = fixtures().join("claude_desktop_config.json");
-    let moat = dir.path().join("moat.toml");
-    std::fs::write(
-        &moat,
-        format!(
-            "import = {:?}\n\n[servers.github]\nargs = [\"--read-only\"]\n",
-            desktop.display().to_string()
-        ),
-    )
-    .unwrap();
+    let moat = importing_desktop(dir.path(), "[servers.github]\nargs = [\"--read-only\"]\n");
     let e = load(&moat).unwrap_err();
     let text = e.to_string();
     assert_eq!(
@@ -538,14 +524,7 @@ fn an_adjustment_of_an_import_cannot_change_how_it_starts() {
     assert!(text.contains("imported file"), "{text}");
 
     // A name no import defines is a server without a command, as before.
-    std::fs::write(
-        &moat,
-        format!(
-            "import = {:?}\n\n[servers.ghost]\nenabled = false\n",
-            desktop.display().to_string()
-        ),
-    )
-    .unwrap();
+    let moat = importing_desktop(dir.path(), "[servers.ghost]\nenabled = false\n");
     let e = load(&moat).unwrap_err();
     let text = e.to_string();
     assert_eq!(e.line(), Some(3), "{text}");

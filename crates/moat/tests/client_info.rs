@@ -7,7 +7,7 @@ use support::pair;
 use moat::transport::{Connection, Limits};
 use moat::{ClientBuilder, NoArgs, ProtocolVersion, RequestContext, Server, VersionPreference};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
 
 /// A server whose one tool answers with the client's name and version, or "unknown".
 fn server() -> Server {
@@ -42,26 +42,51 @@ async fn both_eras_name_the_client() {
     }
 }
 
+/// The server on one end of a pipe, and raw JSON lines on the other.
+struct Raw {
+    _peer: moat::Peer,
+    lines: BufReader<ReadHalf<DuplexStream>>,
+    writer: WriteHalf<DuplexStream>,
+}
+
+impl Raw {
+    fn start() -> Raw {
+        let (a, b) = tokio::io::duplex(1 << 16);
+        let (ar, aw) = tokio::io::split(a);
+        let peer = server().start(Connection::from_lines(
+            BufReader::new(ar),
+            aw,
+            Limits::default(),
+        ));
+        let (br, bw) = tokio::io::split(b);
+        Raw {
+            _peer: peer,
+            lines: BufReader::new(br),
+            writer: bw,
+        }
+    }
+
+    async fn send(&mut self, message: Value) {
+        let line = format!("{message}\n");
+        self.writer.write_all(line.as_bytes()).await.unwrap();
+    }
+
+    async fn receive(&mut self) -> Value {
+        let mut line = String::new();
+        self.lines.read_line(&mut line).await.unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+}
+
 /// Sends one 2026-07-28 `tools/call` with this `_meta` and returns the tool's text.
 async fn modern_call(meta: Value) -> String {
-    let (a, b) = tokio::io::duplex(1 << 16);
-    let (ar, aw) = tokio::io::split(a);
-    let _peer = server().start(Connection::from_lines(
-        BufReader::new(ar),
-        aw,
-        Limits::default(),
-    ));
-    let (br, mut bw) = tokio::io::split(b);
-    let request = json!({
+    let mut raw = Raw::start();
+    raw.send(json!({
         "jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": { "_meta": meta, "name": "whoami", "arguments": {} }
-    });
-    bw.write_all(format!("{request}\n").as_bytes())
-        .await
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(br).read_line(&mut line).await.unwrap();
-    let answer: Value = serde_json::from_str(&line).unwrap();
+    }))
+    .await;
+    let answer = raw.receive().await;
     answer["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_else(|| panic!("no text in {answer}"))
@@ -99,21 +124,8 @@ async fn each_modern_request_speaks_for_itself() {
 /// cannot rename it.
 #[tokio::test]
 async fn a_handshake_request_cannot_rename_its_client() {
-    let (a, b) = tokio::io::duplex(1 << 16);
-    let (ar, aw) = tokio::io::split(a);
-    let _peer = server().start(Connection::from_lines(
-        BufReader::new(ar),
-        aw,
-        Limits::default(),
-    ));
-    let (br, mut bw) = tokio::io::split(b);
-    let mut lines = BufReader::new(br);
-    let mut send = async |message: Value| {
-        bw.write_all(format!("{message}\n").as_bytes())
-            .await
-            .unwrap();
-    };
-    send(json!({
+    let mut raw = Raw::start();
+    raw.send(json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {
             "protocolVersion": "2025-11-25", "capabilities": {},
@@ -121,8 +133,9 @@ async fn a_handshake_request_cannot_rename_its_client() {
         }
     }))
     .await;
-    send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })).await;
-    send(json!({
+    raw.send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+        .await;
+    raw.send(json!({
         "jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {
             "_meta": { "io.modelcontextprotocol/clientInfo": { "name": "forged", "version": "6" } },
@@ -130,12 +143,8 @@ async fn a_handshake_request_cannot_rename_its_client() {
         }
     }))
     .await;
-    let mut answer = Value::Null;
-    for _ in 0..2 {
-        let mut line = String::new();
-        lines.read_line(&mut line).await.unwrap();
-        answer = serde_json::from_str(&line).unwrap();
-    }
+    let _initialized = raw.receive().await;
+    let answer = raw.receive().await;
     assert_eq!(answer["id"], 2, "{answer}");
     assert_eq!(answer["result"]["content"][0]["text"], "real 1", "{answer}");
 }
