@@ -64,11 +64,16 @@ pub(crate) async fn call_unlisted(
         record.decision = "error".into();
         record.rule = "unknown tool".into();
         record.outcome = "refused".into();
-        record.error = Some(format!("Unknown tool: {name}"));
+        // A tool of a server that is down is unknown only because its server is: say so.
+        let mut message = format!("Unknown tool: {name}");
+        for server in inner.down_servers_for(name) {
+            message.push_str(&format!(". {}", inner.down_message(&server)));
+        }
+        record.error = Some(message.clone());
         if let Some(audit) = &inner.audit {
             audit.record(record);
         }
-        return Err(ErrorObject::invalid_params(format!("Unknown tool: {name}")));
+        return Err(ErrorObject::invalid_params(message));
     }
     Ok(call(inner, ctx, name, args).await)
 }
@@ -245,14 +250,14 @@ async fn forward(
     args: Value,
     record: &mut AuditRecord,
 ) -> CallToolResult {
-    let Some(client) = inner.live_client(&entry.server) else {
-        record.outcome = "failed".into();
-        let message = format!(
-            "server {} is not running; moat is restarting it. Try again shortly.",
-            entry.server
-        );
-        record.error = Some(message.clone());
-        return CallToolResult::error(message);
+    // A server that is starting or restarting is waited for (bounded).
+    let client = match inner.wait_live(&entry.server).await {
+        Ok(client) => client,
+        Err(message) => {
+            record.outcome = "failed".into();
+            record.error = Some(message.clone());
+            return CallToolResult::error(message);
+        }
     };
     let timeout = inner.call_timeout(&entry.server);
     let mut options = RequestOptions::default().timeout(timeout);

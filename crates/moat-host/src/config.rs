@@ -51,11 +51,26 @@ pub struct Config {
     pub consent: ConsentConfig,
     /// `[tool_search]`.
     pub tool_search: crate::search::ToolSearchConfig,
+    /// `[gateway]`.
+    pub gateway: GatewayConfig,
     /// Where the audit store, pins and consent decisions live; `None`: the XDG state
     /// directory.
     pub state_dir: Option<PathBuf>,
     /// The files `import` pulled servers from (absolute), so a watcher can follow them too.
     pub imports: Vec<PathBuf>,
+}
+
+/// `[gateway]`: how the gateway supervises its servers. `None`: the host's default.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct GatewayConfig {
+    /// How long a client's lists and calls wait for servers that are starting
+    /// (`startup_timeout`, default 30 s); then they are answered with what is up, and
+    /// `list_changed` follows when the rest comes up.
+    pub startup_timeout: Option<Duration>,
+    /// How often each server is health-checked (`ping`, or `server/discover` in
+    /// 2026-07-28); two failures in a row restart it (`health_interval`, default 30 s).
+    pub health_interval: Option<Duration>,
 }
 
 /// One MCP server the host runs (a command) or reaches (a URL).
@@ -73,6 +88,9 @@ pub struct ServerConfig {
     pub call_timeout: Option<Duration>,
     /// The server's own say about its tools.
     pub trust: TrustLabels,
+    /// What its tools' and prompts' names start with towards the client; `None`: the
+    /// default, `NAME__`. `prefix = ""` shows them as the server names them.
+    pub prefix: Option<String>,
 }
 
 /// How a server is reached.
@@ -176,6 +194,14 @@ pub enum ConsentMode {
 }
 
 impl ServerConfig {
+    /// What this server's tool and prompt names start with towards the client.
+    pub fn exposed_prefix(&self) -> String {
+        match &self.prefix {
+            Some(prefix) => prefix.clone(),
+            None => format!("{}{}", self.name, crate::naming::SEPARATOR),
+        }
+    }
+
     /// A command server with the default sandbox profile (reading the current directory) and
     /// no other settings.
     pub fn command(name: impl Into<String>, command: impl Into<String>, args: Vec<String>) -> Self {
@@ -191,6 +217,7 @@ impl ServerConfig {
             enabled: true,
             call_timeout: None,
             trust: TrustLabels::default(),
+            prefix: None,
         }
     }
 
@@ -207,6 +234,7 @@ impl ServerConfig {
             enabled: true,
             call_timeout: None,
             trust: TrustLabels::default(),
+            prefix: None,
         }
     }
 
@@ -677,6 +705,7 @@ pub(crate) fn build_server(
         enabled: true,
         call_timeout: None,
         trust: TrustLabels::default(),
+        prefix: None,
     })
 }
 
@@ -724,6 +753,8 @@ struct TomlFile {
     consent: TomlConsent,
     #[serde(default)]
     tool_search: TomlToolSearch,
+    #[serde(default)]
+    gateway: TomlGateway,
     state_dir: Option<String>,
     import: Option<OneOrMany>,
 }
@@ -747,6 +778,14 @@ struct TomlServer {
     untrusted: Option<bool>,
     private: Option<bool>,
     sink: Option<bool>,
+    prefix: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlGateway {
+    startup_timeout: Option<DurationValue>,
+    health_interval: Option<DurationValue>,
 }
 
 #[derive(Default, Deserialize)]
@@ -892,6 +931,16 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
         },
     };
     let tool_search = tool_search(&src, raw.tool_search)?;
+    let gateway = GatewayConfig {
+        startup_timeout: match raw.gateway.startup_timeout {
+            Some(t) => Some(positive(&src, &["gateway", "startup_timeout"], t.0)?),
+            None => None,
+        },
+        health_interval: match raw.gateway.health_interval {
+            Some(t) => Some(positive(&src, &["gateway", "health_interval"], t.0)?),
+            None => None,
+        },
+    };
     let state_dir = match &raw.state_dir {
         Some(dir) => Some(src.path(&["state_dir"], "state_dir", dir)?),
         None => None,
@@ -904,6 +953,7 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
         audit: raw.audit,
         consent,
         tool_search,
+        gateway,
         state_dir,
         imports,
     })
@@ -957,7 +1007,7 @@ fn adjust_imported(
                 &["servers", name, key],
                 format!(
                     "{name:?} is a server of an imported file: moat.toml can adjust its sandbox, \
-                     enabled, call_timeout and labels, not `{key}`"
+                     enabled, call_timeout, prefix and labels, not `{key}`"
                 ),
                 Some(format!(
                     "change `{key}` in the imported file, or define the server here in full (with \
@@ -1014,6 +1064,24 @@ fn apply_settings(
         private: raw.private,
         sink: raw.sink,
     };
+    if let Some(prefix) = raw.prefix {
+        // Tool names are `[A-Za-z0-9_.-]` in the spec's advice (2025-11-25); a prefix
+        // outside it would make every name of the server one clients may refuse.
+        if prefix.len() > 32
+            || !prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        {
+            return Err(src.error(
+                &["servers", name, "prefix"],
+                format!("prefix {prefix:?} is not a valid start of a tool name"),
+                Some(
+                    "use at most 32 of the characters A-Z a-z 0-9 _ - . (or \"\" for none)".into(),
+                ),
+            ));
+        }
+        server.prefix = Some(prefix);
+    }
     let is_command = matches!(server.transport, ServerTransport::Command { .. });
     match raw.sandbox {
         None => {}

@@ -7,27 +7,24 @@
 //! predicate, and the call path ([`crate::call`]) asks the same policy again with the
 //! arguments: a tool hidden from `tools/list` is refused on `tools/call` by the same rule.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use moat::{Client, ResourceRequest, Server, ServerNotification};
-use moat_protocol::types::{
-    CompleteRequestParams, CompletionReference, Prompt, Resource, ResourceContents,
-    ResourceTemplate, Tool,
-};
+use moat::{Client, Server, ServerNotification};
+use moat_protocol::types::{CompleteRequestParams, CompletionReference, Tool};
 use serde_json::Value;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 
 use crate::HostError;
 use crate::audit::AuditLog;
+use crate::catalog::Catalog;
 use crate::config::{Config, ServerConfig};
 use crate::consent::Decisions;
-use crate::naming::exposed_name;
-use crate::pins::{PinStatus, PinStore};
-use crate::policy::{Labels, Policy, ToolRef, TrustOverride};
-use crate::scan::{self, ScanAction};
+use crate::pins::PinStore;
+use crate::policy::{Labels, Policy};
 use crate::sessions::Sessions;
 use crate::state;
 use crate::supervisor::{self, Live};
@@ -41,11 +38,14 @@ pub struct HostOptions {
     pub sandbox_helper: Option<PathBuf>,
     /// Keep pins, decisions and the audit trail in memory only (tests, `--ephemeral`).
     pub ephemeral: bool,
-    /// How long a server has to start and answer `initialize`.
+    /// How long a server has to start and answer `initialize`; also how long the lists
+    /// and calls of a client wait for servers that are starting (unless the configuration's
+    /// `[gateway] startup_timeout` says otherwise).
     pub start_timeout: Duration,
     /// Deadline of a call to a server, unless its configuration says otherwise.
     pub call_timeout: Duration,
-    /// Health checks: a `ping` to every server this often.
+    /// Health checks: a `ping` to every server this often (unless the configuration's
+    /// `[gateway] health_interval` says otherwise).
     pub health_interval: Duration,
     /// How often the pin store is looked at for approvals made by `moat pins approve`.
     pub pins_poll: Duration,
@@ -95,7 +95,7 @@ pub(crate) struct ToolEntry {
     /// The compiled `inputSchema`, or why it would not compile. Built on the first call:
     /// a compiled schema costs tens of kilobytes, and most tools of a large catalog are
     /// never called.
-    validator: OnceLock<Result<jsonschema::Validator, String>>,
+    pub(crate) validator: OnceLock<Result<jsonschema::Validator, String>>,
     pub(crate) labels: Labels,
 }
 
@@ -110,11 +110,6 @@ impl ToolEntry {
     }
 }
 
-/// What a forwarded resource read resolves to.
-type ReadFuture = std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<Vec<ResourceContents>, String>> + Send>,
->;
-
 /// A tool kept from the client, and why.
 #[derive(Debug, Clone)]
 pub(crate) struct Held {
@@ -125,27 +120,22 @@ pub(crate) struct Held {
     pub(crate) reason: String,
 }
 
-#[derive(Default)]
-struct Catalog {
-    /// The last tool list of each server (republished when pins or policy change).
-    fetched: HashMap<String, Vec<Arc<Tool>>>,
-    tools: HashMap<String, Arc<ToolEntry>>,
-    held: HashMap<String, Held>,
-    /// What the upstream server lists, by exposed name.
-    registered: HashMap<String, Arc<Tool>>,
-    /// Every tool policy lets the client see, by exposed name: its server and its
-    /// definition as the client sees it (what tool search ranks and describes).
-    /// Shares each definition with `registered`.
-    searchable: HashMap<String, (String, Arc<Tool>)>,
-    resources: HashMap<String, String>,
-    templates: HashMap<String, String>,
-    prompts: HashMap<String, (String, String)>,
-}
-
 struct Running {
     cfg: ServerConfig,
     live: Live,
     stop: watch::Sender<bool>,
+    /// Which supervision task this is: a server restarted by a reload gets a new one, and
+    /// only the current one may withdraw its catalog.
+    generation: u64,
+}
+
+/// Servers whose start is under way, for the requests that wait for them.
+struct Startup {
+    /// How many starts (a server's first attempt, and the start-up decisions that follow
+    /// the first servers) have not ended yet.
+    pending: watch::Sender<usize>,
+    /// Waiting ends here, whatever is still starting.
+    deadline: Mutex<Instant>,
 }
 
 pub(crate) struct Inner {
@@ -154,8 +144,12 @@ pub(crate) struct Inner {
     pub(crate) pins: PinStore,
     pub(crate) decisions: Decisions,
     pub(crate) audit: Option<AuditLog>,
-    catalog: Mutex<Catalog>,
+    pub(crate) catalog: Mutex<Catalog>,
     running: Mutex<HashMap<String, Running>>,
+    generations: AtomicU64,
+    startup: Startup,
+    /// Why each server that is not up is not (its last error, its own last stderr lines).
+    down: Mutex<HashMap<String, String>>,
     pub(crate) sessions: Sessions,
     pub(crate) search: crate::search::SearchState,
     pub(crate) options: HostOptions,
@@ -173,22 +167,25 @@ impl std::fmt::Debug for Host {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Host {
-    /// Starts every enabled server of `config` and waits for each one's first attempt (up
-    /// or failed: a server that fails to start is retried in the background). Refuses to
-    /// start when two tools would be shown under one name.
+    /// Starts every enabled server of `config` and returns at once: a client can connect
+    /// while they start. Its lists and calls wait for the servers being started (bounded
+    /// by the start timeout), so its first `tools/list` already has their tools; a server
+    /// that fails to start is retried in the background. [`Host::ready`] waits the same way.
     pub async fn start(config: Config, options: HostOptions) -> Result<Host, HostError> {
         let policy = Policy::new(&config.policy)?;
         let redactor = config.audit.redactor();
         let (pins, decisions, audit) = open_state(&config, &options)?;
         let server = Server::new("moat", env!("CARGO_PKG_VERSION")).instructions(
-            "moat gateway: the tools of several MCP servers, named server__tool, each call \
-             checked against the user's policy.",
+            "moat gateway: the tools of several MCP servers, each named after its server \
+             (server__tool) unless configured otherwise, each call checked against the user's \
+             policy.",
         );
+        let (pending, _) = watch::channel(0);
         let inner = Arc::new(Inner {
             server,
             settings: RwLock::new(Arc::new(Settings {
@@ -201,26 +198,66 @@ impl Host {
             audit,
             catalog: Mutex::new(Catalog::default()),
             running: Mutex::new(HashMap::new()),
+            generations: AtomicU64::new(0),
+            startup: Startup {
+                pending,
+                deadline: Mutex::new(Instant::now()),
+            },
+            down: Mutex::new(HashMap::new()),
             sessions: Sessions::default(),
             search: crate::search::SearchState::default(),
             options,
         });
         install_upstream_hooks(&inner);
         let host = Host { inner };
+        // The start-up decisions (tool search's `auto`) need the first catalog: they are a
+        // start of their own, that ends after the servers' first attempts.
+        host.inner.starting();
         let servers: Vec<ServerConfig> = host.inner.settings().config.servers.clone();
-        let mut waits = Vec::new();
         for cfg in servers.into_iter().filter(|s| s.enabled) {
-            waits.push(host.inner.launch(cfg));
+            host.inner.launch(cfg);
         }
-        for wait in waits {
-            if let Ok(Err(e)) = wait.await {
-                host.shutdown().await;
-                return Err(e);
-            }
-        }
-        crate::search::apply(&host.inner).await;
-        spawn_pins_poll(Arc::downgrade(&host.inner));
+        let weak = Arc::downgrade(&host.inner);
+        tokio::spawn(async move {
+            let Some(inner) = weak.upgrade() else { return };
+            inner.wait_for_starts(1).await;
+            crate::search::apply(&inner).await;
+            inner.started();
+            spawn_pins_poll(Arc::downgrade(&inner));
+        });
         Ok(host)
+    }
+
+    /// Waits until every server being started has come up or failed its first attempt,
+    /// and the start-up decisions are made (bounded by the start timeout).
+    pub async fn ready(&self) {
+        self.inner.wait_for_starts(0).await;
+    }
+
+    /// Names that two servers offer (or one server twice), and which one keeps each: the
+    /// first in configuration order.
+    pub fn collisions(&self) -> Vec<String> {
+        lock(&self.inner.catalog)
+            .collisions
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// Why each server that is not up right now is not: its last error, with the last
+    /// lines it wrote on stderr when it has any.
+    pub fn down_reasons(&self) -> Vec<(String, String)> {
+        let down = self.servers_down();
+        let reasons = lock(&self.inner.down);
+        down.into_iter()
+            .map(|name| {
+                let why = reasons
+                    .get(&name)
+                    .cloned()
+                    .unwrap_or_else(|| "starting".to_owned());
+                (name, why)
+            })
+            .collect()
     }
 
     /// The MCP server the client talks to: serve it over stdio or HTTP.
@@ -257,22 +294,21 @@ impl Host {
             list.iter().filter(|s| s.enabled).cloned().collect()
         };
         let diff = crate::watch::diff_servers(&enabled(&old), &enabled(&new_servers));
-        for name in diff.removed.iter().chain(diff.changed.iter()) {
+        for name in &diff.removed {
             self.inner.stop_server(name);
         }
-        let mut waits = Vec::new();
+        // A changed server keeps its catalog while its successor starts: when that one
+        // comes up offering the same, clients see no change at all.
+        self.inner.starting();
         for cfg in enabled(&new_servers) {
             if diff.added.contains(&cfg.name) || diff.changed.contains(&cfg.name) {
-                waits.push(self.inner.launch(cfg));
+                self.inner.launch(cfg);
             }
         }
-        for wait in waits {
-            if let Ok(Err(e)) = wait.await {
-                tracing::error!(error = %e, "after reload");
-            }
-        }
+        self.inner.wait_for_starts(1).await;
         // Also republishes: the policy and `[tool_search]` may both have changed.
         crate::search::apply(&self.inner).await;
+        self.inner.started();
         tracing::info!(
             added = diff.added.len(),
             removed = diff.removed.len(),
@@ -395,7 +431,12 @@ fn open_state(
 fn install_upstream_hooks(inner: &Arc<Inner>) {
     let weak = Arc::downgrade(inner);
     let hook_weak = weak.clone();
-    let server = inner.server.clone().on_subscribe(move |uri, on| {
+    let ready_weak = weak.clone();
+    let server = inner
+        .server
+        .clone()
+        .ready_when(move || ready_weak.upgrade().and_then(|inner| inner.ready_wait()));
+    let server = server.on_subscribe(move |uri, on| {
         let Some(inner) = hook_weak.upgrade() else {
             return;
         };
@@ -469,42 +510,186 @@ impl Inner {
         &self,
         cfg: &ServerConfig,
     ) -> (Option<PathBuf>, Duration, Duration, Duration) {
+        let health = self
+            .settings()
+            .config
+            .gateway
+            .health_interval
+            .unwrap_or(self.options.health_interval);
         (
             self.options.sandbox_helper.clone(),
             self.options.start_timeout,
             cfg.call_timeout.unwrap_or(self.options.call_timeout),
-            self.options.health_interval,
+            health,
         )
     }
 
-    /// Starts supervising `cfg`; the receiver resolves after its first attempt.
-    fn launch(self: &Arc<Self>, cfg: ServerConfig) -> oneshot::Receiver<Result<(), HostError>> {
+    /// Starts supervising `cfg` (replacing a task that supervised a server of that name);
+    /// its first attempt counts as a start under way until it ends.
+    fn launch(self: &Arc<Self>, cfg: ServerConfig) {
         let (live_tx, live_rx) = watch::channel(None);
         let (stop_tx, stop_rx) = watch::channel(false);
-        let (ready_tx, ready_rx) = oneshot::channel();
+        let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        self.starting();
+        // Dropping a predecessor's stop sender ends its task.
         lock(&self.running).insert(
             cfg.name.clone(),
             Running {
                 cfg: cfg.clone(),
                 live: live_rx,
                 stop: stop_tx,
+                generation,
             },
         );
         tokio::spawn(supervisor::supervise(
             Arc::downgrade(self),
             cfg,
+            generation,
             live_tx,
             stop_rx,
-            ready_tx,
         ));
-        ready_rx
     }
 
-    fn stop_server(&self, name: &str) {
+    /// Stops a server for good (removed from the configuration, or the host stops).
+    fn stop_server(self: &Arc<Self>, name: &str) {
         if let Some(running) = lock(&self.running).remove(name) {
             let _ = running.stop.send(true);
         }
+        lock(&self.down).remove(name);
         self.withdraw(name);
+    }
+
+    /// Whether `generation` is the task supervising `server` now.
+    pub(crate) fn is_current(&self, server: &str, generation: u64) -> bool {
+        lock(&self.running)
+            .get(server)
+            .is_some_and(|r| r.generation == generation)
+    }
+
+    /// A start begins: requests that read the catalog wait for it (bounded).
+    fn starting(&self) {
+        let bound = self.startup_timeout();
+        {
+            let mut deadline = lock(&self.startup.deadline);
+            *deadline = (*deadline).max(Instant::now() + bound);
+        }
+        self.startup.pending.send_modify(|n| *n += 1);
+    }
+
+    /// A start ended (up, or failed).
+    pub(crate) fn started(&self) {
+        self.startup
+            .pending
+            .send_modify(|n| *n = n.saturating_sub(1));
+    }
+
+    /// Waits until at most `left` starts are under way, or the start-up deadline.
+    async fn wait_for_starts(&self, left: usize) {
+        let mut pending = self.startup.pending.subscribe();
+        let deadline = *lock(&self.startup.deadline);
+        let _ = tokio::time::timeout_at(deadline.into(), pending.wait_for(|n| *n <= left)).await;
+    }
+
+    /// What a request that reads the catalog waits for first: nothing, unless servers are
+    /// starting.
+    fn ready_wait(self: &Arc<Self>) -> Option<moat::handler::BoxFuture<()>> {
+        if *self.startup.pending.borrow() == 0 {
+            return None;
+        }
+        let weak = Arc::downgrade(self);
+        Some(Box::pin(async move {
+            if let Some(inner) = weak.upgrade() {
+                inner.wait_for_starts(0).await;
+            }
+        }))
+    }
+
+    /// How long lists and calls wait for servers that are starting.
+    fn startup_timeout(&self) -> Duration {
+        self.settings()
+            .config
+            .gateway
+            .startup_timeout
+            .unwrap_or(self.options.start_timeout)
+    }
+
+    /// Notes why `server` is not up (`None`: it is up).
+    pub(crate) fn set_down(&self, server: &str, why: Option<String>) {
+        let mut down = lock(&self.down);
+        match why {
+            Some(why) => {
+                down.insert(server.to_owned(), why);
+            }
+            None => {
+                down.remove(server);
+            }
+        }
+    }
+
+    /// The live connection to `server`, waiting (bounded by the start timeout) while it
+    /// starts or restarts; else why there is none, for the client.
+    pub(crate) async fn wait_live(&self, server: &str) -> Result<Arc<Client>, String> {
+        let live = lock(&self.running).get(server).map(|r| r.live.clone());
+        let Some(mut live) = live else {
+            return Err(format!(
+                "server {server} is not running (it is not in the configuration any more)"
+            ));
+        };
+        if let Some(client) = live.borrow().clone() {
+            return Ok(client);
+        }
+        let within = self.startup_timeout();
+        if let Ok(Ok(client)) = tokio::time::timeout(within, live.wait_for(Option::is_some)).await
+            && let Some(client) = client.clone()
+        {
+            return Ok(client);
+        }
+        Err(self.down_message(server))
+    }
+
+    /// The servers that are down and whose tools could be called `name`: the one whose
+    /// prefix it starts with, else (with servers that show names as they are) every one.
+    pub(crate) fn down_servers_for(&self, name: &str) -> Vec<String> {
+        let settings = self.settings();
+        let down = lock(&self.down);
+        let mut out: Vec<String> = settings
+            .config
+            .servers
+            .iter()
+            .filter(|s| down.contains_key(&s.name))
+            .filter(|s| name.starts_with(&s.exposed_prefix()))
+            .map(|s| s.name.clone())
+            .collect();
+        // A prefixed match names the server; an empty prefix matches all, so keep the
+        // most specific ones.
+        if out.len() > 1 {
+            let longest = out
+                .iter()
+                .filter_map(|n| settings.config.server(n))
+                .map(|s| s.exposed_prefix().len())
+                .max()
+                .unwrap_or(0);
+            out.retain(|n| {
+                settings
+                    .config
+                    .server(n)
+                    .is_some_and(|s| s.exposed_prefix().len() == longest || longest == 0)
+            });
+        }
+        out
+    }
+
+    /// "server X is not running: why", for a client.
+    pub(crate) fn down_message(&self, server: &str) -> String {
+        match lock(&self.down).get(server) {
+            Some(why) => format!(
+                "server {server} is not running: {why}\nmoat keeps trying to start it; \
+                 `moat gateway --check` shows the same."
+            ),
+            None => {
+                format!("server {server} is not running; moat is starting it. Try again shortly.")
+            }
+        }
     }
 
     fn live_servers(&self) -> usize {
@@ -576,506 +761,6 @@ impl Inner {
         }
     }
 
-    /// Fetches a server's tools, resources and prompts and publishes them. At start a
-    /// name collision is an error; later it only drops the newcomer.
-    pub(crate) async fn refresh_catalog(
-        self: &Arc<Self>,
-        server: &str,
-        client: &Arc<Client>,
-        at_start: bool,
-    ) -> Result<(), HostError> {
-        let caps = client.server_capabilities().clone();
-        let tools: Vec<Arc<Tool>> = if caps.tools.is_some() {
-            client
-                .list_all_tools()
-                .await
-                .unwrap_or_else(|e| {
-                    tracing::warn!(server, error = %e, "tools/list failed");
-                    Vec::new()
-                })
-                .into_iter()
-                .map(Arc::new)
-                .collect()
-        } else {
-            Vec::new()
-        };
-        lock(&self.catalog)
-            .fetched
-            .insert(server.to_owned(), tools.clone());
-        self.publish_tools(server, tools, at_start)?;
-        if caps.resources.is_some() {
-            let resources = client.list_all_resources().await.unwrap_or_default();
-            let templates = client
-                .list_all_resource_templates()
-                .await
-                .unwrap_or_default();
-            self.publish_resources(server, resources, templates);
-        }
-        if caps.prompts.is_some() {
-            let prompts = client.list_all_prompts().await.unwrap_or_default();
-            self.publish_prompts(server, prompts, at_start)?;
-        }
-        Ok(())
-    }
-
-    /// Re-evaluates every server's last tool list (policy reloaded, pins approved).
-    pub(crate) fn republish_all(self: &Arc<Self>) {
-        let fetched: Vec<(String, Vec<Arc<Tool>>)> = lock(&self.catalog)
-            .fetched
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        for (server, tools) in fetched {
-            if let Err(e) = self.publish_tools(&server, tools, false) {
-                tracing::warn!(%server, error = %e, "tools not republished");
-            }
-        }
-    }
-
-    /// Decides, for each tool of `server`, whether it is callable, listed or held back,
-    /// and brings the upstream server's registrations in line.
-    fn publish_tools(
-        self: &Arc<Self>,
-        server: &str,
-        tools: Vec<Arc<Tool>>,
-        at_start: bool,
-    ) -> Result<(), HostError> {
-        let settings = self.settings();
-        let trust = self
-            .server_config(server)
-            .map(|c| trust_override(&c))
-            .unwrap_or_default();
-        let pins_config = &settings.config.pins;
-        let others: Vec<(String, String)> = {
-            let catalog = lock(&self.catalog);
-            catalog
-                .fetched
-                .iter()
-                .filter(|(s, _)| s.as_str() != server)
-                .flat_map(|(s, list)| list.iter().map(|t| (s.clone(), t.name.clone())))
-                .collect()
-        };
-        let other_refs: Vec<(&str, &str)> = others
-            .iter()
-            .map(|(s, t)| (s.as_str(), t.as_str()))
-            .collect();
-        let index = scan::ToolIndex::new(&other_refs);
-
-        let mut entries: Vec<(String, Arc<ToolEntry>)> = Vec::new();
-        let mut held: Vec<(String, Held)> = Vec::new();
-        let mut seen: HashMap<String, String> = HashMap::new();
-        for tool in tools {
-            let exposed = exposed_name(server, &tool.name);
-            if let Some(first) = seen.insert(exposed.clone(), tool.name.clone()) {
-                let msg = format!(
-                    "server {server} lists tools {first:?} and {:?}, which would both be shown as {exposed}",
-                    tool.name
-                );
-                if at_start {
-                    return Err(HostError::Collision(msg));
-                }
-                tracing::warn!("{msg}; the second is dropped");
-                continue;
-            }
-            if let Some(h) = self.screen(server, &exposed, &tool, &index, pins_config) {
-                held.push((exposed, h));
-                continue;
-            }
-            // Checked against the meta-schema now; compiled on the tool's first call (see
-            // `ToolEntry::validator`).
-            match jsonschema::meta::validate(&tool.input_schema) {
-                Ok(()) => {}
-                Err(e) => {
-                    held.push((
-                        exposed,
-                        Held {
-                            server: server.to_owned(),
-                            rule: "schema".into(),
-                            reason: format!(
-                                "its inputSchema is not a valid JSON Schema ({e}); moat cannot check its arguments"
-                            ),
-                        },
-                    ));
-                    continue;
-                }
-            }
-            let labels = settings.policy.labels(
-                &ToolRef {
-                    server,
-                    tool: &tool.name,
-                    annotations: tool.annotations.as_ref(),
-                },
-                &trust,
-            );
-            entries.push((
-                exposed,
-                Arc::new(ToolEntry {
-                    server: server.to_owned(),
-                    tool,
-                    validator: OnceLock::new(),
-                    labels,
-                }),
-            ));
-        }
-
-        let mut catalog = lock(&self.catalog);
-        if !catalog.fetched.contains_key(server) {
-            // Withdrawn while this list was being screened (the server went away or was
-            // removed): publishing now would bring back tools nobody can call.
-            return Ok(());
-        }
-        for (exposed, _) in entries.iter() {
-            if let Some(owner) = catalog.tools.get(exposed).map(|e| e.server.clone())
-                && owner != server
-            {
-                let msg = format!(
-                    "{exposed} would name a tool of server {server} and one of server {owner}"
-                );
-                if at_start {
-                    return Err(HostError::Collision(msg));
-                }
-                tracing::warn!("{msg}; the newcomer is dropped");
-            }
-        }
-        catalog.tools.retain(|_, e| e.server != server);
-        catalog.held.retain(|_, h| h.server != server);
-        for (exposed, h) in held {
-            tracing::warn!(tool = %exposed, reason = %h.reason, "tool held back");
-            catalog.held.insert(exposed, h);
-        }
-        let mut listed: HashMap<String, Arc<Tool>> = HashMap::new();
-        for (exposed, entry) in entries {
-            if catalog.tools.contains_key(&exposed) {
-                continue;
-            }
-            let visible = settings.policy.visible(&ToolRef {
-                server,
-                tool: &entry.tool.name,
-                annotations: entry.tool.annotations.as_ref(),
-            });
-            if visible {
-                listed.insert(
-                    exposed.clone(),
-                    Arc::new(client_definition(&exposed, &entry.tool)),
-                );
-            }
-            catalog.tools.insert(exposed, entry);
-        }
-        catalog.searchable.retain(|_, (owner, _)| owner != server);
-        for (exposed, def) in &listed {
-            catalog
-                .searchable
-                .insert(exposed.clone(), (server.to_owned(), def.clone()));
-        }
-        // In search mode only the always-listed tools are registered; the rest are found
-        // through search_tools.
-        if self.search.is_active() {
-            listed.retain(|exposed, _| self.search.always_listed(exposed));
-        }
-        // Bring the upstream registrations in line: drop what went, add what changed.
-        let gone: Vec<String> = catalog
-            .registered
-            .keys()
-            .filter(|name| {
-                owner_of(name, &catalog) == Some(server) || !catalog.tools.contains_key(*name)
-            })
-            .filter(|name| !listed.contains_key(*name))
-            .cloned()
-            .collect();
-        for name in gone {
-            catalog.registered.remove(&name);
-            self.server.remove_tool(&name);
-        }
-        for (exposed, def) in listed {
-            if catalog.registered.get(&exposed) == Some(&def) {
-                continue;
-            }
-            catalog.registered.insert(exposed.clone(), def.clone());
-            self.register_tool(def, exposed);
-        }
-        drop(catalog);
-        crate::search::catalog_changed(self);
-        Ok(())
-    }
-
-    /// Held back, or fit to publish: the description scan first, then the pin.
-    fn screen(
-        &self,
-        server: &str,
-        exposed: &str,
-        tool: &Tool,
-        others: &scan::ToolIndex,
-        pins: &crate::pins::PinsConfig,
-    ) -> Option<Held> {
-        let findings = scan::scan_tool_in(server, tool, others);
-        let mut blocking = Vec::new();
-        for finding in &findings {
-            match pins.action(finding.kind) {
-                ScanAction::Block => blocking.push(finding),
-                ScanAction::Warn => {
-                    tracing::warn!(tool = %exposed, finding = %finding.detail, "suspicious tool definition")
-                }
-                _ => {}
-            }
-        }
-        if let Some(first) = blocking.first() {
-            let details: Vec<String> = blocking.iter().map(|f| f.detail.clone()).collect();
-            return Some(Held {
-                server: server.to_owned(),
-                rule: format!("scan: {}", first.kind),
-                reason: format!(
-                    "its definition looks poisoned ({}); moat keeps it from the model. \
-                     If it is benign, set `[pins] {} = \"warn\"` in the configuration.",
-                    details.join("; "),
-                    first.kind.config_key()
-                ),
-            });
-        }
-        if !pins.enabled {
-            return None;
-        }
-        match self.pins.observe(server, exposed, tool) {
-            Ok(PinStatus::Changed { pinned }) => {
-                let diff =
-                    crate::pins::diff(&pinned.definition, &crate::pins::pinned_definition(tool));
-                Some(Held {
-                    server: server.to_owned(),
-                    rule: "pin changed".into(),
-                    reason: format!(
-                        "its definition changed since it was approved, so it is held back until a \
-                         person approves it again: `moat pins approve {exposed}` (see `moat pins list`). \
-                         What changed:\n{diff}"
-                    ),
-                })
-            }
-            Ok(_) => None,
-            Err(e) => Some(Held {
-                server: server.to_owned(),
-                rule: "pin store".into(),
-                reason: format!("its pin could not be checked ({e}); held back to be safe"),
-            }),
-        }
-    }
-
-    fn register_tool(self: &Arc<Self>, def: Arc<Tool>, exposed: String) {
-        let weak = Arc::downgrade(self);
-        let _ = self
-            .server
-            .clone()
-            .tool_def(def, move |ctx: moat::RequestContext, args: Value| {
-                let weak = weak.clone();
-                let exposed = exposed.clone();
-                async move {
-                    match weak.upgrade() {
-                        Some(inner) => Ok(crate::call::call(inner, ctx, &exposed, args).await),
-                        None => Err("the gateway is shutting down".to_owned()),
-                    }
-                }
-            });
-    }
-
-    fn publish_resources(
-        self: &Arc<Self>,
-        server: &str,
-        resources: Vec<Resource>,
-        templates: Vec<ResourceTemplate>,
-    ) {
-        let mut catalog = lock(&self.catalog);
-        let old: Vec<String> = catalog
-            .resources
-            .iter()
-            .filter(|(_, s)| s.as_str() == server)
-            .map(|(u, _)| u.clone())
-            .collect();
-        for uri in old {
-            catalog.resources.remove(&uri);
-            self.server.remove_resource(&uri);
-        }
-        let old: Vec<String> = catalog
-            .templates
-            .iter()
-            .filter(|(_, s)| s.as_str() == server)
-            .map(|(u, _)| u.clone())
-            .collect();
-        for t in old {
-            catalog.templates.remove(&t);
-            self.server.remove_resource_template(&t);
-        }
-        for resource in resources {
-            if let Some(owner) = catalog.resources.get(&resource.uri) {
-                tracing::warn!(uri = %resource.uri, %owner, other = server, "two servers offer one resource URI; the first keeps it");
-                continue;
-            }
-            catalog
-                .resources
-                .insert(resource.uri.clone(), server.to_owned());
-            let _ = self
-                .server
-                .clone()
-                .resource_def(resource, self.reader(server));
-        }
-        for template in templates {
-            if catalog.templates.contains_key(&template.uri_template) {
-                continue;
-            }
-            let key = template.uri_template.clone();
-            match self
-                .server
-                .clone()
-                .try_resource_template(template, self.reader(server))
-            {
-                Ok(_) => {
-                    catalog.templates.insert(key, server.to_owned());
-                }
-                Err(e) => {
-                    tracing::warn!(server, template = %key, error = %e, "resource template skipped")
-                }
-            }
-        }
-    }
-
-    /// A resource handler that reads from `server`.
-    fn reader(
-        self: &Arc<Self>,
-        server: &str,
-    ) -> impl Fn(ResourceRequest) -> ReadFuture + Send + Sync + 'static {
-        let weak = Arc::downgrade(self);
-        let server = server.to_owned();
-        move |req: ResourceRequest| {
-            let weak = weak.clone();
-            let server = server.clone();
-            Box::pin(async move {
-                let inner = weak.upgrade().ok_or("the gateway is shutting down")?;
-                let client = inner
-                    .live_client(&server)
-                    .ok_or_else(|| format!("server {server} is not running (restarting)"))?;
-                let result = client
-                    .read_resource(&req.uri)
-                    .await
-                    .map_err(|e| format!("server {server}: {e}"))?;
-                if inner
-                    .server_config(&server)
-                    .and_then(|c| c.trust.untrusted)
-                    .unwrap_or(false)
-                {
-                    inner
-                        .sessions
-                        .taint(&req.ctx, &format!("resource {} of {server}", req.uri));
-                }
-                Ok(result.contents)
-            })
-        }
-    }
-
-    fn publish_prompts(
-        self: &Arc<Self>,
-        server: &str,
-        prompts: Vec<Prompt>,
-        at_start: bool,
-    ) -> Result<(), HostError> {
-        let mut catalog = lock(&self.catalog);
-        let old: Vec<String> = catalog
-            .prompts
-            .iter()
-            .filter(|(_, (s, _))| s.as_str() == server)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for name in old {
-            catalog.prompts.remove(&name);
-            self.server.remove_prompt(&name);
-        }
-        for prompt in prompts {
-            let exposed = exposed_name(server, &prompt.name);
-            if let Some((owner, _)) = catalog.prompts.get(&exposed) {
-                let msg =
-                    format!("prompt {exposed} of server {server} collides with one of {owner}");
-                if at_start {
-                    return Err(HostError::Collision(msg));
-                }
-                tracing::warn!("{msg}; dropped");
-                continue;
-            }
-            catalog
-                .prompts
-                .insert(exposed.clone(), (server.to_owned(), prompt.name.clone()));
-            let mut def = prompt.clone();
-            def.name = exposed;
-            let weak = Arc::downgrade(self);
-            let server = server.to_owned();
-            let original = prompt.name.clone();
-            let _ = self.server.clone().prompt_def(
-                def,
-                move |_ctx: moat::RequestContext, args: BTreeMap<String, String>| {
-                    let weak = weak.clone();
-                    let server = server.clone();
-                    let original = original.clone();
-                    async move {
-                        let inner = weak.upgrade().ok_or("the gateway is shutting down")?;
-                        let client = inner.live_client(&server).ok_or_else(|| {
-                            format!("server {server} is not running (restarting)")
-                        })?;
-                        client
-                            .get_prompt(&original, args)
-                            .await
-                            .map_err(|e| format!("server {server}: {e}"))
-                    }
-                },
-            );
-        }
-        Ok(())
-    }
-
-    /// Removes everything of `server` from what the client sees (it went away).
-    pub(crate) fn withdraw(&self, server: &str) {
-        let mut catalog = lock(&self.catalog);
-        // Its last list goes too: a republish (pins, policy) must not bring back the
-        // tools of a server that is down or removed.
-        catalog.fetched.remove(server);
-        catalog.held.retain(|_, h| h.server != server);
-        catalog.tools.retain(|_, e| e.server != server);
-        catalog.searchable.retain(|_, (owner, _)| owner != server);
-        let gone: Vec<String> = catalog
-            .registered
-            .keys()
-            .filter(|n| !catalog.tools.contains_key(*n))
-            .cloned()
-            .collect();
-        for name in gone {
-            catalog.registered.remove(&name);
-            self.server.remove_tool(&name);
-        }
-        let uris: Vec<String> = catalog
-            .resources
-            .iter()
-            .filter(|(_, s)| s.as_str() == server)
-            .map(|(u, _)| u.clone())
-            .collect();
-        for uri in uris {
-            catalog.resources.remove(&uri);
-            self.server.remove_resource(&uri);
-        }
-        let templates: Vec<String> = catalog
-            .templates
-            .iter()
-            .filter(|(_, s)| s.as_str() == server)
-            .map(|(u, _)| u.clone())
-            .collect();
-        for t in templates {
-            catalog.templates.remove(&t);
-            self.server.remove_resource_template(&t);
-        }
-        let prompts: Vec<String> = catalog
-            .prompts
-            .iter()
-            .filter(|(_, (s, _))| s.as_str() == server)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for p in prompts {
-            catalog.prompts.remove(&p);
-            self.server.remove_prompt(&p);
-        }
-    }
-
     /// A notification from a downstream server.
     pub(crate) async fn downstream_notification(
         self: &Arc<Self>,
@@ -1087,7 +772,7 @@ impl Inner {
             "notifications/tools/list_changed"
             | "notifications/resources/list_changed"
             | "notifications/prompts/list_changed" => {
-                if let Err(e) = self.refresh_catalog(server, client, false).await {
+                if let Err(e) = self.refresh_catalog(server, client).await {
                     tracing::warn!(server, error = %e, "catalog refresh failed");
                 }
             }
@@ -1110,26 +795,13 @@ impl Inner {
         }
     }
 
-    fn resource_owner(&self, uri: &str) -> Option<String> {
-        let catalog = lock(&self.catalog);
-        if let Some(owner) = catalog.resources.get(uri) {
-            return Some(owner.clone());
-        }
-        catalog.templates.iter().find_map(|(t, owner)| {
-            moat::server::UriTemplate::parse(t)
-                .ok()
-                .and_then(|t| t.matches(uri))
-                .map(|_| owner.clone())
-        })
-    }
-
     async fn complete(&self, mut params: CompleteRequestParams) -> Result<Vec<String>, String> {
         let server = match &mut params.reference {
             CompletionReference::Prompt(p) => {
                 let (server, original) = lock(&self.catalog)
                     .prompts
                     .get(&p.name)
-                    .cloned()
+                    .map(|(server, prompt)| (server.clone(), prompt.name.clone()))
                     .ok_or_else(|| format!("no prompt {}", p.name))?;
                 p.name = original;
                 server
@@ -1137,38 +809,15 @@ impl Inner {
             CompletionReference::Resource(r) => lock(&self.catalog)
                 .templates
                 .get(&r.uri)
-                .cloned()
+                .map(|(server, _)| server.clone())
                 .ok_or_else(|| format!("no resource template {}", r.uri))?,
             _ => return Err("unknown completion reference".into()),
         };
-        let client = self
-            .live_client(&server)
-            .ok_or_else(|| format!("server {server} is not running (restarting)"))?;
+        let client = self.wait_live(&server).await?;
         client
             .complete(params)
             .await
             .map(|r| r.completion.values)
             .map_err(|e| format!("server {server}: {e}"))
-    }
-}
-
-fn owner_of<'a>(name: &str, catalog: &'a Catalog) -> Option<&'a str> {
-    catalog.tools.get(name).map(|e| e.server.as_str())
-}
-
-/// The definition the client sees: the server's, under the exposed name. Task support is
-/// dropped: the gateway answers each call itself.
-fn client_definition(exposed: &str, tool: &Tool) -> Tool {
-    let mut def = tool.clone();
-    def.name = exposed.to_owned();
-    def.execution = None;
-    def
-}
-
-fn trust_override(cfg: &ServerConfig) -> TrustOverride {
-    TrustOverride {
-        untrusted: cfg.trust.untrusted,
-        private: cfg.trust.private,
-        sink: cfg.trust.sink,
     }
 }

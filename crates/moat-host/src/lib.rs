@@ -20,6 +20,7 @@
 
 pub mod audit;
 mod call;
+mod catalog;
 pub mod config;
 pub mod consent;
 mod error;

@@ -1,6 +1,7 @@
-//! The names tools and prompts get towards the client: `server__tool`.
+//! The names tools and prompts get towards the client: `server__tool`, or the server's
+//! configured `prefix` and the tool's own name.
 //!
-//! Clients see one flat list, so every name says which server it came from. Many clients
+//! Clients see one flat list, so by default every name says which server it came from. Many clients
 //! reject tool names longer than 64 characters, so a longer name is cut and ends with a
 //! short hash of the whole name: two long names that share a prefix stay apart, and the
 //! same tool always gets the same name (pins and consent decisions are keyed by it).
@@ -19,7 +20,12 @@ const HASH_LEN: usize = 8;
 
 /// `server__name`, shortened to [`MAX_NAME_LEN`] with a hash when longer.
 pub fn exposed_name(server: &str, name: &str) -> String {
-    let full = format!("{server}{SEPARATOR}{name}");
+    prefixed_name(&format!("{server}{SEPARATOR}"), name)
+}
+
+/// `prefix` and `name` joined, shortened to [`MAX_NAME_LEN`] with a hash when longer.
+pub fn prefixed_name(prefix: &str, name: &str) -> String {
+    let full = format!("{prefix}{name}");
     if full.len() <= MAX_NAME_LEN {
         return full;
     }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use moat::{Client, HttpOptions, HttpTransport, RequestOptions};
 use moat_protocol::Era;
 use moat_transport::ChildConfig;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 
 use crate::HostError;
 use crate::config::{ServerConfig, ServerTransport, UrlTransport};
@@ -118,43 +118,48 @@ pub(crate) async fn connect(
     }
 }
 
-/// Runs one server until `stop` fires: start, publish, watch, withdraw, back off, again.
-/// `ready` is told once the first attempt has ended (up, or failed), so the host can wait
-/// for every server's first catalog before it answers `tools/list`.
+/// Runs one server until `stop` fires (or its sender goes: a successor took over): start,
+/// publish, watch, back off, again. The first attempt's end (up, or failed) ends a start
+/// under way ([`Inner::started`]). A server that goes away keeps its catalog while it
+/// restarts — a restart that brings back the same tools changes nothing for clients — and
+/// loses it when a restart fails; calls meanwhile wait for it (bounded). Only the current
+/// task of a server (`generation`) withdraws what it offered.
 pub(crate) async fn supervise(
     host: Weak<Inner>,
     cfg: ServerConfig,
+    generation: u64,
     live: watch::Sender<Option<Arc<Client>>>,
     mut stop: watch::Receiver<bool>,
-    ready: oneshot::Sender<Result<(), HostError>>,
 ) {
-    let mut ready = Some(ready);
+    let mut first = true;
     let mut backoff = FIRST_BACKOFF;
     loop {
         let Some(inner) = host.upgrade() else { return };
         let (helper, start_timeout, request_timeout, health) = inner.supervision_settings(&cfg);
         drop(inner);
         let attempt = tokio::select! {
-            _ = stop.changed() => return,
+            _ = stop.changed() => {
+                end_first_attempt(&host, &mut first);
+                return;
+            }
             r = tokio::time::timeout(start_timeout, connect(&cfg, helper.as_deref(), request_timeout)) => r,
         };
         let client = match attempt {
             Ok(Ok(client)) => Arc::new(client),
-            Ok(Err(e)) => {
-                tracing::warn!(server = %cfg.name, error = %e, retry_in = ?backoff, "server did not start");
-                if let Some(tx) = ready.take() {
-                    let _ = tx.send(Ok(()));
+            failed => {
+                let why = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => format!("it did not answer initialize within {start_timeout:?}"),
+                };
+                tracing::warn!(server = %cfg.name, error = %why, retry_in = ?backoff, "server did not start");
+                if let Some(inner) = host.upgrade() {
+                    inner.set_down(&cfg.name, Some(why));
+                    // Not back: what it offered goes (it was kept while it restarted).
+                    if inner.is_current(&cfg.name, generation) {
+                        inner.withdraw(&cfg.name);
+                    }
                 }
-                if sleep_or_stop(&mut stop, &mut backoff).await {
-                    return;
-                }
-                continue;
-            }
-            Err(_) => {
-                tracing::warn!(server = %cfg.name, after = ?start_timeout, retry_in = ?backoff, "server did not answer initialize in time");
-                if let Some(tx) = ready.take() {
-                    let _ = tx.send(Ok(()));
-                }
+                end_first_attempt(&host, &mut first);
                 if sleep_or_stop(&mut stop, &mut backoff).await {
                     return;
                 }
@@ -171,23 +176,12 @@ pub(crate) async fn supervise(
         // Live before its tools appear: a call that follows the listing finds it.
         live.send_replace(Some(client.clone()));
         let Some(inner) = host.upgrade() else { return };
-        let published = inner
-            .refresh_catalog(&cfg.name, &client, ready.is_some())
-            .await;
-        drop(inner);
-        if let Err(e) = published {
-            // Only a start-time collision is fatal: the host refuses to start.
-            if let Some(tx) = ready.take() {
-                live.send_replace(None);
-                let _ = tx.send(Err(e));
-                client_close(client).await;
-                return;
-            }
+        inner.set_down(&cfg.name, None);
+        if let Err(e) = inner.refresh_catalog(&cfg.name, &client).await {
             tracing::error!(server = %cfg.name, error = %e, "catalog refused");
         }
-        if let Some(tx) = ready.take() {
-            let _ = tx.send(Ok(()));
-        }
+        drop(inner);
+        end_first_attempt(&host, &mut first);
 
         let mut ticker = tokio::time::interval(health);
         ticker.tick().await;
@@ -204,7 +198,7 @@ pub(crate) async fn supervise(
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                         // Missed some: a full refresh covers whatever they said.
                         let Some(inner) = host.upgrade() else { return };
-                        let _ = inner.refresh_catalog(&cfg.name, &client, false).await;
+                        let _ = inner.refresh_catalog(&cfg.name, &client).await;
                     }
                     Err(_) => break false,
                 },
@@ -222,21 +216,38 @@ pub(crate) async fn supervise(
             }
         };
         live.send_replace(None);
-        if let Some(inner) = host.upgrade() {
-            inner.withdraw(&cfg.name);
-        }
-        let status = client.child().and_then(|c| c.exit_status());
+        let why = if stopped {
+            None
+        } else if failures >= PING_FAILURES_TO_RESTART {
+            Some(format!(
+                "it stopped answering (no answer to {failures} health checks in a row), so moat restarted it"
+            ))
+        } else {
+            Some(client.peer().close_reason())
+        };
         client_close(client).await;
         if stopped {
             return;
         }
+        if let Some(inner) = host.upgrade() {
+            inner.set_down(&cfg.name, why.clone());
+        }
         if up_since.elapsed() >= STABLE_AFTER {
             backoff = FIRST_BACKOFF;
         }
-        tracing::warn!(server = %cfg.name, status = ?status, retry_in = ?backoff, "server went away; restarting");
+        tracing::warn!(server = %cfg.name, why = ?why, retry_in = ?backoff, "server went away; restarting");
         if sleep_or_stop(&mut stop, &mut backoff).await {
             return;
         }
+    }
+}
+
+/// Ends the start under way of this server's first attempt, once.
+fn end_first_attempt(host: &Weak<Inner>, first: &mut bool) {
+    if std::mem::take(first)
+        && let Some(inner) = host.upgrade()
+    {
+        inner.started();
     }
 }
 

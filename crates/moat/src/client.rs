@@ -37,7 +37,8 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use moat_protocol::error::UNSUPPORTED_PROTOCOL_VERSION;
@@ -99,6 +100,57 @@ type SamplingFn = Arc<
 >;
 type ElicitationFn =
     Arc<dyn Fn(ElicitRequestParams) -> BoxFuture<Result<ElicitResult, ErrorObject>> + Send + Sync>;
+type InputFn =
+    Arc<dyn Fn(InputRequest) -> BoxFuture<Result<InputResponse, ErrorObject>> + Send + Sync>;
+
+/// Answers what a server asks the client (`sampling/createMessage`, `elicitation/create`,
+/// `roots/list`) while it handles one request of ours, instead of the client's own
+/// handlers: set it with [`RequestOptions::answer_with`](crate::RequestOptions::answer_with).
+/// A gateway uses one per forwarded call, to send the question to the client that made
+/// the call.
+///
+/// In 2026-07-28 a server's questions come back as the request's own multi-round-trip
+/// answer, so they always reach the right answerer. In the handshake era they are
+/// requests of their own, which over stdio say nothing of the request they serve: one is
+/// given to the answerers of the requests in flight when it arrives if they all share one
+/// `group` (say, one upstream session), and refused when groups differ, since handing it
+/// to the wrong one would show one client another's question.
+#[derive(Clone)]
+pub struct InputAnswerer {
+    group: Arc<str>,
+    answer: InputFn,
+}
+
+impl std::fmt::Debug for InputAnswerer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InputAnswerer")
+            .field("group", &self.group)
+            .finish_non_exhaustive()
+    }
+}
+
+impl InputAnswerer {
+    /// Answers with `f`; `group` says who stands behind it (see the type's docs).
+    pub fn new<F, Fut>(group: impl Into<Arc<str>>, f: F) -> Self
+    where
+        F: Fn(InputRequest) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<InputResponse, ErrorObject>> + Send + 'static,
+    {
+        let f = Arc::new(f);
+        InputAnswerer {
+            group: group.into(),
+            answer: Arc::new(move |request| {
+                let f = f.clone();
+                Box::pin(async move { f(request).await })
+            }),
+        }
+    }
+
+    /// Who stands behind this answerer.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+}
 
 /// Configures and connects a [`Client`].
 #[must_use]
@@ -111,6 +163,7 @@ pub struct ClientBuilder {
     sampling: Option<SamplingFn>,
     elicitation: Option<ElicitationFn>,
     roots: Option<Vec<Root>>,
+    input: Option<InputFn>,
     discover_timeout: Duration,
 }
 
@@ -126,6 +179,7 @@ impl ClientBuilder {
             sampling: None,
             elicitation: None,
             roots: None,
+            input: None,
             discover_timeout: Duration::from_secs(5),
         }
     }
@@ -178,6 +232,31 @@ impl ClientBuilder {
     {
         self.capabilities.elicitation = Some(Default::default());
         self.elicitation = Some(Arc::new(move |p| Box::pin(f(p))));
+        self
+    }
+
+    /// Declare exactly these capabilities (sampling, elicitation, roots, …), replacing what
+    /// the handlers set so far declared. Use with [`on_input`](Self::on_input), or with
+    /// per-request answerers ([`InputAnswerer`]), to answer what they promise.
+    pub fn capabilities(mut self, capabilities: ClientCapabilities) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
+
+    /// Answer the server's sampling, elicitation and roots requests that neither a
+    /// per-request [`InputAnswerer`] nor a handler of their own
+    /// ([`on_sampling`](Self::on_sampling), …) takes. Declares nothing: see
+    /// [`capabilities`](Self::capabilities).
+    pub fn on_input<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(InputRequest) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<InputResponse, ErrorObject>> + Send + 'static,
+    {
+        let f = Arc::new(f);
+        self.input = Some(Arc::new(move |request| {
+            let f = f.clone();
+            Box::pin(async move { f(request).await })
+        }));
         self
     }
 
@@ -270,9 +349,14 @@ impl ClientBuilder {
         let (tx, _) = broadcast::channel(256);
         let handler = Arc::new(ClientHandler {
             notifications: tx,
-            sampling: self.sampling.clone(),
-            elicitation: self.elicitation.clone(),
-            roots: self.roots.clone(),
+            handlers: Arc::new(Handlers {
+                sampling: self.sampling.clone(),
+                elicitation: self.elicitation.clone(),
+                roots: self.roots.clone(),
+                input: self.input.clone(),
+            }),
+            answerers: Mutex::new(Vec::new()),
+            next_answerer: AtomicU64::new(0),
         });
         let mut options = self.options.clone();
         options.versions = self.versions.clone();
@@ -473,9 +557,96 @@ impl ClientBuilder {
 /// Answers the server's requests and fans out its notifications.
 struct ClientHandler {
     notifications: broadcast::Sender<ServerNotification>,
+    handlers: Arc<Handlers>,
+    /// The answerers of our requests in flight, oldest first, each under a number of its own.
+    answerers: Mutex<Vec<(u64, InputAnswerer)>>,
+    next_answerer: AtomicU64,
+}
+
+/// Keeps an answerer in [`ClientHandler::answerers`] while its request is in flight.
+struct AnswererGuard<'a> {
+    handler: &'a ClientHandler,
+    key: u64,
+}
+
+impl Drop for AnswererGuard<'_> {
+    fn drop(&mut self) {
+        let mut answerers = self
+            .handler
+            .answerers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        answerers.retain(|(k, _)| *k != self.key);
+    }
+}
+
+impl ClientHandler {
+    fn hold(&self, answerer: &InputAnswerer) -> AnswererGuard<'_> {
+        let key = self.next_answerer.fetch_add(1, Ordering::Relaxed);
+        self.answerers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((key, answerer.clone()));
+        AnswererGuard { handler: self, key }
+    }
+
+    /// The answerer a server request arriving now belongs to: `Ok(None)` when no request
+    /// of ours with one is in flight, an error when those in flight stand for different
+    /// groups and the request does not say which it serves.
+    fn answerer_now(&self, method: &str) -> Result<Option<InputAnswerer>, ErrorObject> {
+        let answerers = self.answerers.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((_, newest)) = answerers.last() else {
+            return Ok(None);
+        };
+        if answerers.iter().any(|(_, a)| a.group != newest.group) {
+            let groups: std::collections::BTreeSet<&str> =
+                answerers.iter().map(|(_, a)| &*a.group).collect();
+            return Err(ErrorObject::internal(format!(
+                "{method} cannot be routed: requests from {} different clients are in flight on \
+                 this connection and the request does not say which one it serves",
+                groups.len()
+            )));
+        }
+        Ok(Some(newest.clone()))
+    }
+}
+
+/// The client's own answers to a server's questions (set on the builder).
+struct Handlers {
     sampling: Option<SamplingFn>,
     elicitation: Option<ElicitationFn>,
     roots: Option<Vec<Root>>,
+    input: Option<InputFn>,
+}
+
+impl Handlers {
+    /// Answers one input request: the handler for its kind, else the general one.
+    async fn answer(
+        &self,
+        method: &str,
+        request: InputRequest,
+    ) -> Result<InputResponse, ErrorObject> {
+        match request {
+            InputRequest::CreateMessage(p) if self.sampling.is_some() => match &self.sampling {
+                Some(f) => f(p).await.map(InputResponse::CreateMessage),
+                None => Err(ErrorObject::method_not_found(method)),
+            },
+            InputRequest::Elicit(p) if self.elicitation.is_some() => match &self.elicitation {
+                Some(f) => f(p).await.map(InputResponse::Elicit),
+                None => Err(ErrorObject::method_not_found(method)),
+            },
+            InputRequest::ListRoots(_) if self.roots.is_some() => {
+                Ok(InputResponse::ListRoots(ListRootsResult {
+                    roots: self.roots.clone().unwrap_or_default(),
+                    ..Default::default()
+                }))
+            }
+            request => match &self.input {
+                Some(f) => f(request).await,
+                None => Err(ErrorObject::method_not_found(method)),
+            },
+        }
+    }
 }
 
 fn encode<T: serde::Serialize>(v: &T) -> HandlerResult {
@@ -488,49 +659,37 @@ impl Handler for ClientHandler {
         request: IncomingRequest,
         _ctx: RequestContext,
     ) -> BoxFuture<HandlerResult> {
+        let method = request.method;
         let params = request.params;
-        match request.method.as_str() {
+        let decoded = match method.as_str() {
             methods::SAMPLING_CREATE_MESSAGE => {
-                let Some(f) = self.sampling.clone() else {
-                    return Box::pin(async move {
-                        Err(ErrorObject::method_not_found(
-                            methods::SAMPLING_CREATE_MESSAGE,
-                        ))
-                    });
-                };
-                Box::pin(async move {
-                    let p = moat_protocol::jsonrpc::decode_params(params.as_deref())?;
-                    encode(&f(p).await?)
-                })
+                moat_protocol::jsonrpc::decode_params(params.as_deref())
+                    .map(InputRequest::CreateMessage)
             }
             methods::ELICITATION_CREATE => {
-                let Some(f) = self.elicitation.clone() else {
-                    return Box::pin(async move {
-                        Err(ErrorObject::method_not_found(methods::ELICITATION_CREATE))
-                    });
-                };
-                Box::pin(async move {
-                    let p = moat_protocol::jsonrpc::decode_params(params.as_deref())?;
-                    encode(&f(p).await?)
-                })
+                moat_protocol::jsonrpc::decode_params(params.as_deref()).map(InputRequest::Elicit)
             }
-            methods::ROOTS_LIST => {
-                let roots = self.roots.clone();
-                Box::pin(async move {
-                    match roots {
-                        Some(roots) => encode(&ListRootsResult {
-                            roots,
-                            ..Default::default()
-                        }),
-                        None => Err(ErrorObject::method_not_found(methods::ROOTS_LIST)),
-                    }
-                })
-            }
-            other => {
-                let err = ErrorObject::method_not_found(other);
-                Box::pin(async move { Err(err) })
-            }
-        }
+            methods::ROOTS_LIST => Ok(InputRequest::ListRoots(
+                params
+                    .as_deref()
+                    .and_then(|p| serde_json::from_str(p.get()).ok()),
+            )),
+            other => Err(ErrorObject::method_not_found(other)),
+        };
+        let request = match decoded {
+            Ok(request) => request,
+            Err(e) => return Box::pin(async move { Err(e) }),
+        };
+        // The answerer is chosen now, while the request it serves is surely in flight.
+        let chosen = self.answerer_now(&method);
+        let handlers = self.handlers.clone();
+        Box::pin(async move {
+            let response = match chosen? {
+                Some(answerer) => (answerer.answer)(request).await?,
+                None => handlers.answer(&method, request).await?,
+            };
+            encode(&response)
+        })
     }
 
     fn on_notification(&self, method: &str, params: Option<&RawValue>, _peer: &Peer) {
@@ -692,8 +851,9 @@ impl Client {
     }
 
     /// Send a request that may be answered with an `InputRequiredResult` (2026-07-28): fulfil
-    /// its input requests with this client's handlers and retry, echoing `requestState`,
-    /// until the real result arrives.
+    /// its input requests (with the request's [`InputAnswerer`], else this client's
+    /// handlers) and retry, echoing `requestState`, until the real result arrives. In the
+    /// handshake era the answerer stands ready for the server's requests meanwhile.
     async fn with_rounds<P, R>(
         &self,
         method: &str,
@@ -705,6 +865,7 @@ impl Client {
         R: serde::de::DeserializeOwned,
     {
         if self.peer.protocol_version().map(ProtocolVersion::era) != Some(Era::Modern) {
+            let _held = options.answerer.as_ref().map(|a| self.handler.hold(a));
             let raw = self.peer.request_raw(method, &params, options).await?;
             return decode_raw(method, &raw);
         }
@@ -728,7 +889,10 @@ impl Client {
             }
             let asked: InputRequiredResult = decode_raw(method, &raw)?;
             let responses = self
-                .fulfil(asked.input_requests.unwrap_or_default())
+                .fulfil(
+                    asked.input_requests.unwrap_or_default(),
+                    options.answerer.as_ref(),
+                )
                 .await?;
             params.retry_with(responses, asked.request_state);
         }
@@ -738,35 +902,42 @@ impl Client {
         })
     }
 
-    /// Answer a round of input requests with this client's handlers.
-    async fn fulfil(&self, requests: InputRequests) -> Result<InputResponses> {
+    /// Answer a round of input requests with `answerer`, else this client's handlers.
+    async fn fulfil(
+        &self,
+        requests: InputRequests,
+        answerer: Option<&InputAnswerer>,
+    ) -> Result<InputResponses> {
         let mut responses = InputResponses::new();
         for (key, request) in requests {
-            let handler = &self.handler;
-            let answer = match request {
-                InputRequest::CreateMessage(p) => match &handler.sampling {
-                    Some(f) => InputResponse::CreateMessage(
-                        f(p).await
-                            .map_err(|error| remote(methods::SAMPLING_CREATE_MESSAGE, error))?,
-                    ),
-                    None => return Err(Error::ClientLacks("sampling")),
-                },
-                InputRequest::Elicit(p) => match &handler.elicitation {
-                    Some(f) => InputResponse::Elicit(
-                        f(p).await
-                            .map_err(|error| remote(methods::ELICITATION_CREATE, error))?,
-                    ),
-                    None => return Err(Error::ClientLacks("elicitation")),
-                },
-                InputRequest::ListRoots(_) => match &handler.roots {
-                    Some(roots) => InputResponse::ListRoots(ListRootsResult {
-                        roots: roots.clone(),
-                        ..Default::default()
-                    }),
-                    None => return Err(Error::ClientLacks("roots")),
-                },
-                _ => return Err(Error::ClientLacks("an input request of an unknown kind")),
+            let method = request.method().to_owned();
+            if let Some(answerer) = answerer {
+                let answer = (answerer.answer)(request)
+                    .await
+                    .map_err(|error| remote(&method, error))?;
+                responses.insert(key, answer);
+                continue;
+            }
+            let handlers = &self.handler.handlers;
+            let lacks = match &request {
+                InputRequest::CreateMessage(_) => {
+                    (handlers.sampling.is_none() && handlers.input.is_none()).then_some("sampling")
+                }
+                InputRequest::Elicit(_) => (handlers.elicitation.is_none()
+                    && handlers.input.is_none())
+                .then_some("elicitation"),
+                InputRequest::ListRoots(_) => {
+                    (handlers.roots.is_none() && handlers.input.is_none()).then_some("roots")
+                }
+                _ => Some("an input request of an unknown kind"),
             };
+            if let Some(what) = lacks {
+                return Err(Error::ClientLacks(what));
+            }
+            let answer = handlers
+                .answer(&method, request)
+                .await
+                .map_err(|error| remote(&method, error))?;
             responses.insert(key, answer);
         }
         Ok(responses)

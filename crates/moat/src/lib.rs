@@ -45,7 +45,8 @@ pub mod schema;
 pub mod server;
 
 pub use client::{
-    Client, ClientBuilder, HttpError, HttpOptions, HttpTransport, Listening, ServerNotification,
+    Client, ClientBuilder, HttpError, HttpOptions, HttpTransport, InputAnswerer, Listening,
+    ServerNotification,
 };
 pub use error::{Error, Result};
 pub use handler::{Handler, RequestContext};

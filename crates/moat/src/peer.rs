@@ -75,6 +75,11 @@ pub struct RequestOptions {
     /// The other side's request this one is made on behalf of (e.g. an elicitation while
     /// handling a tool call): Streamable HTTP sends it on that request's stream.
     pub related: Option<RequestId>,
+    /// Who answers what the server asks while handling this request (a [`Client`]'s
+    /// requests only; see [`InputAnswerer`]).
+    ///
+    /// [`Client`]: crate::Client
+    pub answerer: Option<crate::client::InputAnswerer>,
 }
 
 impl RequestOptions {
@@ -93,6 +98,13 @@ impl RequestOptions {
     /// Make this request on behalf of the other side's request `id`.
     pub fn related_to(mut self, id: RequestId) -> Self {
         self.related = Some(id);
+        self
+    }
+
+    /// Answer what the server asks while handling this request with `answerer` (a
+    /// [`Client`](crate::Client)'s requests only).
+    pub fn answer_with(mut self, answerer: crate::client::InputAnswerer) -> Self {
+        self.answerer = Some(answerer);
         self
     }
 }
@@ -419,7 +431,9 @@ impl Peer {
         }
     }
 
-    fn close_reason(&self) -> String {
+    /// Why the connection ended (for a child process: how it exited, and what it said last
+    /// on stderr), or "the connection ended" when no reason is known or it has not ended.
+    pub fn close_reason(&self) -> String {
         self.state()
             .closed
             .clone()

@@ -235,6 +235,7 @@ async fn tour(demo: &mut Demo, exe: &Path, root: &Path) -> Result<(), Failure> {
     )
     .await
     .map_err(|e| Failure::Connection(anyhow!("starting the gateway: {e}")))?;
+    host.ready().await;
 
     let host_ref = &host;
     demo.step(

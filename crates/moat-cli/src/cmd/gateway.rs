@@ -25,10 +25,17 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
         .await
         .map_err(|e| Failure::Usage(anyhow!(e)))?;
     if args.check {
+        host.ready().await;
         return check(&host, args.json, args.search.as_deref()).await;
     }
-    summary(&host, &path);
-    release_startup_memory();
+    // Clients are served while the servers start; the summary follows their first attempts.
+    let for_summary = host.clone();
+    let summary_path = path.clone();
+    tokio::spawn(async move {
+        for_summary.ready().await;
+        summary(&for_summary, &summary_path);
+        release_startup_memory();
+    });
     spawn_reload(host.clone(), path.clone());
 
     let Some(addr) = &args.http else {
@@ -101,15 +108,22 @@ fn config_path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
 fn summary(host: &Host, path: &Path) {
     let listed = host.listed_tools().len();
     let held = host.held_tools();
-    let down = host.servers_down();
+    let down = host.down_reasons();
+    for collision in host.collisions() {
+        eprintln!("moat gateway: name collision: {collision}");
+    }
     let mut line = format!("moat gateway: {} — {listed} tools listed", path.display());
     if !held.is_empty() {
         line.push_str(&format!(", {} held back (see `moat pins`)", held.len()));
     }
     if !down.is_empty() {
-        line.push_str(&format!(", not running: {}", down.join(", ")));
+        let names: Vec<&str> = down.iter().map(|(n, _)| n.as_str()).collect();
+        line.push_str(&format!(", not running: {}", names.join(", ")));
     }
     eprintln!("{line}");
+    for (name, why) in &down {
+        eprintln!("moat gateway: {name} did not start: {why}");
+    }
     if !down.is_empty() {
         eprintln!("{DOWN_HINT}");
     }
@@ -118,14 +132,16 @@ fn summary(host: &Host, path: &Path) {
 async fn check(host: &Host, json: bool, search: Option<&str>) -> Result<(), Failure> {
     let listed = host.listed_tools();
     let held = host.held_tools();
-    let down = host.servers_down();
+    let down = host.down_reasons();
+    let collisions = host.collisions();
     let cost = host.tool_cost();
     let hits = search.and_then(|q| host.search_tools(q, 8));
     if json {
         crate::output::print_json(&serde_json::json!({
             "tools": listed,
             "held": held.iter().map(|(n, r)| serde_json::json!({"name": n, "reason": r})).collect::<Vec<_>>(),
-            "down": down,
+            "down": down.iter().map(|(n, why)| serde_json::json!({"name": n, "reason": why})).collect::<Vec<_>>(),
+            "collisions": collisions,
             "tool_search": {
                 "active": cost.active,
                 "ranking": cost.ranking,
@@ -169,23 +185,32 @@ async fn check(host: &Host, json: bool, search: Option<&str>) -> Result<(), Fail
         for (name, reason) in &held {
             println!("held back: {name}: {reason}");
         }
-        for name in &down {
-            println!("not running: {name}");
+        for collision in &collisions {
+            println!("name collision: {collision}");
+        }
+        for (name, why) in &down {
+            println!("not running: {name}: {why}");
         }
         if !down.is_empty() {
             eprintln!("{DOWN_HINT}");
         }
     }
     host.shutdown().await;
-    if down.is_empty() {
-        Ok(())
-    } else {
-        Err(Failure::Connection(anyhow!(
+    if !down.is_empty() {
+        let names: Vec<&str> = down.iter().map(|(n, _)| n.as_str()).collect();
+        return Err(Failure::Connection(anyhow!(
             "{} server(s) did not start: {}",
             down.len(),
-            down.join(", ")
-        )))
+            names.join(", ")
+        )));
     }
+    if !collisions.is_empty() {
+        return Err(Failure::Usage(anyhow!(
+            "{} name collision(s): give one of the servers a `prefix` (or keep the default, NAME__)",
+            collisions.len()
+        )));
+    }
+    Ok(())
 }
 
 /// Reload on SIGHUP and on change; a broken edit is reported and the running

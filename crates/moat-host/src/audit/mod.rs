@@ -89,6 +89,11 @@ impl AuditConfig {
 pub struct AuditRecord {
     /// Unix time in milliseconds when the call arrived.
     pub time_ms: i64,
+    /// What is recorded: `call` (a `tools/call`; also when empty), or a request a server
+    /// made of the client — `sampling`, `elicitation`, `roots` — whose `tool` is its
+    /// method.
+    #[serde(default)]
+    pub kind: String,
     /// Who: the upstream session or connection id.
     pub session: String,
     /// The client's name/version from `initialize`, when known.

@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS audit (
     outcome      TEXT    NOT NULL,
     duration_us  INTEGER NOT NULL,
     result_bytes INTEGER NOT NULL,
-    error        TEXT
+    error        TEXT,
+    kind         TEXT    NOT NULL DEFAULT 'call'
 );
 CREATE INDEX IF NOT EXISTS audit_time ON audit (time_ms);
 DROP INDEX IF EXISTS audit_tool;
@@ -42,11 +43,29 @@ DROP INDEX IF EXISTS audit_server_tool;
 ";
 
 const INSERT: &str = "INSERT INTO audit (time_ms, session, client, server, tool, exposed_name,
-    args_digest, arguments, decision, rule, consent, outcome, duration_us, result_bytes, error)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+    args_digest, arguments, decision, rule, consent, outcome, duration_us, result_bytes, error,
+    kind) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
 
 const SELECT: &str = "SELECT time_ms, session, client, server, tool, exposed_name, args_digest,
-    arguments, decision, rule, consent, outcome, duration_us, result_bytes, error FROM audit";
+    arguments, decision, rule, consent, outcome, duration_us, result_bytes, error, kind FROM audit";
+
+/// [`SELECT`] for a store read-only and older than the `kind` column.
+const SELECT_WITHOUT_KIND: &str = "SELECT time_ms, session, client, server, tool, exposed_name,
+    args_digest, arguments, decision, rule, consent, outcome, duration_us, result_bytes, error,
+    'call' FROM audit";
+
+/// Stores written before records had a kind gain the column (every old record is a call).
+fn add_kind_column(conn: &Connection) -> rusqlite::Result<()> {
+    let has_kind: i64 = conn.query_row(
+        "SELECT count(*) FROM pragma_table_info('audit') WHERE name = 'kind'",
+        [],
+        |r| r.get(0),
+    )?;
+    if has_kind == 0 {
+        conn.execute_batch("ALTER TABLE audit ADD COLUMN kind TEXT NOT NULL DEFAULT 'call'")?;
+    }
+    Ok(())
+}
 
 fn sqlite_err(path: &Path) -> impl Fn(rusqlite::Error) -> AuditError + '_ {
     move |source| AuditError::Sqlite {
@@ -85,7 +104,8 @@ fn prepare(conn: &Connection, wal: bool) -> rusqlite::Result<()> {
         }
     }
     conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.execute_batch(SCHEMA)
+    conn.execute_batch(SCHEMA)?;
+    add_kind_column(conn)
 }
 
 /// Inserts `records` in one transaction: all of them or none.
@@ -111,6 +131,7 @@ pub(super) fn insert_all(conn: &mut Connection, records: &[AuditRecord]) -> rusq
                 to_i64(r.duration_us),
                 to_i64(r.result_bytes),
                 r.error,
+                if r.kind.is_empty() { "call" } else { &r.kind },
             ])?;
         }
     }
@@ -144,11 +165,20 @@ pub(super) fn query(
     path: &Path,
     q: &AuditQuery,
 ) -> Result<Vec<AuditRecord>, AuditError> {
+    query_with(conn, path, q, SELECT)
+}
+
+fn query_with(
+    conn: &Connection,
+    path: &Path,
+    q: &AuditQuery,
+    select: &str,
+) -> Result<Vec<AuditRecord>, AuditError> {
     let filter = q.tool.as_deref().map(ToolFilter::new).transpose()?;
     let err = sqlite_err(path);
     // Newest first, so that a limit keeps the newest; reversed at the end.
     let sql = format!(
-        "{SELECT} WHERE (?1 IS NULL OR time_ms >= ?1) AND (?2 IS NULL OR server = ?2) \
+        "{select} WHERE (?1 IS NULL OR time_ms >= ?1) AND (?2 IS NULL OR server = ?2) \
          ORDER BY time_ms DESC, id DESC"
     );
     let mut stmt = conn.prepare_cached(&sql).map_err(&err)?;
@@ -192,6 +222,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<AuditRecord> {
         duration_us: u64::try_from(duration_us).unwrap_or(0),
         result_bytes: u64::try_from(result_bytes).unwrap_or(0),
         error: row.get(14)?,
+        kind: row.get(15)?,
     })
 }
 
@@ -201,6 +232,7 @@ pub struct AuditReader {
     conn: Connection,
     path: PathBuf,
     has_table: bool,
+    has_kind: bool,
 }
 
 impl AuditReader {
@@ -221,10 +253,20 @@ impl AuditReader {
             )
             .map_err(&err)?
             > 0;
+        let has_kind = has_table
+            && conn
+                .query_row(
+                    "SELECT count(*) FROM pragma_table_info('audit') WHERE name = 'kind'",
+                    [],
+                    |r| r.get::<_, i64>(0),
+                )
+                .map_err(&err)?
+                > 0;
         Ok(AuditReader {
             conn,
             path: path.to_path_buf(),
             has_table,
+            has_kind,
         })
     }
 
@@ -235,6 +277,11 @@ impl AuditReader {
             q.tool.as_deref().map(ToolFilter::new).transpose()?;
             return Ok(Vec::new());
         }
-        query(&self.conn, &self.path, q)
+        let select = if self.has_kind {
+            SELECT
+        } else {
+            SELECT_WITHOUT_KIND
+        };
+        query_with(&self.conn, &self.path, q, select)
     }
 }

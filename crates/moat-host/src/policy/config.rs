@@ -26,6 +26,31 @@ pub struct PolicyConfig {
     /// `[[policy.labels]]`: prompt-injection labels, applied in order.
     #[serde(default)]
     pub labels: Vec<LabelConfig>,
+    /// `[[policy.requests]]`: what servers may ask of the client (sampling, elicitation,
+    /// roots).
+    #[serde(default)]
+    pub requests: Vec<RequestRuleConfig>,
+}
+
+/// One `[[policy.requests]]` entry: what the servers it selects may ask of the client. A
+/// kind it does not name is left to other entries (default: allow).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct RequestRuleConfig {
+    /// Glob(s) on the server name (default: every server).
+    #[serde(default)]
+    pub server: Option<Globs>,
+    /// `sampling/createMessage`: use the client's LLM (`allow`, `ask` a person first, or `deny`).
+    #[serde(default)]
+    pub sampling: Option<Decision>,
+    /// `elicitation/create`: ask the user for input (`allow` or `deny`; the user answers the
+    /// form either way).
+    #[serde(default)]
+    pub elicitation: Option<Decision>,
+    /// `roots/list`: learn the client's roots (`allow` or `deny`).
+    #[serde(default)]
+    pub roots: Option<Decision>,
 }
 
 /// One `[[policy.rules]]` entry. It matches a call when every selector it has matches.

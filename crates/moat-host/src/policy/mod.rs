@@ -55,6 +55,12 @@
 //! burst = 10                           # optional: calls at once after a quiet spell (default: the count)
 //! shared = false                       # optional: true = one bucket for all matching tools
 //!
+//! [[policy.requests]]                  # what servers may ask of the client
+//! server = "web*"                      # glob(s) on the server name (optional)
+//! sampling = "ask"                     # allow | ask | deny: use the client's LLM
+//! elicitation = "deny"                 # allow | deny: ask the user for input
+//! roots = "allow"                      # allow | deny: learn the client's roots
+//!
 //! [[policy.labels]]                    # prompt-injection labels, see below
 //! server = "fetch"
 //! tool = "*"
@@ -108,6 +114,15 @@
 //! restrictive default — the tool is listed when some call to it could go through. A tool that is
 //! not visible is therefore denied for every argument.
 //!
+//! # Requests from servers
+//!
+//! A server may ask the client, while it handles a call, for an LLM completion
+//! (`sampling`), for the user's input (`elicitation`) or for its roots (`roots`). Each
+//! `[[policy.requests]]` entry that selects the server and names the kind has its say;
+//! deny beats ask beats allow, and with no say the request is allowed. The gateway offers
+//! a server only what it may ask. `ask` (sampling only) puts the request to a person first,
+//! as for a tool call.
+//!
 //! # Rate limits
 //!
 //! Each `[[policy.rate_limits]]` entry is a token bucket per (entry, server, tool) — or one bucket
@@ -140,8 +155,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use config::{
-    AnnotationsConfig, ArgCondition, Globs, LabelConfig, PolicyConfig, RateLimitConfig, RuleConfig,
-    TrustOverride,
+    AnnotationsConfig, ArgCondition, Globs, LabelConfig, PolicyConfig, RateLimitConfig,
+    RequestRuleConfig, RuleConfig, TrustOverride,
 };
 pub use rate::RateLimited;
 
@@ -445,6 +460,46 @@ pub struct Policy {
     rules: Vec<Rule>,
     rates: RateLimiter,
     labels: Vec<LabelRule>,
+    requests: Vec<RequestRule>,
+}
+
+/// What a server may ask of the client: one `[[policy.requests]]` entry, compiled.
+#[derive(Debug)]
+struct RequestRule {
+    name: String,
+    server: Option<GlobSet>,
+    decisions: [Option<Decision>; 3],
+}
+
+/// Something a server asks of the client, for [`Policy::request`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RequestKind {
+    /// `sampling/createMessage`.
+    Sampling,
+    /// `elicitation/create`.
+    Elicitation,
+    /// `roots/list`.
+    Roots,
+}
+
+impl RequestKind {
+    fn index(self) -> usize {
+        match self {
+            RequestKind::Sampling => 0,
+            RequestKind::Elicitation => 1,
+            RequestKind::Roots => 2,
+        }
+    }
+
+    /// The key in `[[policy.requests]]`, and the audit record's kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestKind::Sampling => "sampling",
+            RequestKind::Elicitation => "elicitation",
+            RequestKind::Roots => "roots",
+        }
+    }
 }
 
 impl Default for Policy {
@@ -455,6 +510,7 @@ impl Default for Policy {
             rules: Vec::new(),
             rates: RateLimiter::default(),
             labels: Vec::new(),
+            requests: Vec::new(),
         }
     }
 }
@@ -485,12 +541,73 @@ impl Policy {
                 })
             })
             .collect::<Result<_, PolicyError>>()?;
+        let requests = cfg
+            .requests
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let name = item_label("request rule", i, None);
+                for (key, decision) in [("elicitation", r.elicitation), ("roots", r.roots)] {
+                    if decision == Some(Decision::Ask) {
+                        return Err(PolicyError::Invalid {
+                            item: name.clone(),
+                            field: key.to_owned(),
+                            reason: format!(
+                                "{key} is allow or deny: the user answers an elicitation form, \
+                                 and roots are the client's to give"
+                            ),
+                        });
+                    }
+                }
+                Ok(RequestRule {
+                    server: r
+                        .server
+                        .as_ref()
+                        .map(|g| name_globs(&name, "server", g))
+                        .transpose()?,
+                    name,
+                    decisions: [r.sampling, r.elicitation, r.roots],
+                })
+            })
+            .collect::<Result<_, PolicyError>>()?;
         Ok(Policy {
             default: cfg.default,
             rules,
             rates: RateLimiter::new(&cfg.rate_limits)?,
             labels,
+            requests,
         })
+    }
+
+    /// What `server` may ask of the client: deny → ask → allow over the
+    /// `[[policy.requests]]` entries that select it and name `kind`; allow when none does.
+    pub fn request(&self, server: &str, kind: RequestKind) -> Verdict {
+        let mut found: Option<(Decision, &str)> = None;
+        for rule in &self.requests {
+            if !rule.server.as_ref().is_none_or(|g| g.is_match(server)) {
+                continue;
+            }
+            let Some(decision) = rule.decisions[kind.index()] else {
+                continue;
+            };
+            let stricter = match found {
+                None => true,
+                Some((d, _)) => rank(decision) > rank(d),
+            };
+            if stricter {
+                found = Some((decision, &rule.name));
+            }
+        }
+        match found {
+            Some((decision, rule)) => Verdict {
+                decision,
+                rule: rule.to_owned(),
+            },
+            None => Verdict {
+                decision: Decision::Allow,
+                rule: "default".to_owned(),
+            },
+        }
     }
 
     /// The decision when no rule matches.
@@ -669,5 +786,14 @@ mod tests {
         assert_eq!((v.decision, v.rule.as_str()), (Decision::Ask, "rule 1"));
         assert!(!p.visible(&ToolRef::new("s", "x")));
         assert_eq!(p.evaluate(&w, Some(&Map::new())).decision, Decision::Deny);
+    }
+}
+
+/// How restrictive a decision is: deny > ask > allow.
+fn rank(decision: Decision) -> u8 {
+    match decision {
+        Decision::Deny => 2,
+        Decision::Ask => 1,
+        _ => 0,
     }
 }

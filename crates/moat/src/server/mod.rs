@@ -16,6 +16,7 @@
 //! # }
 //! ```
 
+mod batch;
 mod http;
 mod pagination;
 mod prompts;
@@ -41,6 +42,7 @@ use moat_transport::{Connection, Limits};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
+pub use batch::Batch;
 pub use prompts::PromptOutput;
 pub use resources::{Blob, ResourceError, ResourceOutput, ResourceRequest};
 pub use tasks::{TaskHandle, TaskOptions, TaskStart, TaskTool};
@@ -50,8 +52,7 @@ pub use tools::{Json, ToolOutput};
 use crate::error::Result;
 use crate::handler::{BoxFuture, RequestContext};
 use crate::peer::{Peer, PeerOptions};
-use crate::schema;
-use prompts::{PromptEntry, arguments_from_schema};
+use prompts::PromptEntry;
 use resources::{ReadFn, ResourceEntry, TemplateEntry};
 use session::{Session, SessionHandler};
 use tools::{ToolEntry, make_entry};
@@ -74,7 +75,7 @@ type CompletionFn = Arc<
 >;
 
 #[derive(Default)]
-struct Registry {
+pub(crate) struct Registry {
     tools: Vec<ToolEntry>,
     tool_index: HashMap<String, usize>,
     resources: Vec<ResourceEntry>,
@@ -119,9 +120,13 @@ impl Default for ServerOptions {
 /// Called when a connection starts (`true`) or stops (`false`) watching a resource URI.
 type SubscribeHook = Arc<dyn Fn(&str, bool) + Send + Sync>;
 
+/// What requests that read the registry wait for first: `None` when there is nothing to wait for.
+type ReadyHook = Arc<dyn Fn() -> Option<BoxFuture<()>> + Send + Sync>;
+
 pub(crate) struct ServerInner {
     info: Implementation,
     subscribe_hook: RwLock<Option<SubscribeHook>>,
+    ready_hook: RwLock<Option<ReadyHook>>,
     instructions: RwLock<Option<String>>,
     registry: RwLock<Registry>,
     /// Shared, so that reading the options on every request is a reference count, not a copy.
@@ -161,6 +166,18 @@ impl ServerInner {
             .clone();
         if let Some(hook) = hook {
             hook(uri, subscribed);
+        }
+    }
+
+    /// Waits for the hook set by [`Server::ready_when`], if any.
+    pub(crate) async fn ready(&self) {
+        let hook = self
+            .ready_hook
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(wait) = hook.and_then(|hook| hook()) {
+            wait.await;
         }
     }
 
@@ -207,6 +224,7 @@ impl Server {
             inner: Arc::new(ServerInner {
                 info,
                 subscribe_hook: RwLock::new(None),
+                ready_hook: RwLock::new(None),
                 instructions: RwLock::new(None),
                 registry: RwLock::new(Registry::default()),
                 options: RwLock::new(Arc::new(ServerOptions::default())),
@@ -310,85 +328,71 @@ impl Server {
     }
 
     fn register_tool(self, entry: ToolEntry) -> Self {
-        {
-            let mut reg = self.inner.registry_mut();
-            match reg.tool_index.get(&entry.def.name) {
-                Some(&i) => reg.tools[i] = entry,
-                None => {
-                    let i = reg.tools.len();
-                    reg.tool_index.insert(entry.def.name.clone(), i);
-                    reg.tools.push(entry);
-                }
-            }
-        }
-        self.spawn_notify(methods::NOTIFICATIONS_TOOLS_LIST_CHANGED);
+        self.batch(|b| b.tool_entry(entry));
         self
+    }
+
+    /// Change several things at once: `f` registers, removes and orders tools, resources
+    /// and prompts on a [`Batch`], and live connections are then told once per list that
+    /// changed. Connections never see the lists half changed. Do not call this server's
+    /// own methods from inside `f`: the batch holds its registry.
+    ///
+    /// ```
+    /// # use moat::Server;
+    /// # use moat::protocol::types::Tool;
+    /// # use serde_json::json;
+    /// let server = Server::new("s", "1");
+    /// server.batch(|b| {
+    ///     for name in ["b", "a"] {
+    ///         let def = Tool::new(name, json!({"type": "object"}));
+    ///         b.tool_def(def, |_ctx, _: serde_json::Value| async { Ok::<_, String>("ok") });
+    ///     }
+    ///     b.sort_tools_by_key(|t| t.name.clone());
+    /// });
+    /// ```
+    pub fn batch<T>(&self, f: impl FnOnce(&mut Batch<'_>) -> T) -> T {
+        let (out, changed) = {
+            let mut registry = self.inner.registry_mut();
+            let mut batch = Batch {
+                registry: &mut registry,
+                changed: batch::Changed::default(),
+            };
+            let out = f(&mut batch);
+            (out, batch.changed)
+        };
+        if changed.tools {
+            self.spawn_notify(methods::NOTIFICATIONS_TOOLS_LIST_CHANGED);
+        }
+        if changed.resources {
+            self.spawn_notify(methods::NOTIFICATIONS_RESOURCES_LIST_CHANGED);
+        }
+        if changed.prompts {
+            self.spawn_notify(methods::NOTIFICATIONS_PROMPTS_LIST_CHANGED);
+        }
+        out
     }
 
     /// Remove a tool; live connections are told the list changed. Returns whether it existed.
     pub fn remove_tool(&self, name: &str) -> bool {
-        let removed = {
-            let mut reg = self.inner.registry_mut();
-            let before = reg.tools.len();
-            reg.tools.retain(|t| t.def.name != name);
-            let index: HashMap<String, usize> = reg
-                .tools
-                .iter()
-                .enumerate()
-                .map(|(i, t)| (t.def.name.clone(), i))
-                .collect();
-            reg.tool_index = index;
-            reg.tools.len() != before
-        };
-        if removed {
-            self.spawn_notify(methods::NOTIFICATIONS_TOOLS_LIST_CHANGED);
-        }
-        removed
+        self.batch(|b| b.remove_tool(name))
     }
 
     /// Remove the fixed resource at `uri`; live connections are told the list changed.
     /// Returns whether it existed.
     pub fn remove_resource(&self, uri: &str) -> bool {
-        let removed = {
-            let mut reg = self.inner.registry_mut();
-            let before = reg.resources.len();
-            reg.resources.retain(|r| r.def.uri != uri);
-            reg.resources.len() != before
-        };
-        if removed {
-            self.spawn_notify(methods::NOTIFICATIONS_RESOURCES_LIST_CHANGED);
-        }
-        removed
+        self.batch(|b| b.remove_resource(uri))
     }
 
     /// Remove the resource template `uri_template`; live connections are told the list
     /// changed. Returns whether it existed.
     pub fn remove_resource_template(&self, uri_template: &str) -> bool {
-        let removed = {
-            let mut reg = self.inner.registry_mut();
-            let before = reg.templates.len();
-            reg.templates.retain(|t| t.def.uri_template != uri_template);
-            reg.templates.len() != before
-        };
-        if removed {
-            self.spawn_notify(methods::NOTIFICATIONS_RESOURCES_LIST_CHANGED);
-        }
-        removed
+        self.batch(|b| b.remove_resource_template(uri_template))
     }
 
     /// Remove a prompt; live connections are told the list changed. Returns whether it
     /// existed.
     pub fn remove_prompt(&self, name: &str) -> bool {
-        let removed = {
-            let mut reg = self.inner.registry_mut();
-            let before = reg.prompts.len();
-            reg.prompts.retain(|p| p.def.name != name);
-            reg.prompts.len() != before
-        };
-        if removed {
-            self.spawn_notify(methods::NOTIFICATIONS_PROMPTS_LIST_CHANGED);
-        }
-        removed
+        self.batch(|b| b.remove_prompt(name))
     }
 
     /// Register a fixed resource at `uri`.
@@ -410,13 +414,9 @@ impl Server {
         F: Fn(ResourceRequest) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
     {
-        let read = make_read(def.mime_type.clone(), f);
-        {
-            let mut reg = self.inner.registry_mut();
-            reg.resources.retain(|r| r.def.uri != def.uri);
-            reg.resources.push(ResourceEntry { def, read });
-        }
-        self.spawn_notify(methods::NOTIFICATIONS_RESOURCES_LIST_CHANGED);
+        self.batch(|b| {
+            b.resource_def(def, f);
+        });
         self
     }
 
@@ -451,19 +451,7 @@ impl Server {
         F: Fn(ResourceRequest) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
     {
-        let template = UriTemplate::parse(&def.uri_template)?;
-        let read = make_read(def.mime_type.clone(), f);
-        {
-            let mut reg = self.inner.registry_mut();
-            reg.templates
-                .retain(|t| t.def.uri_template != def.uri_template);
-            reg.templates.push(TemplateEntry {
-                def,
-                template,
-                read,
-            });
-        }
-        self.spawn_notify(methods::NOTIFICATIONS_RESOURCES_LIST_CHANGED);
+        self.batch(|b| b.try_resource_template(def, f).map(|_| ()))?;
         Ok(self)
     }
 
@@ -483,7 +471,7 @@ impl Server {
     }
 
     /// Register a prompt from a full definition. Empty `arguments` are filled in from `A`.
-    pub fn prompt_def<A, R, E, F, Fut>(self, mut def: Prompt, f: F) -> Self
+    pub fn prompt_def<A, R, E, F, Fut>(self, def: Prompt, f: F) -> Self
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
         R: PromptOutput,
@@ -491,31 +479,9 @@ impl Server {
         F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
     {
-        if def.arguments.as_ref().is_none_or(Vec::is_empty) {
-            let args = arguments_from_schema(&schema::input_schema::<A>());
-            def.arguments = (!args.is_empty()).then_some(args);
-        }
-        let f = Arc::new(f);
-        let name = def.name.clone();
-        let get: prompts::PromptFn = Arc::new(move |ctx, args| {
-            let f = f.clone();
-            let decoded = serde_json::from_value::<A>(args).map_err(|e| {
-                ErrorObject::invalid_params(format!("Invalid arguments for prompt {name}: {e}"))
-            });
-            Box::pin(async move {
-                let args = decoded?;
-                f(ctx, args)
-                    .await
-                    .map(PromptOutput::into_prompt_result)
-                    .map_err(|e| ErrorObject::internal(e.to_string()))
-            })
+        self.batch(|b| {
+            b.prompt_def(def, f);
         });
-        {
-            let mut reg = self.inner.registry_mut();
-            reg.prompts.retain(|p| p.def.name != def.name);
-            reg.prompts.push(PromptEntry { def, get });
-        }
-        self.spawn_notify(methods::NOTIFICATIONS_PROMPTS_LIST_CHANGED);
         self
     }
 
@@ -582,6 +548,24 @@ impl Server {
         *self
             .inner
             .subscribe_hook
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(hook));
+        self
+    }
+
+    /// Hold the requests that read what the server offers (the lists, `tools/call`,
+    /// `resources/read`, `prompts/get`, `completion/complete`) until the future `hook`
+    /// returns is done; `hook` returns `None` when there is nothing to wait for, which
+    /// costs nothing. `initialize`, `server/discover` and `ping` are never held. A gateway
+    /// uses it while the servers it fronts are starting, so that a client's first
+    /// `tools/list` already has their tools; keep the wait bounded.
+    pub fn ready_when<F>(self, hook: F) -> Self
+    where
+        F: Fn() -> Option<BoxFuture<()>> + Send + Sync + 'static,
+    {
+        *self
+            .inner
+            .ready_hook
             .write()
             .unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(hook));
         self

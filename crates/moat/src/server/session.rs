@@ -403,6 +403,9 @@ async fn dispatch(
     ctx: RequestContext,
 ) -> HandlerResult {
     let params = req.params.as_deref();
+    if reads_registry(&req.method) {
+        server.ready().await;
+    }
     match req.method.as_str() {
         methods::TOOLS_CALL => call_tool(&server, &session, params, ctx).await,
         methods::TASKS_GET
@@ -658,6 +661,22 @@ async fn dispatch(
         }
         other => Err(ErrorObject::method_not_found(other)),
     }
+}
+
+/// Whether answering `method` reads what the server offers (and so waits for
+/// [`ServerInner::ready`]).
+fn reads_registry(method: &str) -> bool {
+    matches!(
+        method,
+        methods::TOOLS_LIST
+            | methods::TOOLS_CALL
+            | methods::RESOURCES_LIST
+            | methods::RESOURCES_TEMPLATES_LIST
+            | methods::RESOURCES_READ
+            | methods::PROMPTS_LIST
+            | methods::PROMPTS_GET
+            | methods::COMPLETION_COMPLETE
+    )
 }
 
 async fn call_tool(

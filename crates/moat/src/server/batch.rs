@@ -1,0 +1,259 @@
+//! Changing what a server offers several items at a time: [`Server::batch`].
+//!
+//! Every registration method of [`Server`] is a batch of one. A batch holds the registry
+//! for its whole length, so connections never see half of it, and tells each connection
+//! once per list kind that changed (`notifications/tools/list_changed`, …) instead of once
+//! per item: a gateway that swaps one downstream server's fifty tools sends one
+//! notification, not a hundred.
+
+use std::collections::HashMap;
+use std::fmt::Display;
+use std::future::Future;
+use std::sync::Arc;
+
+use moat_protocol::ErrorObject;
+use moat_protocol::types::{Prompt, Resource, ResourceTemplate, Tool};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+
+use super::prompts::{self, PromptEntry, PromptOutput, arguments_from_schema};
+use super::resources::{ResourceEntry, ResourceOutput, ResourceRequest, TemplateEntry};
+use super::tools::{ToolEntry, ToolOutput, make_entry};
+use super::{Registry, TemplateError, UriTemplate, make_read};
+use crate::handler::RequestContext;
+use crate::schema;
+
+/// Which lists a batch changed.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Changed {
+    pub(crate) tools: bool,
+    pub(crate) resources: bool,
+    pub(crate) prompts: bool,
+}
+
+/// Registry changes applied together; see [`Server::batch`](super::Server::batch).
+///
+/// The methods mirror [`Server`](super::Server)'s registration methods. The batch holds the
+/// server's registry locked: do not call the server's own methods from inside it.
+pub struct Batch<'a> {
+    pub(crate) registry: &'a mut Registry,
+    pub(crate) changed: Changed,
+}
+
+impl std::fmt::Debug for Batch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch").finish_non_exhaustive()
+    }
+}
+
+impl Batch<'_> {
+    /// Register (or replace, keeping its place) a tool from a full definition; see
+    /// [`Server::tool_def`](super::Server::tool_def).
+    pub fn tool_def<A, R, E, F, Fut>(&mut self, def: impl Into<Arc<Tool>>, f: F) -> &mut Self
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        R: ToolOutput,
+        E: Display + Send + 'static,
+        F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+    {
+        self.tool_entry(make_entry(def.into(), f));
+        self
+    }
+
+    pub(crate) fn tool_entry(&mut self, entry: ToolEntry) {
+        let reg = &mut *self.registry;
+        match reg.tool_index.get(&entry.def.name) {
+            Some(&i) => reg.tools[i] = entry,
+            None => {
+                let i = reg.tools.len();
+                reg.tool_index.insert(entry.def.name.clone(), i);
+                reg.tools.push(entry);
+            }
+        }
+        self.changed.tools = true;
+    }
+
+    /// Remove a tool. Returns whether it existed.
+    pub fn remove_tool(&mut self, name: &str) -> bool {
+        let reg = &mut *self.registry;
+        let Some(i) = reg.tool_index.remove(name) else {
+            return false;
+        };
+        reg.tools.remove(i);
+        for entry in &reg.tools[i..] {
+            if let Some(slot) = reg.tool_index.get_mut(&entry.def.name) {
+                *slot -= 1;
+            }
+        }
+        self.changed.tools = true;
+        true
+    }
+
+    /// Put the tools in the order of `key` (stable: equal keys keep their order). Clients
+    /// are told only if the order changed.
+    pub fn sort_tools_by_key<K: Ord>(&mut self, mut key: impl FnMut(&Tool) -> K) {
+        let reg = &mut *self.registry;
+        if reg.tools.is_sorted_by_key(|t| key(&t.def)) {
+            return;
+        }
+        reg.tools.sort_by_key(|t| key(&t.def));
+        reg.tool_index = index_of(reg.tools.iter().map(|t| t.def.name.clone()));
+        self.changed.tools = true;
+    }
+
+    /// Register (or replace, keeping its place) a fixed resource; see
+    /// [`Server::resource_def`](super::Server::resource_def).
+    pub fn resource_def<R, E, F, Fut>(&mut self, def: Resource, f: F) -> &mut Self
+    where
+        R: ResourceOutput,
+        E: Display + Send + 'static,
+        F: Fn(ResourceRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+    {
+        let read = make_read(def.mime_type.clone(), f);
+        let entry = ResourceEntry { def, read };
+        let list = &mut self.registry.resources;
+        match list.iter_mut().find(|r| r.def.uri == entry.def.uri) {
+            Some(slot) => *slot = entry,
+            None => list.push(entry),
+        }
+        self.changed.resources = true;
+        self
+    }
+
+    /// Remove the fixed resource at `uri`. Returns whether it existed.
+    pub fn remove_resource(&mut self, uri: &str) -> bool {
+        let list = &mut self.registry.resources;
+        let before = list.len();
+        list.retain(|r| r.def.uri != uri);
+        let removed = list.len() != before;
+        self.changed.resources |= removed;
+        removed
+    }
+
+    /// Put the fixed resources in the order of `key` (stable).
+    pub fn sort_resources_by_key<K: Ord>(&mut self, mut key: impl FnMut(&Resource) -> K) {
+        let list = &mut self.registry.resources;
+        if !list.is_sorted_by_key(|r| key(&r.def)) {
+            list.sort_by_key(|r| key(&r.def));
+            self.changed.resources = true;
+        }
+    }
+
+    /// Register (or replace, keeping its place) a resource template, refusing a malformed
+    /// one; see [`Server::try_resource_template`](super::Server::try_resource_template).
+    pub fn try_resource_template<R, E, F, Fut>(
+        &mut self,
+        def: ResourceTemplate,
+        f: F,
+    ) -> std::result::Result<&mut Self, TemplateError>
+    where
+        R: ResourceOutput,
+        E: Display + Send + 'static,
+        F: Fn(ResourceRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+    {
+        let template = UriTemplate::parse(&def.uri_template)?;
+        let read = make_read(def.mime_type.clone(), f);
+        let entry = TemplateEntry {
+            def,
+            template,
+            read,
+        };
+        let list = &mut self.registry.templates;
+        match list
+            .iter_mut()
+            .find(|t| t.def.uri_template == entry.def.uri_template)
+        {
+            Some(slot) => *slot = entry,
+            None => list.push(entry),
+        }
+        self.changed.resources = true;
+        Ok(self)
+    }
+
+    /// Remove the resource template `uri_template`. Returns whether it existed.
+    pub fn remove_resource_template(&mut self, uri_template: &str) -> bool {
+        let list = &mut self.registry.templates;
+        let before = list.len();
+        list.retain(|t| t.def.uri_template != uri_template);
+        let removed = list.len() != before;
+        self.changed.resources |= removed;
+        removed
+    }
+
+    /// Put the resource templates in the order of `key` (stable).
+    pub fn sort_resource_templates_by_key<K: Ord>(
+        &mut self,
+        mut key: impl FnMut(&ResourceTemplate) -> K,
+    ) {
+        let list = &mut self.registry.templates;
+        if !list.is_sorted_by_key(|t| key(&t.def)) {
+            list.sort_by_key(|t| key(&t.def));
+            self.changed.resources = true;
+        }
+    }
+
+    /// Register (or replace, keeping its place) a prompt from a full definition; see
+    /// [`Server::prompt_def`](super::Server::prompt_def).
+    pub fn prompt_def<A, R, E, F, Fut>(&mut self, mut def: Prompt, f: F) -> &mut Self
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        R: PromptOutput,
+        E: Display + Send + 'static,
+        F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+    {
+        if def.arguments.as_ref().is_none_or(Vec::is_empty) {
+            let args = arguments_from_schema(&schema::input_schema::<A>());
+            def.arguments = (!args.is_empty()).then_some(args);
+        }
+        let f = Arc::new(f);
+        let name = def.name.clone();
+        let get: prompts::PromptFn = Arc::new(move |ctx, args| {
+            let f = f.clone();
+            let decoded = serde_json::from_value::<A>(args).map_err(|e| {
+                ErrorObject::invalid_params(format!("Invalid arguments for prompt {name}: {e}"))
+            });
+            Box::pin(async move {
+                let args = decoded?;
+                f(ctx, args)
+                    .await
+                    .map(PromptOutput::into_prompt_result)
+                    .map_err(|e| ErrorObject::internal(e.to_string()))
+            })
+        });
+        let entry = PromptEntry { def, get };
+        let list = &mut self.registry.prompts;
+        match list.iter_mut().find(|p| p.def.name == entry.def.name) {
+            Some(slot) => *slot = entry,
+            None => list.push(entry),
+        }
+        self.changed.prompts = true;
+        self
+    }
+
+    /// Remove a prompt. Returns whether it existed.
+    pub fn remove_prompt(&mut self, name: &str) -> bool {
+        let list = &mut self.registry.prompts;
+        let before = list.len();
+        list.retain(|p| p.def.name != name);
+        let removed = list.len() != before;
+        self.changed.prompts |= removed;
+        removed
+    }
+
+    /// Put the prompts in the order of `key` (stable).
+    pub fn sort_prompts_by_key<K: Ord>(&mut self, mut key: impl FnMut(&Prompt) -> K) {
+        let list = &mut self.registry.prompts;
+        if !list.is_sorted_by_key(|p| key(&p.def)) {
+            list.sort_by_key(|p| key(&p.def));
+            self.changed.prompts = true;
+        }
+    }
+}
+
+fn index_of(names: impl Iterator<Item = String>) -> HashMap<String, usize> {
+    names.enumerate().map(|(i, n)| (n, i)).collect()
+}
