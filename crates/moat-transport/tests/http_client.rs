@@ -745,6 +745,89 @@ async fn cancelling_a_modern_request_closes_its_stream_instead_of_notifying() {
 // ---------------------------------------------------------------------------
 
 #[tokio::test]
+async fn auto_falls_back_to_legacy_when_the_refusal_is_not_a_modern_json_rpc_error() {
+    // A server serving the legacy pair next to a Streamable endpoint may answer a POST to its
+    // SSE URL with a JSON-RPC error of its own (moat's did): that is still "not here".
+    let (post_tx, mut posted) = mpsc::unbounded_channel::<String>();
+    let posts = AtomicUsize::new(0);
+    let mut server = Mini::start(move |req| match req.method.as_str() {
+        // The first POST is the probe, to the URL given (the SSE URL).
+        "POST" if posts.fetch_add(1, Ordering::SeqCst) == 0 => Reply::Json(
+            404,
+            vec![],
+            Some(json!({"jsonrpc": "2.0", "id": null,
+                        "error": {"code": -32000, "message": "Not found: the MCP endpoint is /mcp"}})),
+        ),
+        "GET" => Reply::Sse(
+            vec![
+                "event: endpoint\ndata: /message?sessionId=1\n\n".to_owned(),
+                sse_event(None, &init_result(&json!("probe"))),
+            ],
+            None,
+        ),
+        _ => {
+            let _ = post_tx.send(req.body.clone());
+            Reply::Text(202, vec![], "Accepted".to_owned())
+        }
+    })
+    .await;
+    let mut conn = connect(&server.url, options(TransportMode::Auto))
+        .await
+        .unwrap();
+    send(
+        &conn,
+        json!({"jsonrpc": "2.0", "id": "probe", "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}}),
+    )
+    .await;
+    // The same request, POSTed again to the endpoint the stream named.
+    let reposted = tokio::time::timeout(Duration::from_secs(5), posted.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&reposted).unwrap()["id"],
+        "probe"
+    );
+    let answer = recv(&mut conn).await;
+    assert_eq!(answer["id"], "probe", "{answer}");
+    assert!(answer["result"]["protocolVersion"].is_string(), "{answer}");
+    close(conn).await;
+    let methods: Vec<String> = server.drain().iter().map(|r| r.method.clone()).collect();
+    assert_eq!(methods, ["POST", "GET", "POST"]);
+}
+
+#[tokio::test]
+async fn auto_does_not_fall_back_on_a_modern_refusal() {
+    // -32022 (unsupported revision) is what only a 2026-07-28 server answers: no GET.
+    let mut server = Mini::start(|req| match req.method.as_str() {
+        "POST" => Reply::Json(
+            400,
+            vec![],
+            Some(json!({"jsonrpc": "2.0", "id": 1, "error": {
+                "code": -32022, "message": "Unsupported protocol version",
+                "data": {"supported": ["2026-07-28"]}}})),
+        ),
+        _ => Reply::Sse(
+            vec!["event: endpoint\ndata: /message?sessionId=1\n\n".to_owned()],
+            None,
+        ),
+    })
+    .await;
+    let mut conn = connect(&server.url, options(TransportMode::Auto))
+        .await
+        .unwrap();
+    send(&conn, modern(1, "server/discover", json!({}))).await;
+    let answer = recv(&mut conn).await;
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(answer["error"]["code"], -32022, "{answer}");
+    close(conn).await;
+    let methods: Vec<String> = server.drain().iter().map(|r| r.method.clone()).collect();
+    assert!(!methods.contains(&"GET".to_owned()), "{methods:?}");
+}
+
+#[tokio::test]
 async fn a_legacy_endpoint_on_another_origin_is_refused() {
     let _server = Mini::start(|_| {
         Reply::Sse(

@@ -26,7 +26,9 @@
 //! - **Failures** never leave a request hanging: an HTTP error, a connection error or a stream
 //!   that ends without the answer becomes a JSON-RPC error response for that request.
 //! - **Auto mode** tries Streamable HTTP first and falls back to HTTP+SSE when the server
-//!   answers the first POST with 400/404/405 and no JSON-RPC error, as the spec describes.
+//!   answers the first POST with 400/404/405, unless its body is a JSON-RPC error only a
+//!   2026-07-28 server sends (unsupported revision, unknown method, header mismatch), as
+//!   the spec describes; the fallback waits a few seconds at most for the `endpoint` event.
 //! - **Authorization**: a static bearer token, or an [`Authorizer`] (normally an OAuth 2.1
 //!   [`OAuthClient`](crate::http::oauth::OAuthClient), see [`ClientOptions::oauth`]) consulted
 //!   for every request the transport sends — POSTs, SSE GETs and resumptions, the session's
@@ -70,8 +72,8 @@ mod xheader;
 #[non_exhaustive]
 pub enum TransportMode {
     /// Streamable HTTP first; fall back to legacy HTTP+SSE when the server answers the first
-    /// POST with 400, 404 or 405 and no JSON-RPC error (the spec's backwards-compatibility
-    /// procedure).
+    /// POST with 400, 404 or 405, unless with a 2026-07-28 refusal (-32022, -32601, -32020)
+    /// (the spec's backwards-compatibility procedure).
     #[default]
     Auto,
     /// Streamable HTTP only (2025-03-26 onwards, both eras).
@@ -329,7 +331,7 @@ pub async fn connect(url: &str, options: ClientOptions) -> Result<Connection, Cl
     let (out_tx, out_rx) = mpsc::channel::<Outgoing>(options.queue.max(1));
     let route = match options.mode {
         TransportMode::LegacySse => {
-            let endpoint = legacy::open(&shared).await?;
+            let endpoint = legacy::open(&shared, legacy::endpoint_wait(&shared, None)).await?;
             Route::Legacy(endpoint)
         }
         TransportMode::StreamableHttp => Route::Streamable,

@@ -20,11 +20,17 @@ use super::{ClientError, Shared, content_type, is_event_stream};
 /// How long the GET and its `endpoint` event may take when no request timeout is set.
 const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 
-/// Open the event stream, wait for the `endpoint` event, and start delivering `message`
-/// events. Returns the endpoint to POST to.
-pub(super) async fn open(shared: &Arc<Shared>) -> Result<Url, ClientError> {
-    let url = shared.url.to_string();
+/// How long the GET and its `endpoint` event may take: the request timeout, and no more
+/// than `cap` when one is given.
+pub(super) fn endpoint_wait(shared: &Shared, cap: Option<Duration>) -> Duration {
     let wait = shared.options.request_timeout.unwrap_or(DEFAULT_WAIT);
+    cap.map_or(wait, |cap| wait.min(cap))
+}
+
+/// Open the event stream, wait (`wait` at most) for the `endpoint` event, and start
+/// delivering `message` events. Returns the endpoint to POST to.
+pub(super) async fn open(shared: &Arc<Shared>, wait: Duration) -> Result<Url, ClientError> {
+    let url = shared.url.to_string();
     let mut headers = shared.headers();
     headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
     let sent = auth::send(shared, Method::GET, &shared.url, headers, None, Some(wait));

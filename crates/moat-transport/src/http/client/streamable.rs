@@ -10,6 +10,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use moat_protocol::error::{HEADER_MISMATCH, METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION};
 use moat_protocol::jsonrpc::{self, Message};
 use moat_protocol::types::methods;
 use moat_protocol::{ErrorObject, RequestId};
@@ -249,32 +250,68 @@ pub(super) async fn probe(shared: &Arc<Shared>, text: String) -> Option<Route> {
     let url = resp.url().clone();
     let challenge = challenge(&resp);
     let text_body = body::read_error_body(resp).await;
-    if let Some(err) = jsonrpc_error(&text_body) {
-        // A Streamable HTTP server refusing the request in JSON-RPC terms.
+    let refusal = jsonrpc_error(&text_body);
+    if let Some(err) = refusal.as_ref().filter(|e| is_modern_refusal(e)) {
+        // A Streamable HTTP server of 2026-07-28 refusing the request in its own terms:
+        // there is no legacy endpoint to look for.
         for id in &call.ids {
-            shared.deliver_error(id, &err).await;
+            shared.deliver_error(id, err).await;
         }
         return Some(Route::Streamable);
     }
-    tracing::debug!(%status, "the first POST was refused without a JSON-RPC error; trying legacy HTTP+SSE");
-    match legacy::open(shared).await {
+    // Any other JSON-RPC error body proves nothing: a server that serves the legacy pair
+    // next to a Streamable endpoint may well answer a POST to its SSE path with one (a 404
+    // naming its MCP endpoint, say), and the 2025 revisions fall back whatever the body.
+    tracing::debug!(%status, "the first POST was refused; trying legacy HTTP+SSE");
+    match legacy::open(
+        shared,
+        legacy::endpoint_wait(shared, Some(PROBE_ENDPOINT_WAIT)),
+    )
+    .await
+    {
         Ok(endpoint) => {
             tracing::info!(url = %shared.url, %endpoint, "the server speaks the legacy HTTP+SSE transport");
             legacy::send(shared, &endpoint, text).await;
             Some(Route::Legacy(endpoint))
         }
         Err(e) => {
-            let message = format!(
-                "{}; falling back to the legacy HTTP+SSE transport failed too: {e}",
-                describe_status(shared, status, &url, &text_body, challenge.as_deref())
-            );
-            let err = ErrorObject::internal(message);
+            let err = match refusal {
+                // The server's own error stays what the request gets (its code may matter
+                // to the caller), with why the fallback did not help.
+                Some(mut err) => {
+                    err.message = format!(
+                        "{}; falling back to the legacy HTTP+SSE transport failed too: {e}",
+                        err.message
+                    );
+                    err
+                }
+                None => ErrorObject::internal(format!(
+                    "{}; falling back to the legacy HTTP+SSE transport failed too: {e}",
+                    describe_status(shared, status, &url, &text_body, challenge.as_deref())
+                )),
+            };
             for id in &call.ids {
                 shared.deliver_error(id, &err).await;
             }
             Some(Route::Streamable)
         }
     }
+}
+
+/// How long Auto mode's fallback waits for the `endpoint` event. A legacy server sends it
+/// as soon as the stream opens; a Streamable HTTP server that opens a stream on a GET
+/// without a session sends nothing, and the requests queued behind the probe must not wait
+/// a whole request timeout for that.
+const PROBE_ENDPOINT_WAIT: Duration = Duration::from_secs(10);
+
+/// Whether a JSON-RPC error refusing the first POST is one the 2026-07-28 transport spec
+/// names as proof of a modern Streamable HTTP server: an unsupported revision, an unknown
+/// method, or headers that disagree with the body. Only these rule the legacy fallback out.
+fn is_modern_refusal(err: &ErrorObject) -> bool {
+    matches!(
+        err.code,
+        UNSUPPORTED_PROTOCOL_VERSION | METHOD_NOT_FOUND | HEADER_MISMATCH
+    )
 }
 
 /// Work out a request's era and headers, and note what later requests need.

@@ -8,6 +8,7 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 
@@ -54,6 +55,24 @@ pub(super) fn open(shared: &Shared, req: &Request<Incoming>, message_path: &str)
         id: session.id.clone(),
     };
     sse_response(body)
+}
+
+/// Any other method on a legacy path: 405 with the methods it takes. A client in the
+/// spec's auto-detection POSTs its first request to the URL it was given; for the SSE path
+/// this is the answer that sends it on to the GET. The body is plain text, not a JSON-RPC
+/// error, so that no client mistakes it for a Streamable HTTP server refusing the request.
+pub(super) fn not_allowed(allow: &'static str) -> Response<Body> {
+    let mut r = empty(StatusCode::METHOD_NOT_ALLOWED);
+    *r.body_mut() = super::full(format!(
+        "Method not allowed: this legacy HTTP+SSE endpoint takes {allow}"
+    ));
+    let h = r.headers_mut();
+    h.insert(header::ALLOW, HeaderValue::from_static(allow));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
 }
 
 /// POST on the message path: hand the message to the session named in the query.

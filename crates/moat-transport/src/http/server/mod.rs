@@ -411,11 +411,21 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     }
     // Legacy sessions are sessions: a stateless server has none.
     if let Some((sse, message)) = opts.legacy.as_ref().filter(|_| !opts.stateless) {
-        if path == sse && req.method() == Method::GET {
-            return legacy::open(shared, &req, message);
-        }
-        if path == message && req.method() == Method::POST {
-            return legacy::post(shared, req).await;
+        let (on_sse, on_message) = (path == sse, path == message);
+        match *req.method() {
+            Method::GET if on_sse => return legacy::open(shared, &req, message),
+            Method::POST if on_message => return legacy::post(shared, req).await,
+            // The path exists, the method does not: 405, which is what sends a client
+            // POSTing to the SSE URL (the spec's auto-detection) on to the GET.
+            _ if on_sse || on_message => {
+                let allow = match (on_sse, on_message) {
+                    (true, true) => "GET, POST",
+                    (true, false) => "GET",
+                    _ => "POST",
+                };
+                return legacy::not_allowed(allow);
+            }
+            _ => {}
         }
     }
     error(
