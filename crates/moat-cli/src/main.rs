@@ -1,7 +1,9 @@
 //! The `moat` binary: a thin command-line layer over the moat crates.
 //!
 //! Exit codes: 0 success, 1 usage error, 2 connection or protocol failure,
-//! 3 the tool ran and reported an error (`isError`).
+//! 3 the tool ran and reported an error (`isError`). A command whose stdout is closed
+//! before it has printed everything (`moat tools … | head`) stops printing and ends quietly,
+//! as Unix filters do, with the code it would have had otherwise.
 
 mod busy_poll;
 mod cli;
@@ -43,10 +45,13 @@ fn main() -> ExitCode {
         }
     };
     init_tracing(cli.verbose);
-    if prints_results(&cli.command) {
-        // Printing commands end quietly when their reader goes away (`moat tools … | head`),
-        // as Unix filters do. Servers keep ignoring SIGPIPE: a closed pipe is an error they
-        // handle, not a reason to die mid-answer.
+    if dies_of_sigpipe(&cli.command) {
+        // `moat audit` and `moat pins` print with `println!` and write to no other pipe:
+        // like Unix filters, they end quietly when their reader goes away (`moat audit |
+        // head`). Every other command keeps Rust's default, SIGPIPE ignored: the client
+        // commands write to a server's stdin too, and a server that died must be an EPIPE
+        // the transport reports (with the server's exit status and last words), not a
+        // silent death of moat. They handle EPIPE on their own stdout in `output::to_stdout`.
         // SAFETY: called before any thread exists; SIG_DFL is a valid disposition.
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
@@ -107,19 +112,10 @@ fn one_peer_over_stdio(command: &Command) -> bool {
     }
 }
 
-/// Whether the command's job is to print a result to stdout.
-fn prints_results(command: &Command) -> bool {
-    matches!(
-        command,
-        Command::Tools(_)
-            | Command::Call(_)
-            | Command::Resources(_)
-            | Command::Read(_)
-            | Command::Prompts(_)
-            | Command::Prompt(_)
-            | Command::Audit(_)
-            | Command::Pins(_)
-    )
+/// Whether the command may simply die of SIGPIPE when its stdout is closed: it prints a
+/// result and never writes to another process (the client commands do: see `main`).
+fn dies_of_sigpipe(command: &Command) -> bool {
+    matches!(command, Command::Audit(_) | Command::Pins(_))
 }
 
 async fn run(command: Command) -> Result<(), Failure> {

@@ -1,8 +1,14 @@
 //! Human-readable rendering of results. Colour only when stdout is a terminal and
 //! `NO_COLOR` is unset; `--json` output never has any.
+//!
+//! The client commands render into a writer and print through [`to_stdout`], which ends
+//! quietly when the reader of stdout has gone away: those commands keep SIGPIPE ignored
+//! (see `main`), and `println!` would panic on the EPIPE.
 
-use std::io::IsTerminal;
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::sync::OnceLock;
+
+use anyhow::anyhow;
 
 use moat::types::{
     CallToolResult, ContentBlock, GetPromptResult, Prompt, Resource, ResourceContents,
@@ -40,6 +46,35 @@ pub fn print_json(value: &Value) {
     }
 }
 
+/// Run `print` against stdout (buffered, flushed at the end). Stdout closed by its reader
+/// (EPIPE: `moat tools … | head`) is not a failure: the reader has what it wanted, and the
+/// command ends quietly, as a Unix filter does. Any other write error is one.
+pub fn to_stdout(
+    print: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<(), crate::Failure> {
+    let mut out = BufWriter::new(io::stdout().lock());
+    let printed = print(&mut out).and_then(|()| out.flush());
+    match printed {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+            tracing::debug!("stdout was closed by its reader; stopped printing");
+            // What the buffer still holds can never be written: drop it, so that nothing
+            // tries again on the way out.
+            let _ = out.into_parts();
+            Ok(())
+        }
+        Err(e) => Err(crate::Failure::Connection(
+            anyhow!(e).context("could not write the result to stdout"),
+        )),
+    }
+}
+
+/// Write a JSON value, pretty, with a final newline.
+pub fn write_json(out: &mut dyn Write, value: &Value) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value)?;
+    writeln!(out)
+}
+
 fn first_line(s: Option<&str>) -> &str {
     s.and_then(|s| s.lines().find(|l| !l.trim().is_empty()))
         .unwrap_or("")
@@ -69,10 +104,10 @@ fn arguments_summary(schema: &Value) -> String {
         .join(", ")
 }
 
-pub fn print_tools(tools: &[Tool]) {
+pub fn write_tools(out: &mut dyn Write, tools: &[Tool]) -> io::Result<()> {
     if tools.is_empty() {
-        println!("{}", dim("(no tools)"));
-        return;
+        writeln!(out, "{}", dim("(no tools)"))?;
+        return Ok(());
     }
     for tool in tools {
         let mut hints = Vec::new();
@@ -89,24 +124,29 @@ pub fn print_tools(tools: &[Tool]) {
         } else {
             format!(" [{}]", hints.join(", "))
         };
-        println!(
+        writeln!(
+            out,
             "{}({}){}",
             bold(&tool.name),
             arguments_summary(&tool.input_schema),
             dim(&hints)
-        );
+        )?;
         let desc = first_line(tool.description.as_deref());
         if !desc.is_empty() {
-            println!("    {desc}");
+            writeln!(out, "    {desc}")?;
         }
     }
-    println!("{}", dim(&format!("{} tool(s)", tools.len())));
+    writeln!(out, "{}", dim(&format!("{} tool(s)", tools.len())))
 }
 
-pub fn print_resources(resources: &[Resource], templates: &[ResourceTemplate]) {
+pub fn write_resources(
+    out: &mut dyn Write,
+    resources: &[Resource],
+    templates: &[ResourceTemplate],
+) -> io::Result<()> {
     if resources.is_empty() && templates.is_empty() {
-        println!("{}", dim("(no resources)"));
-        return;
+        writeln!(out, "{}", dim("(no resources)"))?;
+        return Ok(());
     }
     for r in resources {
         let mime = r
@@ -114,26 +154,29 @@ pub fn print_resources(resources: &[Resource], templates: &[ResourceTemplate]) {
             .as_deref()
             .map(|m| format!(" ({m})"))
             .unwrap_or_default();
-        println!(
+        writeln!(
+            out,
             "{}{}  {}",
             bold(&r.uri),
             dim(&mime),
             first_line(r.description.as_deref().or(Some(&r.name)))
-        );
+        )?;
     }
     for t in templates {
-        println!(
+        writeln!(
+            out,
             "{}  {}",
             bold(&t.uri_template),
             first_line(t.description.as_deref().or(Some(&t.name)))
-        );
+        )?;
     }
+    Ok(())
 }
 
-pub fn print_prompts(prompts: &[Prompt]) {
+pub fn write_prompts(out: &mut dyn Write, prompts: &[Prompt]) -> io::Result<()> {
     if prompts.is_empty() {
-        println!("{}", dim("(no prompts)"));
-        return;
+        writeln!(out, "{}", dim("(no prompts)"))?;
+        return Ok(());
     }
     for p in prompts {
         let args = p
@@ -150,18 +193,20 @@ pub fn print_prompts(prompts: &[Prompt]) {
             })
             .collect::<Vec<_>>()
             .join(", ");
-        println!("{}({})", bold(&p.name), args);
+        writeln!(out, "{}({})", bold(&p.name), args)?;
         let desc = first_line(p.description.as_deref());
         if !desc.is_empty() {
-            println!("    {desc}");
+            writeln!(out, "    {desc}")?;
         }
     }
+    Ok(())
 }
 
-fn print_block(block: &ContentBlock) {
+fn write_block(out: &mut dyn Write, block: &ContentBlock) -> io::Result<()> {
     match block {
-        ContentBlock::Text(t) => println!("{}", t.text),
-        ContentBlock::Image(i) => println!(
+        ContentBlock::Text(t) => writeln!(out, "{}", t.text),
+        ContentBlock::Image(i) => writeln!(
+            out,
             "{}",
             dim(&format!(
                 "[image {}, {} base64 chars]",
@@ -169,7 +214,8 @@ fn print_block(block: &ContentBlock) {
                 i.data.len()
             ))
         ),
-        ContentBlock::Audio(a) => println!(
+        ContentBlock::Audio(a) => writeln!(
+            out,
             "{}",
             dim(&format!(
                 "[audio {}, {} base64 chars]",
@@ -177,28 +223,34 @@ fn print_block(block: &ContentBlock) {
                 a.data.len()
             ))
         ),
-        ContentBlock::ResourceLink(r) => println!("{}", dim(&format!("[link {}]", r.uri))),
-        ContentBlock::Resource(e) => print_contents(std::slice::from_ref(&e.resource)),
-        _ => println!("{}", dim("[content of a kind this version cannot show]")),
+        ContentBlock::ResourceLink(r) => writeln!(out, "{}", dim(&format!("[link {}]", r.uri))),
+        ContentBlock::Resource(e) => write_contents(out, std::slice::from_ref(&e.resource)),
+        _ => writeln!(
+            out,
+            "{}",
+            dim("[content of a kind this version cannot show]")
+        ),
     }
 }
 
-pub fn print_call_result(result: &CallToolResult) {
+pub fn write_call_result(out: &mut dyn Write, result: &CallToolResult) -> io::Result<()> {
     for block in &result.content {
-        print_block(block);
+        write_block(out, block)?;
     }
     if result.content.is_empty()
         && let Some(s) = &result.structured_content
     {
-        print_json(s);
+        write_json(out, s)?;
     }
+    Ok(())
 }
 
-pub fn print_contents(contents: &[ResourceContents]) {
+pub fn write_contents(out: &mut dyn Write, contents: &[ResourceContents]) -> io::Result<()> {
     for c in contents {
         match c {
-            ResourceContents::Text(t) => println!("{}", t.text),
-            ResourceContents::Blob(b) => println!(
+            ResourceContents::Text(t) => writeln!(out, "{}", t.text)?,
+            ResourceContents::Blob(b) => writeln!(
+                out,
                 "{}",
                 dim(&format!(
                     "[{} {}, {} base64 chars]",
@@ -206,20 +258,22 @@ pub fn print_contents(contents: &[ResourceContents]) {
                     b.mime_type.as_deref().unwrap_or("binary"),
                     b.blob.len()
                 ))
-            ),
+            )?,
             _ => {}
         }
     }
+    Ok(())
 }
 
-pub fn print_prompt_result(result: &GetPromptResult) {
+pub fn write_prompt_result(out: &mut dyn Write, result: &GetPromptResult) -> io::Result<()> {
     if let Some(d) = &result.description {
-        println!("{}", dim(d));
+        writeln!(out, "{}", dim(d))?;
     }
     for m in &result.messages {
-        println!("{}:", bold(&format!("{:?}", m.role).to_lowercase()));
-        print_block(&m.content);
+        writeln!(out, "{}:", bold(&format!("{:?}", m.role).to_lowercase()))?;
+        write_block(out, &m.content)?;
     }
+    Ok(())
 }
 
 /// One line of progress: "[=====>    ] 50/100 message", or a count when the total is unknown.

@@ -1,7 +1,11 @@
 //! The client commands: `tools`, `call`, `resources`, `read`, `prompts`, `prompt`.
+//!
+//! A server that dies explains itself: a launched server's exit status and last stderr
+//! lines come with the error (the transport puts them in the reason the connection
+//! closed), whether it died before the handshake or during a request.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,6 +14,7 @@ use moat::client::oauth::{
     Authorizer, LoopbackUserAgent, OAuthClient, OAuthConfig, PreRegisteredClient, Secret,
     open_in_browser,
 };
+use moat::transport::ChildProcess;
 use moat::types::Tool;
 use moat::{Client, HttpOptions, HttpTransport, RequestOptions, VersionPreference};
 use serde_json::{Value, json};
@@ -61,15 +66,20 @@ async fn connect(url: Option<&str>, target: &Target) -> Result<Client, Failure> 
             "no server given: put its command after `--`, e.g. `moat tools -- npx -y @modelcontextprotocol/server-everything`"
         )));
     }
-    let shown = target.command.join(" ");
+    let shown = shell_words(&target.command);
     let client = Client::builder()
         .protocol(preference)
         .request_timeout(Some(timeout))
         .discover_timeout(timeout.min(Duration::from_secs(5)))
         .connect_command(target.command.iter().cloned())
         .await
-        .map_err(|e| {
-            Failure::Connection(anyhow!(e).context(format!("could not connect to `{shown}`")))
+        .map_err(|e| match e {
+            // The reason says how the server ended and what it said last (its exit status
+            // and stderr): it is the whole story, without the "connection closed" prefix.
+            moat::Error::Closed(why) => {
+                Failure::Connection(anyhow!("could not connect to `{shown}`: {why}"))
+            }
+            e => Failure::Connection(anyhow!(e).context(format!("could not connect to `{shown}`"))),
         })?;
     tracing::info!(
         server = %client.server_info().name,
@@ -77,6 +87,24 @@ async fn connect(url: Option<&str>, target: &Target) -> Result<Client, Failure> 
         "connected"
     );
     Ok(client)
+}
+
+/// `argv` as a shell would need it, so that the command in a message can be pasted and
+/// rerun: `sh -c 'echo hi; exit 1'`, not `sh -c echo hi; exit 1`.
+fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            let plain = !a.is_empty()
+                && a.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_./=:@,+%".contains(&b));
+            if plain {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The HTTP settings a target's flags ask for.
@@ -171,28 +199,51 @@ fn header(client: &Client) -> serde_json::Map<String, Value> {
     map
 }
 
+/// The outcome of a request made after connecting, as the command's. A launched server
+/// that died on the way says how: the connection's reason carries its exit status and last
+/// stderr lines when the end of its stdout was seen first, but not when writing to it
+/// failed first; then they come from `child` (by now closed and reaped).
+async fn settle<T>(result: moat::Result<T>, child: Option<ChildProcess>) -> Result<T, Failure> {
+    match (result, child) {
+        (Err(moat::Error::Closed(why)), Some(child)) => {
+            let end = child.end_reason(Duration::from_millis(500)).await;
+            if why.contains(&end) {
+                Err(Failure::Connection(anyhow!("connection closed: {why}")))
+            } else {
+                Err(Failure::Connection(anyhow!(
+                    "connection closed: {why}; {end}"
+                )))
+            }
+        }
+        (result, _) => result.map_err(Failure::from),
+    }
+}
+
 pub async fn tools(args: ToolsArgs) -> Result<(), Failure> {
     let ToolsArgs { cost, list: args } = args;
     let client = connect(args.url.as_deref(), &args.target).await?;
+    let child = client.child().cloned();
     let result = client.list_all_tools().await;
     let meta = header(&client);
     client.close().await;
-    let tools = result?;
+    let tools = settle(result, child).await?;
     let cost = cost.then(|| tool_cost(&tools));
-    if args.json {
-        let mut out = meta;
-        out.insert("tools".into(), json!(tools));
-        if let Some(cost) = cost {
-            out.insert("cost".into(), cost);
+    output::to_stdout(|out| {
+        if args.json {
+            let mut all = meta;
+            all.insert("tools".into(), json!(tools));
+            if let Some(cost) = cost {
+                all.insert("cost".into(), cost);
+            }
+            output::write_json(out, &Value::Object(all))
+        } else {
+            output::write_tools(out, &tools)?;
+            match cost {
+                Some(cost) => write_cost(out, &cost),
+                None => Ok(()),
+            }
         }
-        output::print_json(&Value::Object(out));
-    } else {
-        output::print_tools(&tools);
-        if let Some(cost) = cost {
-            print_cost(&cost);
-        }
-    }
-    Ok(())
+    })
 }
 
 /// Tokens of the whole list and of each definition, largest first.
@@ -217,11 +268,14 @@ fn tool_cost(tools: &[Tool]) -> Value {
     })
 }
 
-fn print_cost(cost: &Value) {
+fn write_cost(out: &mut dyn Write, cost: &Value) -> std::io::Result<()> {
     let total = cost["tokens"].as_u64().unwrap_or(0);
     let n = cost["tools"].as_u64().unwrap_or(0);
-    println!();
-    println!("{n} tool definitions: {total} tokens in the model's context (o200k_base)");
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{n} tool definitions: {total} tokens in the model's context (o200k_base)"
+    )?;
     let largest: Vec<String> = cost["per_tool"]
         .as_array()
         .map(|a| {
@@ -232,21 +286,24 @@ fn print_cost(cost: &Value) {
         })
         .unwrap_or_default();
     if n > 1 && !largest.is_empty() {
-        println!("largest: {}", largest.join(", "));
+        writeln!(out, "largest: {}", largest.join(", "))?;
     }
     if n > 40 {
-        println!(
+        writeln!(
+            out,
             "{}",
             output::dim(
                 "behind `moat gateway`, [tool_search] lists 3 meta-tools instead (see docs/gateway.md)"
             )
-        );
+        )?;
     }
+    Ok(())
 }
 
 pub async fn call(args: CallArgs) -> Result<(), Failure> {
     let arguments = parse_object("--args", &args.args)?;
     let client = connect(args.url.as_deref(), &args.target).await?;
+    let child = client.child().cloned();
     // Long tools report progress: show it on a terminal (stderr, so stdout stays the result).
     let mut options = RequestOptions::default();
     let mut shown = None;
@@ -269,12 +326,14 @@ pub async fn call(args: CallArgs) -> Result<(), Failure> {
     if let Some(task) = shown {
         let _ = task.await;
     }
-    let result = result?;
-    if args.json {
-        output::print_json(&json!(result));
-    } else {
-        output::print_call_result(&result);
-    }
+    let result = settle(result, child).await?;
+    output::to_stdout(|out| {
+        if args.json {
+            output::write_json(out, &json!(result))
+        } else {
+            output::write_call_result(out, &result)
+        }
+    })?;
     if result.is_error() {
         if !args.json {
             eprintln!("error: tool {} reported an error", args.tool);
@@ -286,6 +345,7 @@ pub async fn call(args: CallArgs) -> Result<(), Failure> {
 
 pub async fn resources(args: ListArgs) -> Result<(), Failure> {
     let client = connect(args.url.as_deref(), &args.target).await?;
+    let child = client.child().cloned();
     let has_resources = client.server_capabilities().resources.is_some();
     let listed = if has_resources {
         match client.list_all_resources().await {
@@ -303,33 +363,37 @@ pub async fn resources(args: ListArgs) -> Result<(), Failure> {
     };
     let meta = header(&client);
     client.close().await;
-    let (resources, templates) = listed?;
-    if args.json {
-        let mut out = meta;
-        out.insert("resources".into(), json!(resources));
-        out.insert("resourceTemplates".into(), json!(templates));
-        output::print_json(&Value::Object(out));
-    } else {
-        output::print_resources(&resources, &templates);
-    }
-    Ok(())
+    let (resources, templates) = settle(listed, child).await?;
+    output::to_stdout(|out| {
+        if args.json {
+            let mut all = meta;
+            all.insert("resources".into(), json!(resources));
+            all.insert("resourceTemplates".into(), json!(templates));
+            output::write_json(out, &Value::Object(all))
+        } else {
+            output::write_resources(out, &resources, &templates)
+        }
+    })
 }
 
 pub async fn read(args: ReadArgs) -> Result<(), Failure> {
     let client = connect(args.url.as_deref(), &args.target).await?;
+    let child = client.child().cloned();
     let result = client.read_resource(&args.uri).await;
     client.close().await;
-    let result = result?;
-    if args.json {
-        output::print_json(&json!(result));
-    } else {
-        output::print_contents(&result.contents);
-    }
-    Ok(())
+    let result = settle(result, child).await?;
+    output::to_stdout(|out| {
+        if args.json {
+            output::write_json(out, &json!(result))
+        } else {
+            output::write_contents(out, &result.contents)
+        }
+    })
 }
 
 pub async fn prompts(args: ListArgs) -> Result<(), Failure> {
     let client = connect(args.url.as_deref(), &args.target).await?;
+    let child = client.child().cloned();
     let listed = if client.server_capabilities().prompts.is_some() {
         client.list_all_prompts().await
     } else {
@@ -337,15 +401,16 @@ pub async fn prompts(args: ListArgs) -> Result<(), Failure> {
     };
     let meta = header(&client);
     client.close().await;
-    let prompts = listed?;
-    if args.json {
-        let mut out = meta;
-        out.insert("prompts".into(), json!(prompts));
-        output::print_json(&Value::Object(out));
-    } else {
-        output::print_prompts(&prompts);
-    }
-    Ok(())
+    let prompts = settle(listed, child).await?;
+    output::to_stdout(|out| {
+        if args.json {
+            let mut all = meta;
+            all.insert("prompts".into(), json!(prompts));
+            output::write_json(out, &Value::Object(all))
+        } else {
+            output::write_prompts(out, &prompts)
+        }
+    })
 }
 
 pub async fn prompt(args: PromptArgs) -> Result<(), Failure> {
@@ -362,13 +427,15 @@ pub async fn prompt(args: PromptArgs) -> Result<(), Failure> {
         }
     }
     let client = connect(args.url.as_deref(), &args.target).await?;
+    let child = client.child().cloned();
     let result = client.get_prompt(&args.name, arguments).await;
     client.close().await;
-    let result = result?;
-    if args.json {
-        output::print_json(&json!(result));
-    } else {
-        output::print_prompt_result(&result);
-    }
-    Ok(())
+    let result = settle(result, child).await?;
+    output::to_stdout(|out| {
+        if args.json {
+            output::write_json(out, &json!(result))
+        } else {
+            output::write_prompt_result(out, &result)
+        }
+    })
 }
