@@ -54,6 +54,12 @@ Options:
     --elicit-decline       declare elicitation and decline every request
                            Both repeatable: the answers are given in order, one
                            per request, the last one for every request after.
+    --sample TEXT          declare sampling and answer every sampling/createMessage
+                           with an assistant text message TEXT (model
+                           "py-client"); the output gets "samplings": every
+                           request's messages, in order
+    --root URI             declare roots and offer URI (repeatable); the output
+                           gets "rootsRequests": how often roots/list was asked
     --read URI             read a resource (repeatable)
     --prompt NAME JSONARGS get a prompt (repeatable)
     --timeout SECONDS      overall deadline (default 60)
@@ -121,6 +127,8 @@ def parse_args(argv: list[str]) -> dict[str, Any]:
         "transport": None,
         "tolerate_errors": False,
         "elicit": [],
+        "sample": None,
+        "roots": [],
         "call_log": None,
     }
     i = 0
@@ -164,6 +172,14 @@ def parse_args(argv: list[str]) -> dict[str, Any]:
         elif a == "--elicit-decline":
             opts["elicit"].append(("decline", None))
             i += 1
+        elif a == "--sample":
+            need(a, 1)
+            opts["sample"] = argv[i + 1]
+            i += 2
+        elif a == "--root":
+            need(a, 1)
+            opts["roots"].append(argv[i + 1])
+            i += 2
         elif a == "--read":
             need(a, 1)
             opts["reads"].append(argv[i + 1])
@@ -297,6 +313,12 @@ async def run(opts: dict[str, Any]) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if opts["elicit"]:
         extra["elicitation_callback"] = elicitation_answerer(opts["elicit"], elicitations)
+    samplings: list[Any] = []
+    if opts["sample"] is not None:
+        extra["sampling_callback"] = sampling_answerer(opts["sample"], samplings)
+    roots_asked: list[int] = []
+    if opts["roots"]:
+        extra["list_roots_callback"] = roots_answerer(opts["roots"], roots_asked)
     client = Client(
         server,
         mode=mode,
@@ -345,6 +367,10 @@ async def run(opts: dict[str, Any]) -> dict[str, Any]:
             out["prompts"] = await step("prompts/list", list_all(client.list_prompts, "prompts"))
         if opts["elicit"]:
             out["elicitations"] = elicitations
+        if opts["sample"] is not None:
+            out["samplings"] = samplings
+        if opts["roots"]:
+            out["rootsRequests"] = roots_asked
         for name, arguments, retry_secs in opts["calls"]:
             log_call(opts["call_log"], name)
             if retry_secs is not None:
@@ -423,6 +449,30 @@ def elicitation_answerer(answers: list[tuple[str, str | None]], seen: list[dict[
         if action == "accept":
             return ElicitResult(action="accept", content={"decision": answer})
         return ElicitResult(action=action)
+
+    return answer_it
+
+
+def sampling_answerer(text: str, seen: list[Any]) -> Any:
+    """A sampling callback that answers `text` and logs each request's messages."""
+    from mcp_types import CreateMessageResult, TextContent
+
+    async def answer_it(context: Any, params: Any) -> Any:
+        seen.append(dump(params).get("messages"))
+        return CreateMessageResult(
+            role="assistant", content=TextContent(type="text", text=text), model="py-client"
+        )
+
+    return answer_it
+
+
+def roots_answerer(uris: list[str], asked: list[int]) -> Any:
+    """A roots callback offering `uris` and counting the requests."""
+    from mcp_types import ListRootsResult, Root
+
+    async def answer_it(context: Any) -> Any:
+        asked.append(len(asked) + 1)
+        return ListRootsResult(roots=[Root(uri=u) for u in uris])
 
     return answer_it
 

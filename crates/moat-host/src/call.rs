@@ -260,7 +260,10 @@ async fn forward(
         }
     };
     let timeout = inner.call_timeout(&entry.server);
-    let mut options = RequestOptions::default().timeout(timeout);
+    // What the server asks while handling the call goes to this call's client.
+    let mut options = RequestOptions::default()
+        .timeout(timeout)
+        .answer_with(crate::requests::answerer_for(inner, ctx, &entry.server));
     let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
     if ctx.progress_token().is_some() {
         options = options.progress(progress_tx);

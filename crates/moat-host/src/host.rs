@@ -432,10 +432,16 @@ fn install_upstream_hooks(inner: &Arc<Inner>) {
     let weak = Arc::downgrade(inner);
     let hook_weak = weak.clone();
     let ready_weak = weak.clone();
+    let roots_weak = weak.clone();
     let server = inner
         .server
         .clone()
-        .ready_when(move || ready_weak.upgrade().and_then(|inner| inner.ready_wait()));
+        .ready_when(move || ready_weak.upgrade().and_then(|inner| inner.ready_wait()))
+        .on_roots_changed(move || {
+            if let Some(inner) = roots_weak.upgrade() {
+                crate::requests::roots_changed(&inner);
+            }
+        });
     let server = server.on_subscribe(move |uri, on| {
         let Some(inner) = hook_weak.upgrade() else {
             return;
@@ -697,6 +703,14 @@ impl Inner {
             .values()
             .filter(|r| r.live.borrow().is_some())
             .count()
+    }
+
+    /// Every server that is up, with its connection.
+    pub(crate) fn live_clients(&self) -> Vec<(String, Arc<Client>)> {
+        lock(&self.running)
+            .iter()
+            .filter_map(|(name, r)| r.live.borrow().clone().map(|c| (name.clone(), c)))
+            .collect()
     }
 
     /// The live connection to `server`, if it is up.

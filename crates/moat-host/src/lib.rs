@@ -31,6 +31,7 @@ pub mod naming;
 pub mod pins;
 pub mod policy;
 mod reach;
+mod requests;
 pub mod scan;
 pub mod search;
 mod sessions;

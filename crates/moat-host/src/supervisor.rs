@@ -34,13 +34,26 @@ pub(crate) type Live = watch::Receiver<Option<Arc<Client>>>;
 /// Connects to the server `cfg` describes. `helper` is the binary whose
 /// `sandbox --stdio --profile JSON -- CMD…` confines a command (the `moat` binary).
 pub(crate) async fn connect(
+    host: &Weak<Inner>,
     cfg: &ServerConfig,
     helper: Option<&std::path::Path>,
     request_timeout: Duration,
 ) -> Result<Client, HostError> {
+    // The gateway offers what the policy lets the server ask of the client; what it asks
+    // outside a call is answered here, inside one by the call's answerer.
+    let capabilities = host
+        .upgrade()
+        .map(|inner| crate::requests::capabilities_for(&inner, &cfg.name))
+        .unwrap_or_default();
+    let weak = host.clone();
+    let name = cfg.name.clone();
     let builder = Client::builder()
         .request_timeout(Some(request_timeout))
-        .discover_timeout(Duration::from_secs(5));
+        .discover_timeout(Duration::from_secs(5))
+        .capabilities(capabilities)
+        .on_input(move |request| {
+            crate::requests::answer_outside_a_call(weak.clone(), name.clone(), request)
+        });
     let fail = |detail: String| HostError::Server {
         server: cfg.name.clone(),
         detail,
@@ -142,7 +155,7 @@ pub(crate) async fn supervise(
                 end_first_attempt(&host, &mut first);
                 return;
             }
-            r = tokio::time::timeout(start_timeout, connect(&cfg, helper.as_deref(), request_timeout)) => r,
+            r = tokio::time::timeout(start_timeout, connect(&host, &cfg, helper.as_deref(), request_timeout)) => r,
         };
         let client = match attempt {
             Ok(Ok(client)) => Arc::new(client),

@@ -496,7 +496,7 @@ impl ClientBuilder {
         if agreed != asked {
             peer.set_modern_meta(Some(self.modern_meta(agreed)));
         }
-        peer.with_lifecycle(|l| l.enter_modern(agreed))?;
+        lifecycle_step(peer, |l| l.enter_modern(agreed))?;
         Ok(Client {
             peer: peer.clone(),
             handler: handler.clone(),
@@ -515,7 +515,7 @@ impl ClientBuilder {
         handler: &Arc<ClientHandler>,
         v: ProtocolVersion,
     ) -> Result<Client> {
-        peer.with_lifecycle(|l| l.initialize_sent())?;
+        lifecycle_step(peer, |l| l.initialize_sent())?;
         let params = InitializeRequestParams {
             protocol_version: v.as_str().to_owned(),
             capabilities: self.capabilities.clone(),
@@ -537,7 +537,7 @@ impl ClientBuilder {
                 return Err(e.into());
             }
         };
-        peer.with_lifecycle(|l| l.handshake_done(agreed))?;
+        lifecycle_step(peer, |l| l.handshake_done(agreed))?;
         peer.notify(
             methods::NOTIFICATIONS_INITIALIZED,
             &NotificationParams::default(),
@@ -552,6 +552,21 @@ impl ClientBuilder {
             child: None,
         })
     }
+}
+
+/// A step of the handshake's lifecycle. Refused because the connection has already ended
+/// (a server that exits at once can get there before we do), it fails with the reason the
+/// connection ended, as a request would, not a bare "the connection has shut down".
+fn lifecycle_step(
+    peer: &Peer,
+    step: impl FnOnce(
+        &mut moat_protocol::lifecycle::Lifecycle,
+    ) -> std::result::Result<(), moat_protocol::lifecycle::LifecycleError>,
+) -> Result<()> {
+    peer.with_lifecycle(step).map_err(|e| match e {
+        moat_protocol::lifecycle::LifecycleError::Shutdown => Error::Closed(peer.close_reason()),
+        e => e.into(),
+    })
 }
 
 /// Answers the server's requests and fans out its notifications.

@@ -906,6 +906,13 @@ fn dispatch_request(
                 && (state == State::Uninitialized || era == Some(Era::Modern)) =>
         {
             match peer.shared.options.versions.check_modern(requested) {
+                // `server/discover` on a fresh connection answers in the modern era but
+                // commits the connection to nothing: a client that gives up waiting for
+                // the answer may fall back to `initialize` (the revisions' backward
+                // compatibility), and that must still work when the answer was only slow.
+                Ok(v) if method == methods::SERVER_DISCOVER && state == State::Uninitialized => {
+                    version = Some(v);
+                }
                 Ok(v) => {
                     if let Err(e) = peer.with_lifecycle(|l| l.enter_modern(v)) {
                         return refuse(ErrorObject::invalid_request(e.to_string()));

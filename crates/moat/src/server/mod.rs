@@ -120,6 +120,9 @@ impl Default for ServerOptions {
 /// Called when a connection starts (`true`) or stops (`false`) watching a resource URI.
 type SubscribeHook = Arc<dyn Fn(&str, bool) + Send + Sync>;
 
+/// Called when a client says its roots changed.
+type RootsHook = Arc<dyn Fn() + Send + Sync>;
+
 /// What requests that read the registry wait for first: `None` when there is nothing to wait for.
 type ReadyHook = Arc<dyn Fn() -> Option<BoxFuture<()>> + Send + Sync>;
 
@@ -127,6 +130,7 @@ pub(crate) struct ServerInner {
     info: Implementation,
     subscribe_hook: RwLock<Option<SubscribeHook>>,
     ready_hook: RwLock<Option<ReadyHook>>,
+    roots_hook: RwLock<Option<RootsHook>>,
     instructions: RwLock<Option<String>>,
     registry: RwLock<Registry>,
     /// Shared, so that reading the options on every request is a reference count, not a copy.
@@ -166,6 +170,18 @@ impl ServerInner {
             .clone();
         if let Some(hook) = hook {
             hook(uri, subscribed);
+        }
+    }
+
+    /// Runs the hook set by [`Server::on_roots_changed`], if any.
+    pub(crate) fn roots_changed(&self) {
+        let hook = self
+            .roots_hook
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(hook) = hook {
+            hook();
         }
     }
 
@@ -225,6 +241,7 @@ impl Server {
                 info,
                 subscribe_hook: RwLock::new(None),
                 ready_hook: RwLock::new(None),
+                roots_hook: RwLock::new(None),
                 instructions: RwLock::new(None),
                 registry: RwLock::new(Registry::default()),
                 options: RwLock::new(Arc::new(ServerOptions::default())),
@@ -569,6 +586,31 @@ impl Server {
             .write()
             .unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(hook));
         self
+    }
+
+    /// Be told when a client sends `notifications/roots/list_changed`. The hook runs on the
+    /// connection's reading task: keep it quick.
+    pub fn on_roots_changed<F>(self, hook: F) -> Self
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        *self
+            .inner
+            .roots_hook
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(hook));
+        self
+    }
+
+    /// The connections open now that outlive a request (stdio, and HTTP sessions of the
+    /// handshake era; not 2026-07-28 requests), for requests to clients outside any call.
+    pub fn connections(&self) -> Vec<Peer> {
+        self.inner
+            .live_sessions()
+            .iter()
+            .filter_map(|s| s.peer().cloned())
+            .filter(|p| !p.is_single_request() && !p.is_closed())
+            .collect()
     }
 
     /// A handle that does not keep the server alive (for tasks and handlers that refer back

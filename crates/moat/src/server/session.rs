@@ -371,6 +371,12 @@ impl Handler for SessionHandler {
         Box::pin(async move { dispatch(server, session, request, ctx).await })
     }
 
+    fn on_notification(&self, method: &str, _params: Option<&RawValue>, _peer: &Peer) {
+        if method == methods::NOTIFICATIONS_ROOTS_LIST_CHANGED {
+            self.server.roots_changed();
+        }
+    }
+
     fn on_close(&self, _peer: &Peer) {
         let subscribed: Vec<String> = self
             .session

@@ -1,0 +1,374 @@
+//! Requests a server makes of the client — `sampling/createMessage`, `elicitation/create`,
+//! `roots/list` — passed on to the client whose call caused them, under the policy.
+//!
+//! The gateway offers each server what `[[policy.requests]]` lets it ask, so a server that
+//! decides at `initialize` what to offer (sampling tools only for clients that sample)
+//! offers it. A forwarded call carries an [`InputAnswerer`] for its upstream request: what
+//! the server asks while handling it goes to that client, in that client's revision (a
+//! request in the handshake era, a multi-round-trip answer in 2026-07-28: the SDK's
+//! `RequestContext` does either). Every such request is checked against the policy,
+//! put to a person first where the policy says `ask`, and audited as a record of its own
+//! kind. Roots are cut to what the server's sandbox lets it reach.
+//!
+//! A request outside any call (a server asking for roots on its own) goes to the one
+//! connected client that can answer it; with several, nobody can tell whose it is, and the
+//! server gets an error saying so.
+
+use std::sync::{Arc, Weak};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use moat::{InputAnswerer, RequestContext, RequestOptions};
+use moat_protocol::ErrorObject;
+use moat_protocol::types::{
+    ClientCapabilities, ElicitationCapability, InputRequest, InputResponse, ListRootsResult,
+    RequestParams, Root, RootsCapability, SamplingCapability, methods,
+};
+use serde_json::Value;
+
+use crate::audit::AuditRecord;
+use crate::consent::{self, Question};
+use crate::host::Inner;
+use crate::policy::{Decision, RequestKind};
+use crate::sessions::Sessions;
+
+/// JSON-RPC error code for a request the gateway refuses (as a client refuses one its
+/// user rejects).
+const REFUSED: i64 = -1;
+
+/// What the gateway offers `server`: what the policy lets it ask.
+pub(crate) fn capabilities_for(inner: &Inner, server: &str) -> ClientCapabilities {
+    let settings = inner.settings();
+    let allowed = |kind| settings.policy.request(server, kind).decision != Decision::Deny;
+    let mut caps = ClientCapabilities::default();
+    if allowed(RequestKind::Sampling) {
+        caps.sampling = Some(SamplingCapability::default());
+    }
+    if allowed(RequestKind::Elicitation) {
+        caps.elicitation = Some(ElicitationCapability {
+            form: Some(Default::default()),
+            url: Some(Default::default()),
+            ..Default::default()
+        });
+    }
+    if allowed(RequestKind::Roots) {
+        caps.roots = Some(RootsCapability {
+            list_changed: Some(true),
+            ..Default::default()
+        });
+    }
+    caps
+}
+
+/// The answerer of one forwarded call: its questions go to the client behind `ctx`.
+pub(crate) fn answerer_for(
+    inner: &Arc<Inner>,
+    ctx: &RequestContext,
+    server: &str,
+) -> InputAnswerer {
+    // Requests of one session may share a question; 2026-07-28 requests have no session,
+    // so each is its own.
+    let group = if Sessions::is_sessionless(ctx) {
+        format!("request {}", ctx.peer().id())
+    } else {
+        format!("session {}", Sessions::key(ctx))
+    };
+    let weak = Arc::downgrade(inner);
+    let ctx = ctx.clone();
+    let server = server.to_owned();
+    InputAnswerer::new(group, move |request| {
+        let weak = weak.clone();
+        let ctx = ctx.clone();
+        let server = server.clone();
+        async move { answer(weak, Some(ctx), &server, request).await }
+    })
+}
+
+/// The answer to a request `server` made outside any call.
+pub(crate) async fn answer_outside_a_call(
+    weak: Weak<Inner>,
+    server: String,
+    request: InputRequest,
+) -> Result<InputResponse, ErrorObject> {
+    answer(weak, None, &server, request).await
+}
+
+async fn answer(
+    weak: Weak<Inner>,
+    ctx: Option<RequestContext>,
+    server: &str,
+    request: InputRequest,
+) -> Result<InputResponse, ErrorObject> {
+    let inner = weak
+        .upgrade()
+        .ok_or_else(|| ErrorObject::internal("the gateway is shutting down"))?;
+    let kind = match &request {
+        InputRequest::CreateMessage(_) => RequestKind::Sampling,
+        InputRequest::Elicit(_) => RequestKind::Elicitation,
+        InputRequest::ListRoots(_) => RequestKind::Roots,
+        other => return Err(ErrorObject::method_not_found(other.method())),
+    };
+    let started = Instant::now();
+    let mut record = AuditRecord {
+        time_ms: unix_ms(),
+        kind: kind.as_str().to_owned(),
+        session: ctx
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |c| Sessions::key(c).to_string()),
+        client: ctx
+            .as_ref()
+            .and_then(|c| c.client_info())
+            .map(|i| format!("{} {}", i.name, i.version)),
+        server: server.to_owned(),
+        tool: request.method().to_owned(),
+        exposed_name: format!("{server}: {}", request.method()),
+        decision: "deny".into(),
+        outcome: "refused".into(),
+        ..AuditRecord::default()
+    };
+    let settings = inner.settings();
+    if let Ok(params) = serde_json::to_value(&request) {
+        let params = params.get("params").cloned().unwrap_or(Value::Null);
+        record.set_arguments(&params, &settings.config.audit, &settings.redactor);
+    }
+    let result = decide_and_forward(&inner, ctx.as_ref(), server, kind, request, &mut record).await;
+    record.duration_us = started.elapsed().as_micros() as u64;
+    match &result {
+        Ok(answer) => {
+            record.outcome = "ok".into();
+            record.result_bytes = serde_json::to_vec(answer).map_or(0, |v| v.len() as u64);
+        }
+        Err(error) => {
+            if record.outcome != "refused" {
+                record.outcome = "failed".into();
+            }
+            record.error = Some(error.message.clone());
+        }
+    }
+    if let Some(audit) = &inner.audit {
+        audit.record(record);
+    }
+    result
+}
+
+async fn decide_and_forward(
+    inner: &Arc<Inner>,
+    ctx: Option<&RequestContext>,
+    server: &str,
+    kind: RequestKind,
+    request: InputRequest,
+    record: &mut AuditRecord,
+) -> Result<InputResponse, ErrorObject> {
+    let settings = inner.settings();
+    let verdict = settings.policy.request(server, kind);
+    record.rule = verdict.rule.clone();
+    record.decision = verdict.decision.to_string();
+    if verdict.decision == Decision::Deny {
+        return Err(ErrorObject::new(
+            REFUSED,
+            format!(
+                "moat's policy does not let server {server} use {} ({}): the client was not asked",
+                kind.as_str(),
+                verdict.rule
+            ),
+        ));
+    }
+    let Some(ctx) = ctx else {
+        return match kind {
+            RequestKind::Roots => roots_outside_a_call(inner, server, record).await,
+            _ => Err(ErrorObject::new(
+                REFUSED,
+                format!(
+                    "moat passes {} on to the client of a call this server is handling; \
+                     outside a call there is no client to ask",
+                    request.method()
+                ),
+            )),
+        };
+    };
+    if verdict.decision == Decision::Ask {
+        let arguments = serde_json::to_value(&request).unwrap_or(Value::Null);
+        let what = format!("{server}: {}", request.method());
+        let reason = format!(
+            "server {server} asks to use the client's {} (policy {})",
+            kind.as_str(),
+            verdict.rule
+        );
+        let question = Question {
+            tool: &what,
+            reason: &reason,
+            arguments: &arguments,
+        };
+        let consent = &settings.config.consent;
+        let answer = consent::ask(ctx, consent.mode, consent.timeout, &question).await;
+        record.consent = Some(answer.how.clone());
+        if !answer.choice.approves() {
+            return Err(ErrorObject::new(
+                REFUSED,
+                format!(
+                    "server {server}'s {} request needs consent, and it was not given ({})",
+                    kind.as_str(),
+                    answer.how
+                ),
+            ));
+        }
+    }
+    record.outcome = "failed".into();
+    let lacks = |what: &str| {
+        ErrorObject::new(
+            moat_protocol::error::METHOD_NOT_FOUND,
+            format!(
+                "the client behind this call does not support {what}; moat cannot pass the request on"
+            ),
+        )
+    };
+    let sent = match request {
+        InputRequest::CreateMessage(p) => ctx
+            .create_message(p)
+            .await
+            .map(InputResponse::CreateMessage),
+        InputRequest::Elicit(p) => ctx.elicit(p).await.map(InputResponse::Elicit),
+        InputRequest::ListRoots(_) => ctx
+            .list_roots()
+            .await
+            .map(|r| InputResponse::ListRoots(within_sandbox(inner, server, r))),
+        other => return Err(ErrorObject::method_not_found(other.method())),
+    };
+    sent.map_err(|e| match e {
+        moat::Error::ClientLacks(what) => lacks(what),
+        moat::Error::Remote { error, .. } => error,
+        other => ErrorObject::internal(format!("the client did not answer: {other}")),
+    })
+}
+
+/// Roots asked for outside a call: from the one connected client that has them.
+async fn roots_outside_a_call(
+    inner: &Arc<Inner>,
+    server: &str,
+    record: &mut AuditRecord,
+) -> Result<InputResponse, ErrorObject> {
+    let with_roots: Vec<moat::Peer> = inner
+        .server
+        .connections()
+        .into_iter()
+        .filter(|p| p.client_capabilities().is_some_and(|c| c.roots.is_some()))
+        .collect();
+    let peer = match with_roots.as_slice() {
+        [one] => one.clone(),
+        [] => {
+            return Err(ErrorObject::new(
+                REFUSED,
+                "no connected client offers roots right now; moat tells this server when one does \
+                 (notifications/roots/list_changed)",
+            ));
+        }
+        several => {
+            return Err(ErrorObject::new(
+                REFUSED,
+                format!(
+                    "{} clients with roots are connected, and a request outside a call does not \
+                     say whose roots it wants; ask during a call",
+                    several.len()
+                ),
+            ));
+        }
+    };
+    record.session = peer.id().to_string();
+    record.outcome = "failed".into();
+    let roots: ListRootsResult = peer
+        .request_with(
+            methods::ROOTS_LIST,
+            &RequestParams::default(),
+            RequestOptions::default(),
+        )
+        .await
+        .map_err(|e| ErrorObject::internal(format!("the client did not answer roots/list: {e}")))?;
+    Ok(InputResponse::ListRoots(within_sandbox(
+        inner, server, roots,
+    )))
+}
+
+/// The client's roots a sandboxed server can reach: those inside a path its profile
+/// names. A root outside is not offered (the server could not open it anyway, and its
+/// name alone tells what the user works on).
+fn within_sandbox(inner: &Inner, server: &str, mut roots: ListRootsResult) -> ListRootsResult {
+    let Some(profile) = inner.server_config(server).and_then(|c| c.profile()) else {
+        return roots;
+    };
+    let reachable: Vec<std::path::PathBuf> = profile
+        .ro
+        .iter()
+        .chain(profile.rw.iter())
+        .cloned()
+        .collect();
+    roots.roots.retain(|root| inside_any(root, &reachable));
+    roots
+}
+
+fn inside_any(root: &Root, paths: &[std::path::PathBuf]) -> bool {
+    let Some(path) = root.uri.strip_prefix("file://") else {
+        return false;
+    };
+    let path = std::path::Path::new(path);
+    // Lexically: `..` cannot walk out of a path it names.
+    if path
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return false;
+    }
+    paths.iter().any(|p| path.starts_with(p))
+}
+
+/// Tells every running server the gateway offers roots to that the client's roots changed.
+pub(crate) fn roots_changed(inner: &Arc<Inner>) {
+    for client in inner.live_clients() {
+        let offered = inner.server_config(&client.0).is_some()
+            && capabilities_for(inner, &client.0).roots.is_some();
+        if !offered {
+            continue;
+        }
+        let client = client.1;
+        tokio::spawn(async move {
+            let _ = client
+                .peer()
+                .notify(
+                    methods::NOTIFICATIONS_ROOTS_LIST_CHANGED,
+                    &moat_protocol::types::NotificationParams::default(),
+                )
+                .await;
+        });
+    }
+}
+
+fn unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root(uri: &str) -> Root {
+        serde_json::from_value(serde_json::json!({ "uri": uri })).expect("a root")
+    }
+
+    #[test]
+    fn a_root_is_offered_only_inside_a_reachable_path() {
+        let paths = vec![std::path::PathBuf::from("/home/me/project")];
+        assert!(inside_any(&root("file:///home/me/project"), &paths));
+        assert!(inside_any(&root("file:///home/me/project/src"), &paths));
+        assert!(!inside_any(&root("file:///home/me/projects"), &paths));
+        assert!(!inside_any(&root("file:///home/me"), &paths));
+        assert!(!inside_any(
+            &root("file:///home/me/project/../secret"),
+            &paths
+        ));
+        assert!(!inside_any(
+            &root("https://example.com/home/me/project"),
+            &paths
+        ));
+    }
+}
