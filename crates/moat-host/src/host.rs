@@ -150,6 +150,8 @@ pub(crate) struct Inner {
     startup: Startup,
     /// Why each server that is not up is not (its last error, its own last stderr lines).
     down: Mutex<HashMap<String, String>>,
+    /// The resources clients watch.
+    pub(crate) watched: crate::subscriptions::Watched,
     pub(crate) sessions: Sessions,
     pub(crate) search: crate::search::SearchState,
     pub(crate) options: HostOptions,
@@ -204,6 +206,7 @@ impl Host {
                 deadline: Mutex::new(Instant::now()),
             },
             down: Mutex::new(HashMap::new()),
+            watched: Default::default(),
             sessions: Sessions::default(),
             search: crate::search::SearchState::default(),
             options,
@@ -443,26 +446,9 @@ fn install_upstream_hooks(inner: &Arc<Inner>) {
             }
         });
     let server = server.on_subscribe(move |uri, on| {
-        let Some(inner) = hook_weak.upgrade() else {
-            return;
-        };
-        let Some(owner) = inner.resource_owner(uri) else {
-            return;
-        };
-        let Some(client) = inner.live_client(&owner) else {
-            return;
-        };
-        let uri = uri.to_owned();
-        tokio::spawn(async move {
-            let result = if on {
-                client.subscribe(&uri).await
-            } else {
-                client.unsubscribe(&uri).await
-            };
-            if let Err(e) = result {
-                tracing::debug!(server = %owner, %uri, error = %e, "subscription not forwarded");
-            }
-        });
+        if let Some(inner) = hook_weak.upgrade() {
+            inner.watch_changed(uri, on);
+        }
     });
     let unknown_weak = weak.clone();
     let server = server.unknown_tool(move |ctx, name, args| {

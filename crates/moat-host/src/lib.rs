@@ -36,6 +36,7 @@ pub mod scan;
 pub mod search;
 mod sessions;
 pub mod state;
+mod subscriptions;
 mod supervisor;
 pub mod watch;
 

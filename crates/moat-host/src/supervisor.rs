@@ -193,6 +193,8 @@ pub(crate) async fn supervise(
         if let Err(e) = inner.refresh_catalog(&cfg.name, &client).await {
             tracing::error!(server = %cfg.name, error = %e, "catalog refused");
         }
+        let mut watched = inner.watched.changes();
+        let mut following = crate::subscriptions::follow(&inner, &cfg.name, &client).await;
         drop(inner);
         end_first_attempt(&host, &mut first);
 
@@ -215,8 +217,13 @@ pub(crate) async fn supervise(
                     }
                     Err(_) => break false,
                 },
+                _ = watched.changed() => {
+                    let Some(inner) = host.upgrade() else { return };
+                    crate::subscriptions::refollow(&inner, &cfg.name, &client, &mut following).await;
+                }
                 _ = ticker.tick() => {
-                    if healthy(&client, request_timeout.min(Duration::from_secs(10))).await {
+                    let streams = following.streams();
+                    if healthy(&client, streams, request_timeout.min(Duration::from_secs(10))).await {
                         failures = 0;
                     } else {
                         failures += 1;
@@ -266,9 +273,10 @@ fn end_first_attempt(host: &Weak<Inner>, first: &mut bool) {
 
 /// Whether the server answers a liveness probe in time: `ping` in the handshake era,
 /// `server/discover` in 2026-07-28 (which has no `ping`). A call in flight has its own
-/// deadline and proves nothing either way, so the probe is skipped then.
-async fn healthy(client: &Client, within: Duration) -> bool {
-    if client.peer().pending_requests() > 0 {
+/// deadline and proves nothing either way, so the probe is skipped then; the gateway's
+/// own `streams` (listen requests that stay open) are not calls.
+async fn healthy(client: &Client, streams: usize, within: Duration) -> bool {
+    if client.peer().pending_requests() > streams {
         return true;
     }
     let modern = client.protocol_version().map(|v| v.era()) == Some(Era::Modern);

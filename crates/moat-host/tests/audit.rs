@@ -34,6 +34,7 @@ fn rec(i: i64, server: &str, tool: &str) -> AuditRecord {
         duration_us: 10 * i as u64,
         result_bytes: i as u64,
         error: None,
+        kind: "call".into(),
     }
 }
 
@@ -284,6 +285,44 @@ fn two_logs_on_one_file_and_a_table_of_another_module() {
         .query_row("SELECT name FROM pins", [], |r| r.get(0))
         .unwrap();
     assert_eq!(pinned, "fs__read");
+}
+
+/// A store written before records had a kind: read as it is (every record a call), and
+/// given the column when a gateway opens it for writing.
+#[test]
+fn a_store_from_before_kinds_reads_and_migrates() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let old = rusqlite::Connection::open(&path).unwrap();
+    old.execute_batch(
+        "CREATE TABLE audit (id INTEGER PRIMARY KEY, time_ms INTEGER NOT NULL, session TEXT NOT NULL,
+            client TEXT, server TEXT NOT NULL, tool TEXT NOT NULL, exposed_name TEXT NOT NULL,
+            args_digest TEXT NOT NULL, arguments TEXT, decision TEXT NOT NULL, rule TEXT NOT NULL,
+            consent TEXT, outcome TEXT NOT NULL, duration_us INTEGER NOT NULL,
+            result_bytes INTEGER NOT NULL, error TEXT);
+         INSERT INTO audit (time_ms, session, server, tool, exposed_name, args_digest, decision,
+            rule, outcome, duration_us, result_bytes)
+            VALUES (1, 's', 'fs', 'read_file', 'fs__read_file', 'd', 'allow', 'default', 'ok', 1, 1);",
+    )
+    .unwrap();
+    drop(old);
+    let before = read_only(&path).unwrap().query(&q()).unwrap();
+    assert_eq!(before.len(), 1);
+    assert_eq!(before[0].kind, "call");
+
+    let log = AuditLog::open(&path).unwrap();
+    let mut sampling = rec(2, "fs", "sampling/createMessage");
+    sampling.kind = "sampling".into();
+    log.record(sampling);
+    log.flush().unwrap();
+    let kinds: Vec<String> = read_only(&path)
+        .unwrap()
+        .query(&q())
+        .unwrap()
+        .into_iter()
+        .map(|r| r.kind)
+        .collect();
+    assert_eq!(kinds, ["call", "sampling"]);
 }
 
 #[test]

@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use moat_host::policy::{
-    Decision, Labels, Policy, PolicyConfig, PolicyError, ToolRef, TrustOverride, Verdict,
+    Decision, Labels, Policy, PolicyConfig, PolicyError, RequestKind, ToolRef, TrustOverride,
+    Verdict,
 };
 use moat_protocol::types::ToolAnnotations;
 use serde::Deserialize;
@@ -755,4 +756,51 @@ fn decisions_parse_print_and_deserialize() {
 fn policy_is_shareable_across_tasks() {
     fn shareable<T: Send + Sync + 'static>() {}
     shareable::<Policy>();
+}
+
+#[test]
+fn requests_from_servers_deny_beats_ask_beats_allow_by_server_glob() {
+    let p = policy(
+        r#"
+        [policy]
+        [[policy.requests]]
+        sampling = "ask"
+
+        [[policy.requests]]
+        server = "web*"
+        sampling = "deny"
+        elicitation = "deny"
+
+        [[policy.requests]]
+        server = ["web-ok", "fs"]
+        sampling = "allow"
+        roots = "deny"
+        "#,
+    );
+    let decide = |server, kind| p.request(server, kind).decision;
+    // Nothing said about a kind: allowed.
+    assert_eq!(decide("fs", RequestKind::Elicitation), Decision::Allow);
+    assert_eq!(p.request("fs", RequestKind::Elicitation).rule, "default");
+    // Every matching entry has its say; the strictest wins, whatever the order.
+    assert_eq!(decide("fs", RequestKind::Sampling), Decision::Ask);
+    assert_eq!(decide("web-ok", RequestKind::Sampling), Decision::Deny);
+    assert_eq!(decide("web", RequestKind::Elicitation), Decision::Deny);
+    assert_eq!(decide("fs", RequestKind::Roots), Decision::Deny);
+    assert_eq!(decide("other", RequestKind::Roots), Decision::Allow);
+    assert_eq!(
+        p.request("web-x", RequestKind::Sampling).rule,
+        "request rule 2"
+    );
+}
+
+#[test]
+fn requests_ask_only_for_sampling() {
+    let err = policy_error(
+        r#"
+        [policy]
+        [[policy.requests]]
+        elicitation = "ask"
+        "#,
+    );
+    assert!(err.contains("elicitation"), "{err}");
 }
