@@ -24,13 +24,14 @@ use crate::host::{Inner, ToolEntry};
 use crate::policy::{Decision, ToolRef};
 use crate::sessions::Sessions;
 
-/// Runs one call; never fails: every outcome is a result for the client.
+/// Runs one call. Every refusal is a result for the client (with `isError`); the only
+/// error is the server's own JSON-RPC error, passed on as it is.
 pub(crate) async fn call(
     inner: Arc<Inner>,
     ctx: RequestContext,
     exposed: &str,
     args: Value,
-) -> CallToolResult {
+) -> Result<CallToolResult, ErrorObject> {
     let started = Instant::now();
     let settings = inner.settings();
     let mut record = new_record(&ctx, exposed);
@@ -75,7 +76,7 @@ pub(crate) async fn call_unlisted(
         }
         return Err(ErrorObject::invalid_params(message));
     }
-    Ok(call(inner, ctx, name, args).await)
+    call(inner, ctx, name, args).await
 }
 
 fn new_record(ctx: &RequestContext, exposed: &str) -> AuditRecord {
@@ -98,11 +99,11 @@ async fn run(
     exposed: &str,
     args: Value,
     record: &mut AuditRecord,
-) -> CallToolResult {
+) -> Result<CallToolResult, ErrorObject> {
     let entry = match inner.lookup(exposed) {
         Ok(entry) => entry,
         Err(held) => {
-            return match held {
+            return Ok(match held {
                 Some(held) => {
                     record.server = held.server.clone();
                     refuse(
@@ -116,7 +117,7 @@ async fn run(
                     "unknown tool",
                     format!("no tool {exposed} is available (its server may be restarting)"),
                 ),
-            };
+            });
         }
     };
     record.server = entry.server.clone();
@@ -125,19 +126,19 @@ async fn run(
         Value::Object(_) => args,
         Value::Null => Value::Object(Map::new()),
         other => {
-            return refuse(
+            return Ok(refuse(
                 record,
                 "schema",
                 format!("the arguments of {exposed} must be a JSON object, not {other}"),
-            );
+            ));
         }
     };
     if let Err(message) = validate(&entry, &args) {
-        return refuse(
+        return Ok(refuse(
             record,
             "schema",
             format!("invalid arguments for {exposed}: {message}"),
-        );
+        ));
     }
 
     let empty = Map::new();
@@ -151,21 +152,21 @@ async fn run(
     let verdict = settings.policy.evaluate(&tool_ref, Some(map));
     record.rule = verdict.rule.clone();
     if verdict.decision == Decision::Deny {
-        return refuse(
+        return Ok(refuse(
             record,
             &verdict.rule,
             format!(
                 "moat's policy denies this call to {exposed} ({}). If it should be allowed, change that rule in the gateway's configuration.",
                 verdict.rule
             ),
-        );
+        ));
     }
     if let Err(limited) = settings.policy.check_rate(&tool_ref) {
-        return refuse(
+        return Ok(refuse(
             record,
             "rate limit",
             format!("{exposed} is called too often: {limited}"),
-        );
+        ));
     }
 
     // Containment: after untrusted content, anything that can send data out or change
@@ -210,14 +211,14 @@ async fn run(
                 } else {
                     String::new()
                 };
-                return refuse(
+                return Ok(refuse(
                     record,
                     &record.rule.clone(),
                     format!(
                         "{exposed} needs consent ({reason}), and it was not given ({}).{hint}",
                         answer.how
                     ),
-                );
+                ));
             }
             // A taint prompt approves this call only: the next sink call is a new question.
             if taint.is_none() {
@@ -249,24 +250,31 @@ async fn forward(
     exposed: &str,
     args: Value,
     record: &mut AuditRecord,
-) -> CallToolResult {
+) -> Result<CallToolResult, ErrorObject> {
     // A server that is starting or restarting is waited for (bounded).
     let client = match inner.wait_live(&entry.server).await {
         Ok(client) => client,
         Err(message) => {
             record.outcome = "failed".into();
             record.error = Some(message.clone());
-            return CallToolResult::error(message);
+            return Ok(CallToolResult::error(message));
         }
     };
     let timeout = inner.call_timeout(&entry.server);
-    // What the server asks while handling the call goes to this call's client.
+    // What the server asks while handling the call goes to this call's client, and so do
+    // its progress and log messages; the client's `_meta` goes to the server.
+    let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (logs_tx, mut logs_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut options = RequestOptions::default()
         .timeout(timeout)
-        .answer_with(crate::requests::answerer_for(inner, ctx, &entry.server));
-    let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
+        .answer_with(crate::requests::answerer_for(inner, ctx, &entry.server))
+        .logs(logs_tx);
     if ctx.progress_token().is_some() {
         options = options.progress(progress_tx);
+    }
+    let meta = crate::requests::meta_for_call(inner, ctx, &entry.server, &client);
+    if !meta.is_empty() {
+        options = options.meta(meta);
     }
     let call = client.call_tool_with(&entry.tool.name, args, options);
     tokio::pin!(call);
@@ -274,14 +282,23 @@ async fn forward(
         tokio::select! {
             answer = &mut call => break Some(answer),
             Some(p) = progress_rx.recv() => ctx.progress(p.progress, p.total, p.message).await,
+            Some(m) = logs_rx.recv() => ctx.log(m.level, m.logger.as_deref(), m.data).await,
             _ = ctx.cancelled() => break None,
         }
     };
+    // A server's last progress and logs often come just before its answer: pass on what
+    // is queued before the answer, so none is lost.
+    while let Ok(p) = progress_rx.try_recv() {
+        ctx.progress(p.progress, p.total, p.message).await;
+    }
+    while let Ok(m) = logs_rx.try_recv() {
+        ctx.log(m.level, m.logger.as_deref(), m.data).await;
+    }
     match answer {
         None => {
             // Dropping the call future sends `notifications/cancelled` downstream.
             record.outcome = "cancelled".into();
-            CallToolResult::error("cancelled by the client")
+            Ok(CallToolResult::error("cancelled by the client"))
         }
         Some(Ok(result)) => {
             record.result_bytes = encoded_len(&result);
@@ -293,7 +310,14 @@ async fn forward(
             if entry.labels.untrusted_source {
                 inner.sessions.taint(ctx, exposed);
             }
-            result
+            Ok(result)
+        }
+        // The server's own JSON-RPC error goes to the client as it is: an intermediary
+        // that turned it into a tool result would change what the client sees.
+        Some(Err(moat::Error::Remote { error, .. })) => {
+            record.outcome = "failed".into();
+            record.error = Some(format!("server {}: {error}", entry.server));
+            Err(error)
         }
         Some(Err(error)) => {
             let message = match &error {
@@ -309,7 +333,7 @@ async fn forward(
             };
             record.outcome = "failed".into();
             record.error = Some(message.clone());
-            CallToolResult::error(message)
+            Ok(CallToolResult::error(message))
         }
     }
 }

@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 use moat::{Client, ResourceRequest};
+use moat_protocol::ErrorObject;
 use moat_protocol::types::{Prompt, Resource, ResourceContents, ResourceTemplate, Tool};
 use serde_json::Value;
 
@@ -68,7 +69,7 @@ type ScreenedTools = (Vec<(String, Arc<ToolEntry>)>, Vec<String>);
 
 /// A resource read forwarded to its server.
 type ReadFuture = std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<Vec<ResourceContents>, String>> + Send>,
+    Box<dyn std::future::Future<Output = Result<Vec<ResourceContents>, ErrorObject>> + Send>,
 >;
 
 impl Inner {
@@ -553,8 +554,10 @@ impl Inner {
             let exposed = exposed.clone();
             async move {
                 match weak.upgrade() {
-                    Some(inner) => Ok(crate::call::call(inner, ctx, &exposed, args).await),
-                    None => Err("the gateway is shutting down".to_owned()),
+                    Some(inner) => crate::call::call(inner, ctx, &exposed, args).await,
+                    None => Err(moat_protocol::ErrorObject::internal(
+                        "the gateway is shutting down",
+                    )),
                 }
             }
         });
@@ -574,17 +577,24 @@ impl Inner {
         let original = prompt.name.clone();
         b.prompt_def(
             def,
-            move |_ctx: moat::RequestContext, args: BTreeMap<String, String>| {
+            move |ctx: moat::RequestContext, args: BTreeMap<String, String>| {
                 let weak = weak.clone();
                 let server = server.clone();
                 let original = original.clone();
                 async move {
-                    let inner = weak.upgrade().ok_or("the gateway is shutting down")?;
-                    let client = inner.wait_live(&server).await?;
-                    client
-                        .get_prompt(&original, args)
+                    let inner = weak
+                        .upgrade()
+                        .ok_or_else(|| ErrorObject::internal("the gateway is shutting down"))?;
+                    let client = inner
+                        .wait_live(&server)
                         .await
-                        .map_err(|e| format!("server {server}: {e}"))
+                        .map_err(ErrorObject::internal)?;
+                    let options = moat::RequestOptions::default()
+                        .answer_with(crate::requests::answerer_for(&inner, &ctx, &server));
+                    client
+                        .get_prompt_with(&original, args, options)
+                        .await
+                        .map_err(|e| passed_on(&server, e))
                 }
             },
         );
@@ -601,12 +611,19 @@ impl Inner {
             let weak = weak.clone();
             let server = server.clone();
             Box::pin(async move {
-                let inner = weak.upgrade().ok_or("the gateway is shutting down")?;
-                let client = inner.wait_live(&server).await?;
-                let result = client
-                    .read_resource(&req.uri)
+                let inner = weak
+                    .upgrade()
+                    .ok_or_else(|| ErrorObject::internal("the gateway is shutting down"))?;
+                let client = inner
+                    .wait_live(&server)
                     .await
-                    .map_err(|e| format!("server {server}: {e}"))?;
+                    .map_err(ErrorObject::internal)?;
+                let options = moat::RequestOptions::default()
+                    .answer_with(crate::requests::answerer_for(&inner, &req.ctx, &server));
+                let result = client
+                    .read_resource_with(&req.uri, options)
+                    .await
+                    .map_err(|e| passed_on(&server, e))?;
                 if inner
                     .server_config(&server)
                     .and_then(|c| c.trust.untrusted)
@@ -642,6 +659,15 @@ impl Inner {
         // Deterministic when several match: the template listed first.
         matching.sort();
         matching.first().map(|(_, owner)| (*owner).clone())
+    }
+}
+
+/// What a server's failure becomes for the client: its own JSON-RPC error as it is (an
+/// intermediary must not change it), anything else an internal error naming the server.
+pub(crate) fn passed_on(server: &str, e: moat::Error) -> ErrorObject {
+    match e {
+        moat::Error::Remote { error, .. } => error,
+        other => ErrorObject::internal(format!("server {server}: {other}")),
     }
 }
 

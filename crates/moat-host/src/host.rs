@@ -463,7 +463,9 @@ fn install_upstream_hooks(inner: &Arc<Inner>) {
     let _ = server.completion(move |params: CompleteRequestParams| {
         let weak = weak.clone();
         async move {
-            let inner = weak.upgrade().ok_or("the gateway is shutting down")?;
+            let inner = weak.upgrade().ok_or_else(|| {
+                moat_protocol::ErrorObject::internal("the gateway is shutting down")
+            })?;
             inner.complete(params).await
         }
     });
@@ -795,14 +797,19 @@ impl Inner {
         }
     }
 
-    async fn complete(&self, mut params: CompleteRequestParams) -> Result<Vec<String>, String> {
+    async fn complete(
+        &self,
+        mut params: CompleteRequestParams,
+    ) -> Result<Vec<String>, moat_protocol::ErrorObject> {
         let server = match &mut params.reference {
             CompletionReference::Prompt(p) => {
                 let (server, original) = lock(&self.catalog)
                     .prompts
                     .get(&p.name)
                     .map(|(server, prompt)| (server.clone(), prompt.name.clone()))
-                    .ok_or_else(|| format!("no prompt {}", p.name))?;
+                    .ok_or_else(|| {
+                        moat_protocol::ErrorObject::invalid_params(format!("no prompt {}", p.name))
+                    })?;
                 p.name = original;
                 server
             }
@@ -810,14 +817,26 @@ impl Inner {
                 .templates
                 .get(&r.uri)
                 .map(|(server, _)| server.clone())
-                .ok_or_else(|| format!("no resource template {}", r.uri))?,
-            _ => return Err("unknown completion reference".into()),
+                .ok_or_else(|| {
+                    moat_protocol::ErrorObject::invalid_params(format!(
+                        "no resource template {}",
+                        r.uri
+                    ))
+                })?,
+            _ => {
+                return Err(moat_protocol::ErrorObject::invalid_params(
+                    "unknown completion reference",
+                ));
+            }
         };
-        let client = self.wait_live(&server).await?;
+        let client = self
+            .wait_live(&server)
+            .await
+            .map_err(moat_protocol::ErrorObject::internal)?;
         client
             .complete(params)
             .await
             .map(|r| r.completion.values)
-            .map_err(|e| format!("server {server}: {e}"))
+            .map_err(|e| crate::catalog::passed_on(&server, e))
     }
 }

@@ -19,10 +19,12 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use moat::{InputAnswerer, RequestContext, RequestOptions};
 use moat_protocol::ErrorObject;
+use moat_protocol::JsonObject;
 use moat_protocol::types::{
     ClientCapabilities, ElicitationCapability, InputRequest, InputResponse, ListRootsResult,
     RequestParams, Root, RootsCapability, SamplingCapability, methods,
 };
+use moat_protocol::version::{META_CLIENT_CAPABILITIES, META_LOG_LEVEL};
 use serde_json::Value;
 
 use crate::audit::AuditRecord;
@@ -59,6 +61,49 @@ pub(crate) fn capabilities_for(inner: &Inner, server: &str) -> ClientCapabilitie
     caps
 }
 
+/// What a forwarded call carries in `_meta`: the client's own entries (trace context and
+/// the like) untouched, less what belongs to one connection (`progressToken`, the
+/// protocol's `io.modelcontextprotocol/` keys); to a 2026-07-28 server also the
+/// capabilities the client behind the call has (of those the server is offered) and the
+/// log level it asked for, as that revision carries them on each request.
+pub(crate) fn meta_for_call(
+    inner: &Inner,
+    ctx: &RequestContext,
+    server: &str,
+    client: &moat::Client,
+) -> JsonObject {
+    let mut meta: JsonObject = ctx
+        .request_meta()
+        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .unwrap_or_default();
+    meta.retain(|key, _| key != "progressToken" && !key.starts_with(PROTOCOL_KEYS));
+    if client.protocol_version().map(|v| v.era()) == Some(moat_protocol::Era::Modern) {
+        let offered = capabilities_for(inner, server);
+        let theirs = ctx.client_capabilities().cloned().unwrap_or_default();
+        let caps = ClientCapabilities {
+            sampling: offered.sampling.filter(|_| theirs.sampling.is_some()),
+            elicitation: match (offered.elicitation, theirs.elicitation) {
+                (Some(_), Some(theirs)) => Some(theirs),
+                _ => None,
+            },
+            roots: offered.roots.filter(|_| theirs.roots.is_some()),
+            ..Default::default()
+        };
+        if let Ok(caps) = serde_json::to_value(&caps) {
+            meta.insert(META_CLIENT_CAPABILITIES.to_owned(), caps);
+        }
+        if let Some(level) = ctx.log_level()
+            && let Ok(level) = serde_json::to_value(level)
+        {
+            meta.insert(META_LOG_LEVEL.to_owned(), level);
+        }
+    }
+    meta
+}
+
+/// The prefix of the `_meta` keys the protocol itself defines.
+const PROTOCOL_KEYS: &str = "io.modelcontextprotocol/";
+
 /// The answerer of one forwarded call: its questions go to the client behind `ctx`.
 pub(crate) fn answerer_for(
     inner: &Arc<Inner>,
@@ -75,11 +120,11 @@ pub(crate) fn answerer_for(
     let weak = Arc::downgrade(inner);
     let ctx = ctx.clone();
     let server = server.to_owned();
-    InputAnswerer::new(group, move |request| {
+    InputAnswerer::new(group, move |key, request| {
         let weak = weak.clone();
         let ctx = ctx.clone();
         let server = server.clone();
-        async move { answer(weak, Some(ctx), &server, request).await }
+        async move { answer(weak, Some((ctx, key)), &server, request).await }
     })
 }
 
@@ -92,12 +137,18 @@ pub(crate) async fn answer_outside_a_call(
     answer(weak, None, &server, request).await
 }
 
+/// `call`: the request of the client the question goes to, and the server's key for it
+/// (kept, so the client sees the names the server chose).
 async fn answer(
     weak: Weak<Inner>,
-    ctx: Option<RequestContext>,
+    call: Option<(RequestContext, Option<String>)>,
     server: &str,
     request: InputRequest,
 ) -> Result<InputResponse, ErrorObject> {
+    let (ctx, key) = match call {
+        Some((ctx, key)) => (Some(ctx), key),
+        None => (None, None),
+    };
     let inner = weak
         .upgrade()
         .ok_or_else(|| ErrorObject::internal("the gateway is shutting down"))?;
@@ -130,7 +181,16 @@ async fn answer(
         let params = params.get("params").cloned().unwrap_or(Value::Null);
         record.set_arguments(&params, &settings.config.audit, &settings.redactor);
     }
-    let result = decide_and_forward(&inner, ctx.as_ref(), server, kind, request, &mut record).await;
+    let result = decide_and_forward(
+        &inner,
+        ctx.as_ref(),
+        key,
+        server,
+        kind,
+        request,
+        &mut record,
+    )
+    .await;
     record.duration_us = started.elapsed().as_micros() as u64;
     match &result {
         Ok(answer) => {
@@ -153,6 +213,7 @@ async fn answer(
 async fn decide_and_forward(
     inner: &Arc<Inner>,
     ctx: Option<&RequestContext>,
+    key: Option<String>,
     server: &str,
     kind: RequestKind,
     request: InputRequest,
@@ -221,17 +282,31 @@ async fn decide_and_forward(
             ),
         )
     };
-    let sent = match request {
-        InputRequest::CreateMessage(p) => ctx
+    // Under the server's key, when it gave one: the client sees the names it chose.
+    let sent = match (request, key) {
+        (InputRequest::CreateMessage(p), Some(key)) => ctx
+            .keyed(key)
             .create_message(p)
             .await
             .map(InputResponse::CreateMessage),
-        InputRequest::Elicit(p) => ctx.elicit(p).await.map(InputResponse::Elicit),
-        InputRequest::ListRoots(_) => ctx
+        (InputRequest::CreateMessage(p), None) => ctx
+            .create_message(p)
+            .await
+            .map(InputResponse::CreateMessage),
+        (InputRequest::Elicit(p), Some(key)) => {
+            ctx.keyed(key).elicit(p).await.map(InputResponse::Elicit)
+        }
+        (InputRequest::Elicit(p), None) => ctx.elicit(p).await.map(InputResponse::Elicit),
+        (InputRequest::ListRoots(_), Some(key)) => ctx
+            .keyed(key)
             .list_roots()
             .await
             .map(|r| InputResponse::ListRoots(within_sandbox(inner, server, r))),
-        other => return Err(ErrorObject::method_not_found(other.method())),
+        (InputRequest::ListRoots(_), None) => ctx
+            .list_roots()
+            .await
+            .map(|r| InputResponse::ListRoots(within_sandbox(inner, server, r))),
+        (other, _) => return Err(ErrorObject::method_not_found(other.method())),
     };
     sent.map_err(|e| match e {
         moat::Error::ClientLacks(what) => lacks(what),

@@ -415,8 +415,10 @@ fn register_meta_tools(inner: &Arc<Inner>) {
         .tool_def(call, move |ctx: RequestContext, args: Value| {
             let weak = weak.clone();
             async move {
-                let inner = weak.upgrade().ok_or("the gateway is shutting down")?;
-                Ok::<_, String>(call_tool(inner, ctx, args).await)
+                let inner = weak.upgrade().ok_or_else(|| {
+                    moat_protocol::ErrorObject::internal("the gateway is shutting down")
+                })?;
+                call_tool(inner, ctx, args).await
             }
         });
 }
@@ -520,9 +522,15 @@ pub(crate) fn describe_tool(inner: &Arc<Inner>, args: &Value) -> CallToolResult 
 }
 
 /// `call_tool(name, arguments)`: the direct call's path, unchanged.
-async fn call_tool(inner: Arc<Inner>, ctx: RequestContext, args: Value) -> CallToolResult {
+async fn call_tool(
+    inner: Arc<Inner>,
+    ctx: RequestContext,
+    args: Value,
+) -> Result<CallToolResult, moat_protocol::ErrorObject> {
     let Some(name) = args.get("name").and_then(Value::as_str).map(str::to_owned) else {
-        return CallToolResult::error("call_tool needs a `name`: a tool's server__tool name");
+        return Ok(CallToolResult::error(
+            "call_tool needs a `name`: a tool's server__tool name",
+        ));
     };
     let arguments = args.get("arguments").cloned().unwrap_or(Value::Null);
     crate::call::call(inner, ctx, &name, arguments).await

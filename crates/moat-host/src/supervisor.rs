@@ -193,6 +193,16 @@ pub(crate) async fn supervise(
         if let Err(e) = inner.refresh_catalog(&cfg.name, &client).await {
             tracing::error!(server = %cfg.name, error = %e, "catalog refused");
         }
+        // A handshake-era server sends the log level it was set to for good: the most, so
+        // each client gets what it asked for (the gateway filters per client).
+        if client.protocol_version().map(|v| v.era()) == Some(Era::Handshake)
+            && client.server_capabilities().logging.is_some()
+            && let Err(e) = client
+                .set_log_level(moat_protocol::types::LoggingLevel::Debug)
+                .await
+        {
+            tracing::debug!(server = %cfg.name, error = %e, "logging/setLevel refused");
+        }
         let mut watched = inner.watched.changes();
         let mut following = crate::subscriptions::follow(&inner, &cfg.name, &client).await;
         drop(inner);

@@ -59,6 +59,11 @@ impl<T> PendingTable<T> {
         self.entries.is_empty()
     }
 
+    /// Every request in flight, in no particular order.
+    pub fn values(&self) -> impl Iterator<Item = &Pending<T>> {
+        self.entries.values()
+    }
+
     /// Allocate an id and record the request. With `with_progress`, the id doubles as the
     /// progress token (it is unique for as long as the request is pending).
     pub fn insert(

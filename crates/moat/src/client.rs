@@ -102,6 +102,11 @@ type ElicitationFn =
     Arc<dyn Fn(ElicitRequestParams) -> BoxFuture<Result<ElicitResult, ErrorObject>> + Send + Sync>;
 type InputFn =
     Arc<dyn Fn(InputRequest) -> BoxFuture<Result<InputResponse, ErrorObject>> + Send + Sync>;
+type KeyedInputFn = Arc<
+    dyn Fn(Option<String>, InputRequest) -> BoxFuture<Result<InputResponse, ErrorObject>>
+        + Send
+        + Sync,
+>;
 
 /// Answers what a server asks the client (`sampling/createMessage`, `elicitation/create`,
 /// `roots/list`) while it handles one request of ours, instead of the client's own
@@ -115,10 +120,14 @@ type InputFn =
 /// given to the answerers of the requests in flight when it arrives if they all share one
 /// `group` (say, one upstream session), and refused when groups differ, since handing it
 /// to the wrong one would show one client another's question.
+///
+/// The answerer is given the server's key for each request of a multi-round-trip answer
+/// (`None` for a request of its own), and the requests of one round at once, so it can
+/// pass them on together under the same keys.
 #[derive(Clone)]
 pub struct InputAnswerer {
     group: Arc<str>,
-    answer: InputFn,
+    answer: KeyedInputFn,
 }
 
 impl std::fmt::Debug for InputAnswerer {
@@ -130,18 +139,19 @@ impl std::fmt::Debug for InputAnswerer {
 }
 
 impl InputAnswerer {
-    /// Answers with `f`; `group` says who stands behind it (see the type's docs).
+    /// Answers with `f` (given the server's key, if any, and the request); `group` says
+    /// who stands behind it (see the type's docs).
     pub fn new<F, Fut>(group: impl Into<Arc<str>>, f: F) -> Self
     where
-        F: Fn(InputRequest) -> Fut + Send + Sync + 'static,
+        F: Fn(Option<String>, InputRequest) -> Fut + Send + Sync + 'static,
         Fut: std::future::Future<Output = Result<InputResponse, ErrorObject>> + Send + 'static,
     {
         let f = Arc::new(f);
         InputAnswerer {
             group: group.into(),
-            answer: Arc::new(move |request| {
+            answer: Arc::new(move |key, request| {
                 let f = f.clone();
-                Box::pin(async move { f(request).await })
+                Box::pin(async move { f(key, request).await })
             }),
         }
     }
@@ -700,7 +710,7 @@ impl Handler for ClientHandler {
         let handlers = self.handlers.clone();
         Box::pin(async move {
             let response = match chosen? {
-                Some(answerer) => (answerer.answer)(request).await?,
+                Some(answerer) => (answerer.answer)(None, request).await?,
                 None => handlers.answer(&method, request).await?,
             };
             encode(&response)
@@ -924,15 +934,23 @@ impl Client {
         answerer: Option<&InputAnswerer>,
     ) -> Result<InputResponses> {
         let mut responses = InputResponses::new();
+        if let Some(answerer) = answerer {
+            // All at once, under the server's keys: an answerer that passes them on can
+            // ask its own client for them together.
+            let answers =
+                futures_util::future::join_all(requests.into_iter().map(|(key, request)| {
+                    let method = request.method().to_owned();
+                    let asked = (answerer.answer)(Some(key.clone()), request);
+                    async move { (key, asked.await.map_err(|error| remote(&method, error))) }
+                }))
+                .await;
+            for (key, answer) in answers {
+                responses.insert(key, answer?);
+            }
+            return Ok(responses);
+        }
         for (key, request) in requests {
             let method = request.method().to_owned();
-            if let Some(answerer) = answerer {
-                let answer = (answerer.answer)(request)
-                    .await
-                    .map_err(|error| remote(&method, error))?;
-                responses.insert(key, answer);
-                continue;
-            }
             let handlers = &self.handler.handlers;
             let lacks = match &request {
                 InputRequest::CreateMessage(_) => {
@@ -987,11 +1005,21 @@ impl Client {
 
     /// `resources/read`.
     pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult> {
+        self.read_resource_with(uri, RequestOptions::default())
+            .await
+    }
+
+    /// `resources/read` with per-request options (deadline, an [`InputAnswerer`]).
+    pub async fn read_resource_with(
+        &self,
+        uri: &str,
+        options: RequestOptions,
+    ) -> Result<ReadResourceResult> {
         let params = ReadResourceRequestParams {
             uri: uri.to_owned(),
             ..Default::default()
         };
-        self.with_rounds(methods::RESOURCES_READ, params, RequestOptions::default())
+        self.with_rounds(methods::RESOURCES_READ, params, options)
             .await
     }
 
@@ -1039,12 +1067,23 @@ impl Client {
         name: &str,
         arguments: BTreeMap<String, String>,
     ) -> Result<GetPromptResult> {
+        self.get_prompt_with(name, arguments, RequestOptions::default())
+            .await
+    }
+
+    /// `prompts/get` with per-request options (deadline, an [`InputAnswerer`]).
+    pub async fn get_prompt_with(
+        &self,
+        name: &str,
+        arguments: BTreeMap<String, String>,
+        options: RequestOptions,
+    ) -> Result<GetPromptResult> {
         let params = GetPromptRequestParams {
             name: name.to_owned(),
             arguments: (!arguments.is_empty()).then_some(arguments),
             ..Default::default()
         };
-        self.with_rounds(methods::PROMPTS_GET, params, RequestOptions::default())
+        self.with_rounds(methods::PROMPTS_GET, params, options)
             .await
     }
 

@@ -85,6 +85,8 @@ pub struct RequestContext {
     pub(crate) log_level: Option<LoggingLevel>,
     /// Set for modern-era requests that may answer with `InputRequiredResult`.
     pub(crate) round: Option<Arc<Round>>,
+    /// The request's `_meta`, as sent (`tools/call` only).
+    pub(crate) request_meta: Option<Arc<RawValue>>,
 }
 
 impl RequestContext {
@@ -123,6 +125,22 @@ impl RequestContext {
             ClientInfo::Raw(raw, decoded) => decoded
                 .get_or_init(|| serde_json::from_str(raw.get()).ok().map(Arc::new))
                 .clone(),
+        }
+    }
+
+    /// The `_meta` of the request as the client sent it (for `tools/call`; `None` for other
+    /// requests and when it had none): what a gateway passes on untouched, such as W3C
+    /// trace context (`traceparent`, `tracestate`).
+    pub fn request_meta(&self) -> Option<&RawValue> {
+        self.request_meta.as_deref()
+    }
+
+    /// The log level the client asked for: this request's (2026-07-28) or the
+    /// connection's (`logging/setLevel`).
+    pub fn log_level(&self) -> Option<LoggingLevel> {
+        match self.version {
+            Some(v) if v.era() == moat_protocol::Era::Modern => self.log_level,
+            _ => self.peer.log_level(),
         }
     }
 
@@ -171,11 +189,9 @@ impl RequestContext {
         if self.current_task().is_some_and(|t| !t.is_legacy()) {
             return;
         }
-        let threshold = match self.version {
-            Some(v) if v.era() == moat_protocol::Era::Modern => self.log_level,
-            _ => self.peer.log_level(),
+        let Some(threshold) = self.log_level() else {
+            return;
         };
-        let Some(threshold) = threshold else { return };
         if level < threshold {
             return;
         }

@@ -16,7 +16,7 @@ use moat_protocol::lifecycle::{Lifecycle, Role, State};
 use moat_protocol::pending::PendingTable;
 use moat_protocol::types::{
     CancelledNotificationParams, ClientCapabilities, Implementation, LoggingLevel,
-    ProgressNotificationParams, methods,
+    LoggingMessageNotificationParams, ProgressNotificationParams, methods,
 };
 use moat_protocol::version::{META_PROTOCOL_VERSION, SupportedVersions};
 use moat_protocol::{Era, JsonObject, ProgressToken, ProtocolVersion, RequestId};
@@ -75,6 +75,14 @@ pub struct RequestOptions {
     /// The other side's request this one is made on behalf of (e.g. an elicitation while
     /// handling a tool call): Streamable HTTP sends it on that request's stream.
     pub related: Option<RequestId>,
+    /// Receives the log messages (`notifications/message`) the other side sends while
+    /// handling this request. Over a transport that does not say which request a message
+    /// belongs to (stdio), a message goes here when this is the only request in flight
+    /// that asked for them; otherwise it is an ordinary notification.
+    pub logs: Option<mpsc::UnboundedSender<LoggingMessageNotificationParams>>,
+    /// `_meta` entries for this request, over those the connection adds (a gateway
+    /// passing on its client's trace context, capabilities and log level).
+    pub meta: Option<JsonObject>,
     /// Who answers what the server asks while handling this request (a [`Client`]'s
     /// requests only; see [`InputAnswerer`]).
     ///
@@ -101,6 +109,19 @@ impl RequestOptions {
         self
     }
 
+    /// Receive the log messages sent while handling this request on `tx` (see
+    /// [`RequestOptions::logs`]).
+    pub fn logs(mut self, tx: mpsc::UnboundedSender<LoggingMessageNotificationParams>) -> Self {
+        self.logs = Some(tx);
+        self
+    }
+
+    /// Add these `_meta` entries to the request (see [`RequestOptions::meta`]).
+    pub fn meta(mut self, meta: JsonObject) -> Self {
+        self.meta = Some(meta);
+        self
+    }
+
     /// Answer what the server asks while handling this request with `answerer` (a
     /// [`Client`](crate::Client)'s requests only).
     pub fn answer_with(mut self, answerer: crate::client::InputAnswerer) -> Self {
@@ -114,6 +135,7 @@ type Answer = std::result::Result<Box<RawValue>, Error>;
 struct Slot {
     answer: oneshot::Sender<Answer>,
     progress: Option<mpsc::UnboundedSender<ProgressNotificationParams>>,
+    logs: Option<mpsc::UnboundedSender<LoggingMessageNotificationParams>>,
 }
 
 struct State_ {
@@ -324,6 +346,7 @@ impl Peer {
             let slot = Slot {
                 answer: tx,
                 progress: options.progress,
+                logs: options.logs,
             };
             let id = state
                 .pending
@@ -335,7 +358,12 @@ impl Peer {
             id: Some(id.clone()),
             method,
         };
-        let params = encode_params(params, with_progress.then_some(&id), modern_meta.as_deref())?;
+        let params = encode_params(
+            params,
+            with_progress.then_some(&id),
+            modern_meta.as_deref(),
+            options.meta.as_ref(),
+        )?;
         let line = jsonrpc::encode_request(&id, method, params.as_deref())?;
         if self
             .shared
@@ -534,14 +562,16 @@ impl Drop for PendingGuard<'_> {
     }
 }
 
-/// Encode params, adding `_meta.progressToken` and the modern-era `_meta` entries if needed.
+/// Encode params, adding `_meta.progressToken`, the request's own `_meta` entries
+/// (`extra`, over the params' own) and the modern-era `_meta` entries if needed.
 fn encode_params<P: Serialize>(
     params: &P,
     progress: Option<&RequestId>,
     modern_meta: Option<&ModernMeta>,
+    extra: Option<&JsonObject>,
 ) -> Result<Option<Box<RawValue>>> {
     let encode_err = |e: serde_json::Error| Error::Encode(jsonrpc::EncodeError::from(e));
-    if progress.is_none() && modern_meta.is_none() {
+    if progress.is_none() && modern_meta.is_none() && extra.is_none() {
         let raw = serde_json::value::to_raw_value(params).map_err(encode_err)?;
         return Ok((raw.get() != "null").then_some(raw));
     }
@@ -553,7 +583,7 @@ fn encode_params<P: Serialize>(
     } else {
         text
     };
-    if text.starts_with('{') && !text.contains("\"_meta\"") {
+    if extra.is_none() && text.starts_with('{') && !text.contains("\"_meta\"") {
         let mut members = String::new();
         if let Some(id) = progress {
             members.push_str("\"progressToken\":");
@@ -583,6 +613,9 @@ fn encode_params<P: Serialize>(
             .entry("_meta")
             .or_insert_with(|| serde_json::Value::Object(JsonObject::new()));
         if let Some(meta) = meta.as_object_mut() {
+            for (k, v) in extra.into_iter().flatten() {
+                meta.insert(k.clone(), v.clone());
+            }
             if let Some(id) = progress {
                 meta.insert(
                     "progressToken".to_owned(),
@@ -860,6 +893,27 @@ fn on_notification(
                 }
             }
         }
+        // A log message goes to the one request in flight that asked for them, if only one
+        // did (a line transport does not say which request it belongs to).
+        methods::NOTIFICATIONS_MESSAGE => {
+            let taker = {
+                let state = peer.state();
+                let mut wanting = state.pending.values().filter_map(|e| e.data.logs.as_ref());
+                match (wanting.next(), wanting.next()) {
+                    (Some(tx), None) => Some(tx.clone()),
+                    _ => None,
+                }
+            };
+            match (
+                taker,
+                decode_params::<LoggingMessageNotificationParams>(params),
+            ) {
+                (Some(tx), Ok(p)) => {
+                    let _ = tx.send(p);
+                }
+                _ => handler.on_notification(method, params, peer),
+            }
+        }
         _ => handler.on_notification(method, params, peer),
     }
 }
@@ -995,6 +1049,7 @@ fn dispatch_request(
         client_info,
         log_level: meta.log_level,
         round: None,
+        request_meta: None,
     };
     let incoming = IncomingRequest {
         id: req.id.clone(),
@@ -1041,7 +1096,7 @@ mod tests {
     fn enc(params: serde_json::Value, progress: Option<i64>, modern: bool) -> serde_json::Value {
         let id = progress.map(RequestId::Number);
         let m = meta();
-        let raw = encode_params(&params, id.as_ref(), modern.then_some(&m))
+        let raw = encode_params(&params, id.as_ref(), modern.then_some(&m), None)
             .unwrap()
             .unwrap();
         serde_json::from_str(raw.get()).unwrap()

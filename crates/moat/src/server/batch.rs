@@ -221,7 +221,7 @@ impl Batch<'_> {
                 f(ctx, args)
                     .await
                     .map(PromptOutput::into_prompt_result)
-                    .map_err(|e| ErrorObject::internal(e.to_string()))
+                    .map_err(|e| super::as_error_object(&e))
             })
         });
         let entry = PromptEntry { def, get };

@@ -535,9 +535,7 @@ impl Server {
         let complete: CompletionFn = Arc::new(move |_ctx, params| {
             let f = f.clone();
             Box::pin(async move {
-                let mut values = f(params)
-                    .await
-                    .map_err(|e| ErrorObject::internal(e.to_string()))?;
+                let mut values = f(params).await.map_err(|e| as_error_object(&e))?;
                 // The spec caps a completion at 100 values.
                 let total = values.len() as u64;
                 values.truncate(100);
@@ -702,12 +700,25 @@ where
                             format!("Resource not found: {uri}: {m}"),
                         )
                         .with_data(serde_json::json!({ "uri": uri })),
-                        _ => ErrorObject::internal(format!("Reading {uri} failed: {e}")),
+                        _ => match kind.downcast_ref::<ErrorObject>() {
+                            Some(error) => error.clone(),
+                            None => ErrorObject::internal(format!("Reading {uri} failed: {e}")),
+                        },
                     })
                 }
             }
         })
     })
+}
+
+/// A handler's error as the JSON-RPC error to answer with: an [`ErrorObject`] as it is
+/// (a gateway passing on its server's), anything else as an internal error.
+pub(crate) fn as_error_object<E: Display + 'static>(e: &E) -> ErrorObject {
+    let any: &dyn std::any::Any = e;
+    match any.downcast_ref::<ErrorObject>() {
+        Some(error) => error.clone(),
+        None => ErrorObject::internal(e.to_string()),
+    }
 }
 
 /// Silence "unused" for re-exported helper types used only by users.

@@ -229,6 +229,8 @@ struct CallParams<'a> {
     /// 2025-11-25: run as a task (ignored in other revisions).
     #[serde(borrow, default)]
     task: Option<&'a RawValue>,
+    #[serde(rename = "_meta", borrow, default)]
+    meta: Option<&'a RawValue>,
 }
 
 fn encode<T: Serialize>(value: &T) -> HandlerResult {
@@ -689,7 +691,7 @@ async fn call_tool(
     server: &Arc<ServerInner>,
     session: &Arc<Session>,
     params: Option<&RawValue>,
-    ctx: RequestContext,
+    mut ctx: RequestContext,
 ) -> HandlerResult {
     let text = params.map_or("{}", RawValue::get);
     if !text.trim_start().starts_with('{') {
@@ -699,6 +701,7 @@ async fn call_tool(
     }
     let p: CallParams<'_> = serde_json::from_str(text)
         .map_err(|e| ErrorObject::invalid_params(format!("Invalid params: {e}")))?;
+    ctx.request_meta = p.meta.map(|m| Arc::from(m.to_owned()));
     let tool = {
         let reg = server.registry();
         reg.tool_index.get(p.name.as_ref()).map(|&i| {
@@ -753,7 +756,7 @@ async fn call_tool(
                 return tasks::call_as_legacy_task(server, session, ctx, call, args, task);
             }
         }
-        return encode_legacy_call(call(ctx, args).await, version);
+        return encode_legacy_call(call(ctx, args).await?, version);
     }
     check_input_responses(params)?;
     // The tasks extension: a task-capable tool becomes a task for a client that accepts
@@ -778,7 +781,7 @@ async fn call_tool(
                 return tasks::call_as_task(&server_arc, ctx, call, args, start, support).await;
             }
             let round = ctx.round.clone();
-            let mut result = call(ctx, args).await;
+            let mut result = call(ctx, args).await?;
             if result.is_error()
                 && let Some(error) = round.and_then(|r| r.missing_capabilities())
             {

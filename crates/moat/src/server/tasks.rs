@@ -840,7 +840,7 @@ fn new_task(
 fn spawn_runner(
     server: &Arc<ServerInner>,
     entry: Arc<TaskEntry>,
-    work: JoinHandle<CallToolResult>,
+    work: JoinHandle<Result<CallToolResult, ErrorObject>>,
     version: Option<ProtocolVersion>,
 ) {
     let store = Arc::downgrade(&server.tasks);
@@ -854,7 +854,9 @@ fn spawn_runner(
             ))),
             error = entry.failure() => Some(Err(error)),
             joined = work => match joined {
-                Ok(result) => Some(outcome_of(&entry, result, version)),
+                Ok(Ok(result)) => Some(outcome_of(&entry, result, version)),
+                // The handler failed with a JSON-RPC error: the task fails with it.
+                Ok(Err(error)) => Some(Err(error)),
                 Err(e) if e.is_panic() => {
                     tracing::warn!(task = %entry.id, "a task's handler panicked");
                     Some(Err(ErrorObject::internal("The task's handler panicked")))
@@ -964,7 +966,7 @@ pub(crate) async fn call_as_task(
             }
             // Full: an optional tool still runs, synchronously.
             Err(e) if support == TaskSupport::Required => return Err(e),
-            _ => return sync_result(&ctx, call(hctx, args).await),
+            _ => return sync_result(&ctx, call(hctx, args).await?),
         }
     }
     let work_cancel = CancellationToken::new();
@@ -979,7 +981,7 @@ pub(crate) async fn call_as_task(
     };
     tokio::select! {
         biased;
-        joined = &mut work => return sync_result(&ctx, joined_result(joined)?),
+        joined = &mut work => return sync_result(&ctx, joined_result(joined)??),
         _ = launch.asked.notified() => {}
         _ = window => {}
     }
@@ -1003,13 +1005,13 @@ pub(crate) async fn call_as_task(
         // The handler asked for input: the multi-round-trip result answers.
         Ok(None) => std::future::pending().await,
         // No room for a task: finish synchronously.
-        Err(_) => sync_result(&ctx, joined_result(work.await)?),
+        Err(_) => sync_result(&ctx, joined_result(work.await)??),
     }
 }
 
 fn joined_result(
-    joined: Result<CallToolResult, tokio::task::JoinError>,
-) -> Result<CallToolResult, ErrorObject> {
+    joined: Result<Result<CallToolResult, ErrorObject>, tokio::task::JoinError>,
+) -> Result<Result<CallToolResult, ErrorObject>, ErrorObject> {
     joined.map_err(|e| {
         if e.is_panic() {
             tracing::warn!("a tool handler panicked");

@@ -5,6 +5,7 @@ use std::fmt::Display;
 use std::future::Future;
 use std::sync::Arc;
 
+use moat_protocol::ErrorObject;
 use moat_protocol::types::{CallToolResult, ContentBlock, Tool};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -102,9 +103,14 @@ impl<T: Serialize + JsonSchema + Send + 'static> ToolOutput for Json<T> {
     }
 }
 
-/// A registered tool's body: decode arguments, run, convert.
-pub(crate) type ToolFn =
-    Arc<dyn Fn(RequestContext, Option<Box<RawValue>>) -> BoxFuture<CallToolResult> + Send + Sync>;
+/// A registered tool's body: decode arguments, run, convert. An error is the JSON-RPC
+/// error the request is answered with (a handler returning an [`ErrorObject`]); every
+/// other failure is a result with `isError`.
+pub(crate) type ToolFn = Arc<
+    dyn Fn(RequestContext, Option<Box<RawValue>>) -> BoxFuture<Result<CallToolResult, ErrorObject>>
+        + Send
+        + Sync,
+>;
 
 /// A registered tool: its definition and body, and when a call becomes a task (for a
 /// tool whose definition declares task support).
@@ -152,10 +158,18 @@ where
         Box::pin(async move {
             match args {
                 Ok(args) => match f(ctx, args).await {
-                    Ok(out) => out.into_call_result(),
-                    Err(e) => CallToolResult::error(e.to_string()),
+                    Ok(out) => Ok(out.into_call_result()),
+                    // A handler that fails with a JSON-RPC error means that error (a
+                    // gateway passing on its server's); any other error is the tool's.
+                    Err(e) => {
+                        let any: &dyn std::any::Any = &e;
+                        match any.downcast_ref::<ErrorObject>() {
+                            Some(error) => Err(error.clone()),
+                            None => Ok(CallToolResult::error(e.to_string())),
+                        }
+                    }
                 },
-                Err(result) => result,
+                Err(result) => Ok(result),
             }
         })
     });
