@@ -885,15 +885,22 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
     };
     let mut own = raw.servers.0;
     own.sort_by_key(|(name, _)| locate(&["servers", name]));
+    let has_import = raw.import.is_some();
+    let import_files = import_paths(&src, raw.import)?;
+    // What no server's command line may make writable (reach.rs): this file and its imports.
+    let protected: Vec<&Path> = path
+        .into_iter()
+        .chain(import_files.iter().map(|(_, p)| p.as_path()))
+        .collect();
     let mut servers = Vec::new();
     // With `import`, a table with neither `command` nor `url` adjusts the imported server
     // of that name (its sandbox, labels, timeout), once the imports are read.
     let mut adjustments = Vec::new();
     for (name, server) in own {
-        if raw.import.is_some() && server.command.is_none() && server.url.is_none() {
+        if has_import && server.command.is_none() && server.url.is_none() {
             adjustments.push((name, server));
         } else {
-            servers.push(toml_server(&src, &name, server)?);
+            servers.push(toml_server(&src, &name, server, &protected)?);
         }
     }
     let mut all = Vec::new();
@@ -905,7 +912,7 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
         )
     };
     add_servers(&mut all, servers, path, &conflict_own)?;
-    let imports = toml_imports(&src, raw.import, &mut all)?;
+    let imports = toml_imports(&src, &import_files, &protected, &mut all)?;
     for (name, adjustment) in adjustments {
         let imported = all
             .iter_mut()
@@ -966,10 +973,13 @@ fn positive(src: &Source<'_>, at: &[&str], d: Duration) -> Result<Duration, Conf
     Ok(d)
 }
 
+/// A server the moat.toml defines: built, its default sandbox widened by what its command
+/// line names (reach.rs; `protected` are the configuration files), then its own settings.
 fn toml_server(
     src: &Source<'_>,
     name: &str,
     mut raw: TomlServer,
+    protected: &[&Path],
 ) -> Result<ServerConfig, ConfigError> {
     let parts = Parts {
         command: raw.command.take(),
@@ -981,14 +991,15 @@ fn toml_server(
         transport: raw.transport.take(),
     };
     let mut server = build_server(src, "servers", name, parts)?;
+    crate::reach::widen_server(&mut server, src.lookup, protected);
     apply_settings(src, name, &mut server, raw)?;
     Ok(server)
 }
 
 /// `[servers.NAME]` for a server an imported file defines: only what moat adds to a server
 /// (`sandbox`, `enabled`, `call_timeout`, the labels); how to start it stays the file's.
-/// In its `sandbox` table, `ro` and `rw` add to the imported server's paths; other keys
-/// replace, as for any server.
+/// Its `sandbox` table works as for any server: `ro` and `rw` add to the imported server's
+/// paths, other keys replace.
 fn adjust_imported(
     src: &Source<'_>,
     name: &str,
@@ -1018,32 +1029,7 @@ fn adjust_imported(
     }
     // Unset keys keep what the import said.
     raw.enabled = raw.enabled.or(Some(server.enabled));
-    // `ro` and `rw` add to what the server's command line was given (reach.rs): replacing
-    // them would take away the program and the folders the import named.
-    let extended: Vec<&str> = match &raw.sandbox {
-        Some(TomlSandbox::Table(table)) => ["ro", "rw"]
-            .into_iter()
-            .filter(|key| table.get(*key).is_some())
-            .collect(),
-        _ => Vec::new(),
-    };
-    let before = server.profile();
-    apply_settings(src, name, server, raw)?;
-    if let (Some(before), SandboxSetting::Profile(after)) = (before, &mut server.sandbox) {
-        for key in extended {
-            let (old, new) = match key {
-                "ro" => (before.ro.clone(), &mut after.ro),
-                _ => (before.rw.clone(), &mut after.rw),
-            };
-            let added = std::mem::replace(new, old);
-            for path in added {
-                if !new.contains(&path) {
-                    new.push(path);
-                }
-            }
-        }
-    }
-    Ok(())
+    apply_settings(src, name, server, raw)
 }
 
 /// The keys of `[servers.NAME]` that are moat's own (sandbox, enabled, call_timeout, the
@@ -1104,8 +1090,10 @@ fn apply_settings(
     Ok(())
 }
 
-/// A `[servers.NAME.sandbox]` table over the server's default profile: the keys it gives
-/// replace the default's (lists included), `limits` is merged key by key.
+/// A `[servers.NAME.sandbox]` table over the server's profile (the default, widened by what
+/// its command line names): `ro` and `rw` add to its paths (replacing them would take away
+/// the program and the folders the command line names), `limits` is merged key by key, the
+/// other keys it gives replace the profile's.
 fn sandbox_table(
     src: &Source<'_>,
     name: &str,
@@ -1113,6 +1101,8 @@ fn sandbox_table(
     overlay: serde_json::Value,
 ) -> Result<Profile, ConfigError> {
     let at = ["servers", name, "sandbox"];
+    let given = |key: &str| overlay.get(key).is_some();
+    let extended = [("ro", given("ro")), ("rw", given("rw"))];
     let mut merged = serde_json::to_value(base)
         .map_err(|e| src.error(&at, format!("cannot build the profile: {e}"), None))?;
     merge(&mut merged, overlay);
@@ -1132,10 +1122,19 @@ fn sandbox_table(
         src.error_at((src.locate)(&key), shown, e.inner().to_string(), None)
     })?;
     let shown = |key: &str, i: usize| format!("servers.{name}.sandbox.{key}[{i}]");
-    for (key, list) in [("ro", &mut profile.ro), ("rw", &mut profile.rw)] {
-        for (i, p) in list.iter_mut().enumerate() {
-            if let Some(s) = p.to_str().map(str::to_owned) {
-                *p = src.path(&["servers", name, "sandbox", key], &shown(key, i), &s)?;
+    let lists = [(&mut profile.ro, &base.ro), (&mut profile.rw, &base.rw)];
+    for ((key, given), (list, before)) in extended.into_iter().zip(lists) {
+        if !given {
+            continue; // the profile's own, as they are
+        }
+        let added = std::mem::replace(list, before.clone());
+        for (i, p) in added.into_iter().enumerate() {
+            let p = match p.to_str() {
+                Some(s) => src.path(&["servers", name, "sandbox", key], &shown(key, i), s)?,
+                None => p,
+            };
+            if !list.contains(&p) {
+                list.push(p);
             }
         }
     }
@@ -1167,24 +1166,42 @@ fn merge(base: &mut serde_json::Value, overlay: serde_json::Value) {
     }
 }
 
-fn toml_imports(
+/// The files `import` names, absolute, each with the field to report it as.
+fn import_paths(
     src: &Source<'_>,
     import: Option<OneOrMany>,
-    all: &mut Vec<(ServerConfig, Option<PathBuf>)>,
-) -> Result<Vec<PathBuf>, ConfigError> {
+) -> Result<Vec<(String, PathBuf)>, ConfigError> {
     let files = match import {
         None => return Ok(Vec::new()),
         Some(OneOrMany::One(f)) => vec![f],
         Some(OneOrMany::Many(fs)) => fs,
     };
+    let many = files.len() > 1;
+    files
+        .iter()
+        .enumerate()
+        .map(|(i, file)| {
+            let shown = if many {
+                format!("import[{i}]")
+            } else {
+                "import".to_string()
+            };
+            let path = src.path(&["import"], &shown, file)?;
+            Ok((shown, path))
+        })
+        .collect()
+}
+
+/// Reads the servers of each imported file into `all`; `protected` are the configuration
+/// files (this one and every import), which no imported server may write.
+fn toml_imports(
+    src: &Source<'_>,
+    files: &[(String, PathBuf)],
+    protected: &[&Path],
+    all: &mut Vec<(ServerConfig, Option<PathBuf>)>,
+) -> Result<Vec<PathBuf>, ConfigError> {
     let mut imported = Vec::new();
-    for (i, file) in files.iter().enumerate() {
-        let shown = if files.len() == 1 {
-            "import".to_string()
-        } else {
-            format!("import[{i}]")
-        };
-        let path = src.path(&["import"], &shown, file)?;
+    for (shown, path) in files.iter().cloned() {
         let text = std::fs::read_to_string(&path).map_err(|e| {
             src.error_at(
                 (src.locate)(&["import"]),
@@ -1201,7 +1218,11 @@ fn toml_imports(
                 Some(IMPORT_HINT.into()),
             ));
         }
-        let servers = crate::import::servers_from_json(&text, Some(&path), src.lookup)?;
+        let mut servers = crate::import::servers_from_json(&text, Some(&path), src.lookup)?;
+        // The imported file was read alone: it knew nothing of the moat.toml importing it.
+        for server in &mut servers {
+            crate::reach::protect(server, protected);
+        }
         let conflict = |name: &str, first: Option<&Path>| {
             let at_key = (src.locate)(&["servers", name]).or_else(|| (src.locate)(&["import"]));
             src.error_at(

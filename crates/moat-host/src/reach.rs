@@ -1,9 +1,12 @@
-//! What an imported server's command line names, for its sandbox.
+//! What a command server's command line names, for its sandbox.
 //!
 //! A Claude Desktop, Cursor or VS Code file was written for a client that runs its servers
-//! with the user's full rights; it says nothing about what a server may touch. What it
-//! does say is on the command line: the program, the script it runs, and the folders it
-//! is to work on. So an imported server's default profile also gets:
+//! with the user's full rights; it says nothing about what a server may touch, and a
+//! `[servers.NAME]` table in moat.toml should not have to spell out where a virtualenv's
+//! Python or an `npx` package lives. What both do say is on the command line: the program,
+//! the script it runs, and the folders it is to work on. So a command server's default
+//! profile (imported, or written in moat.toml) also gets, before the user's own `sandbox`
+//! table (whose `ro` and `rw` add to these):
 //!
 //! - **the program's installation**, read-only: the program found on `PATH` (symlinks
 //!   followed, and the link's own place too: a virtualenv's `bin/python` links to the
@@ -19,15 +22,17 @@
 //! the system directories (`/usr`, `/etc`…, read-only in every profile), the kernel's and the
 //! session's (`/proc`, `/sys`, `/dev`, `/run`: sockets to other services live there), and the
 //! home directory or anything above it — a program or script that sits directly in one of
-//! those gets just its own file. Never read-write, only read-only: a directory holding the
-//! configuration file itself (a server could otherwise rewrite what it is allowed, and the
-//! gateway reloads on change). Nothing is opened up for the
-//! network. Anything more (an `npx` cache, a database file to write) goes in a moat.toml
-//! that imports the file and adds to the server's `sandbox` table.
+//! those gets just its own file. Never read-write, only read-only: a directory holding a
+//! configuration file the gateway loaded (the moat.toml, the files it imports, the JSON
+//! file itself: a server could otherwise rewrite what it is allowed, and the gateway
+//! reloads on change). Nothing is opened up for the network. Anything more (an `npx`
+//! cache, a database file to write) goes in the server's `sandbox` table.
 
 use std::path::{Path, PathBuf};
 
 use moat_sandbox::Profile;
+
+use crate::config::{Lookup, SandboxSetting, ServerConfig, ServerTransport};
 
 /// Where a server's command line may not widen its sandbox (see the module docs).
 pub(crate) struct Limits {
@@ -63,7 +68,52 @@ impl Limits {
 
     /// Whether `dir` (real) may be given read-write.
     fn allows_writing(&self, dir: &Path) -> bool {
-        self.allows(dir) && !self.protected.iter().any(|p| p.starts_with(dir))
+        self.allows(dir) && !self.holds_protected(dir)
+    }
+
+    /// Whether `dir` holds a file a server must not change.
+    fn holds_protected(&self, dir: &Path) -> bool {
+        self.protected.iter().any(|p| p.starts_with(dir))
+    }
+}
+
+/// Widens a sandboxed command server's profile by what its command line names ([`widen`]):
+/// the program is looked up on the `PATH` it runs with (its `env`'s, else `lookup`'s), the
+/// home directory is `lookup`'s `HOME`, and `protected` are the configuration files it was
+/// loaded from. A URL server, or one with `sandbox = false`, is left as it is.
+pub(crate) fn widen_server(server: &mut ServerConfig, lookup: Lookup<'_>, protected: &[&Path]) {
+    let (
+        ServerTransport::Command {
+            command, args, env, ..
+        },
+        SandboxSetting::Profile(profile),
+    ) = (&server.transport, &mut server.sandbox)
+    else {
+        return;
+    };
+    let path_var = env.get("PATH").cloned().or_else(|| lookup("PATH"));
+    let home = lookup("HOME").map(PathBuf::from);
+    let limits = Limits::new(home.as_deref(), protected);
+    widen(profile, command, args, path_var.as_deref(), &limits);
+}
+
+/// Makes read-only each read-write directory of `server`'s profile that holds one of
+/// `protected`: for a server widened before the configuration that loaded it was known (an
+/// imported one, whose file did not know the moat.toml importing it).
+pub(crate) fn protect(server: &mut ServerConfig, protected: &[&Path]) {
+    let SandboxSetting::Profile(profile) = &mut server.sandbox else {
+        return;
+    };
+    let limits = Limits::new(None, protected);
+    let (held, kept) = std::mem::take(&mut profile.rw)
+        .into_iter()
+        .partition(|dir: &PathBuf| {
+            dir.canonicalize()
+                .is_ok_and(|real| limits.holds_protected(&real))
+        });
+    profile.rw = kept;
+    for dir in held {
+        add(&mut profile.ro, dir);
     }
 }
 

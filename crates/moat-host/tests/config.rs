@@ -534,6 +534,186 @@ fn an_adjustment_of_an_import_cannot_change_how_it_starts() {
     );
 }
 
+/// What the virtualenv's Python running `srv/app/script.py` reads, in order: the moat.toml's
+/// folder (the default), the virtualenv, the interpreter it links to, the script's folder.
+const PYTHON_SCRIPT_RO: [&str; 4] = ["conf", "project/.venv", "opt/python/3.12", "srv/app"];
+
+/// A scratch tree for the reach of moat.toml servers, real paths: a Python installation and a
+/// virtualenv made from it, a script, a folder to work on, a home directory, and `conf/`
+/// for the moat.toml.
+struct Reach {
+    _guard: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Reach {
+    fn new() -> Reach {
+        let guard = tempfile::tempdir().unwrap();
+        let root = guard.path().canonicalize().unwrap();
+        let python = root.join("opt/python/3.12/bin/python3.12");
+        let venv_bin = root.join("project/.venv/bin");
+        for dir in [
+            python.parent().unwrap(),
+            &venv_bin,
+            &root.join("srv/app"),
+            &root.join("work"),
+            &root.join("home/Documents"),
+            &root.join("conf"),
+        ] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::fs::write(&python, "").unwrap();
+        std::os::unix::fs::symlink(&python, venv_bin.join("python")).unwrap();
+        std::fs::write(root.join("srv/app/script.py"), "").unwrap();
+        Reach {
+            _guard: guard,
+            root,
+        }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    fn paths(&self, rels: &[&str]) -> Vec<PathBuf> {
+        rels.iter().map(|rel| self.path(rel)).collect()
+    }
+
+    fn s(&self, rel: &str) -> String {
+        self.path(rel).display().to_string()
+    }
+
+    /// Writes `conf/moat.toml` and loads it with `HOME` the scratch home directory.
+    fn load(&self, text: &str) -> Config {
+        let moat = self.path("conf/moat.toml");
+        std::fs::write(&moat, text).unwrap();
+        let home = self.s("home");
+        let vars = move |name: &str| (name == "HOME").then(|| home.clone());
+        Config::load_with(&moat, &vars).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    }
+
+    /// `[servers.NAME]` running the virtualenv's Python with `args`, then `rest`.
+    fn python_server(&self, name: &str, args: &[String], rest: &str) -> String {
+        format!(
+            "[servers.{name}]\ncommand = {:?}\nargs = {args:?}\n{rest}\n",
+            self.s("project/.venv/bin/python")
+        )
+    }
+
+    fn script_and_work(&self) -> Vec<String> {
+        vec![self.s("srv/app/script.py"), self.s("work")]
+    }
+}
+
+/// A command server written in moat.toml gets what its command line names, as an imported
+/// one does: the interpreter's installation (the virtualenv and what it links to) and the
+/// script's folder read-only, the folder it is given read-write.
+#[test]
+fn a_moat_toml_server_reaches_what_its_command_line_names() {
+    let r = Reach::new();
+    let bare = format!(
+        "[servers.bare]\ncommand = \"python3.12\"\nenv = {{ PATH = {:?} }}\n",
+        r.s("opt/python/3.12/bin")
+    );
+    let c = r.load(&format!(
+        "{}{}{bare}",
+        r.python_server("py", &r.script_and_work(), ""),
+        r.python_server("on", &r.script_and_work(), "sandbox = true"),
+    ));
+    let p = c.servers[0].profile().unwrap();
+    assert_eq!(p.ro, r.paths(&PYTHON_SCRIPT_RO));
+    assert_eq!(p.rw, [r.path("work")]);
+    assert_eq!(p.net, Net::None, "never the network");
+    assert_eq!(
+        c.servers[1].profile(),
+        Some(p),
+        "`sandbox = true` is the same"
+    );
+}
+
+/// The refusals hold for moat.toml servers: never `/`, the home directory, the system or the
+/// kernel's directories; the folders holding the moat.toml and its imports only read-only.
+#[test]
+fn a_moat_toml_server_told_to_serve_everything_gets_nothing_for_it() {
+    let r = Reach::new();
+    let shared = r.path("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::write(shared.join("mcp.json"), r#"{"mcpServers": {}}"#).unwrap();
+    let args: Vec<String> = [
+        "/",
+        "${HOME}",
+        "/proc",
+        "/etc",
+        "/tmp",
+        &r.s("conf"),
+        &r.s("shared"),
+        &r.s("home/Documents"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let c = r.load(&format!(
+        "import = {:?}\n{}",
+        r.s("shared/mcp.json"),
+        r.python_server("py", &args, "")
+    ));
+    let p = c.servers[0].profile().unwrap();
+    assert_eq!(
+        p.rw,
+        [r.path("home/Documents")],
+        "only the folder below the home"
+    );
+    assert_eq!(
+        p.ro,
+        r.paths(&["conf", "project/.venv", "opt/python/3.12", "shared"]),
+        "the configuration's folders read-only, nothing for the rest"
+    );
+}
+
+/// An imported server, widened when its file was read, cannot write the folder of the
+/// moat.toml that imports it either.
+#[test]
+fn an_imported_server_cannot_write_the_importing_moat_toml() {
+    let r = Reach::new();
+    std::fs::write(
+        r.path("shared.json"),
+        serde_json::json!({"mcpServers": {"files": {
+            "command": "files-server",
+            "args": [r.path("conf"), r.path("work")]
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    let c = r.load("import = \"../shared.json\"\n");
+    let p = c.servers[0].profile().unwrap();
+    assert_eq!(p.rw, [r.path("work")]);
+    assert!(p.ro.contains(&r.path("conf")), "{:?}", p.ro);
+}
+
+/// A `sandbox` table's `ro` and `rw` add to what the command line reaches; its other keys
+/// replace; `sandbox = false` runs the server unconfined, as before.
+#[test]
+fn a_moat_toml_sandbox_table_adds_to_the_reach() {
+    let r = Reach::new();
+    let c = r.load(&format!(
+        "{}{}",
+        r.python_server(
+            "py",
+            &r.script_and_work(),
+            "sandbox = { ro = [\"/srv/ref\", \"data\"], rw = [\"/srv/cache\"], net = \"host\" }"
+        ),
+        r.python_server("bare", &r.script_and_work(), "sandbox = false"),
+    ));
+    let p = c.servers[0].profile().unwrap();
+    let mut ro = r.paths(&PYTHON_SCRIPT_RO);
+    ro.extend([PathBuf::from("/srv/ref"), r.path("conf/data")]);
+    assert_eq!(p.ro, ro);
+    assert_eq!(p.rw, [r.path("work"), PathBuf::from("/srv/cache")]);
+    assert_eq!(p.net, Net::Host);
+    assert_eq!(c.servers[1].sandbox, SandboxSetting::Off);
+    assert_eq!(c.servers[1].profile(), None);
+}
+
 #[test]
 fn diffs_name_what_to_restart() {
     let a = ServerConfig::command("a", "a", vec![]);
