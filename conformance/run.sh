@@ -99,23 +99,46 @@ run() { # run LABEL COMMAND... : run one suite, remember a failure
   if ! "${@:2}"; then failed+=("$1"); fi
 }
 
+# The suites exit 0 when only extension scenarios (the tasks extension) fail: count every
+# failed check, scored or not.
+strict() { # strict LABEL DIR : remember a failure if any check under DIR failed
+  if ! python3 - "$2" <<'PY'
+import glob, json, sys
+bad = []
+for path in sorted(glob.glob(f"{sys.argv[1]}/**/checks.json", recursive=True)):
+    for check in json.load(open(path)):
+        if check.get("status") == "FAILURE":
+            bad.append(f"{path.split('/')[-2]}: {check.get('id')}: {check.get('errorMessage', '')[:200]}")
+for line in bad:
+    print(f"failed check: {line}", file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+  then failed+=("$1 (failed checks)"); fi
+}
+
 mkdir -p "$OUT"
 if [[ "$WHAT" == server || "$WHAT" == all ]]; then
   [[ -x "$MOAT_BIN" ]] || die "$MOAT_BIN is not built (cargo build -p moat-cli)"
   start_server
+  rm -rf "$OUT/server-2025" "$OUT/server-2026"
   run "server suite 0.1.16 (--suite all, revisions up to 2025-11-25) at $URL" \
     suite 2025 server --url "$URL" --suite all -o "$OUT/server-2025"
   run "server suite 0.2.0 (--requirements 2026-07-28) at $URL" \
     suite 2026 server --url "$URL" --requirements 2026-07-28 -o "$OUT/server-2026"
+  strict "server suites" "$OUT/server-2025"
+  strict "server suites" "$OUT/server-2026"
   stop_server
 fi
 if [[ "$WHAT" == gateway || "$WHAT" == all ]]; then
   [[ -x "$MOAT_BIN" ]] || die "$MOAT_BIN is not built (cargo build -p moat-cli)"
   start_gateway
+  rm -rf "$OUT/gateway-2025" "$OUT/gateway-2026"
   run "gateway: server suite 0.1.16 (--suite all) through moat gateway at $URL" \
     suite 2025 server --url "$URL" --suite all -o "$OUT/gateway-2025"
   run "gateway: server suite 0.2.0 (--requirements 2026-07-28) through moat gateway at $URL" \
     suite 2026 server --url "$URL" --requirements 2026-07-28 -o "$OUT/gateway-2026"
+  strict "gateway suites" "$OUT/gateway-2025"
+  strict "gateway suites" "$OUT/gateway-2026"
   stop_server
 fi
 if [[ "$WHAT" == client || "$WHAT" == all ]]; then

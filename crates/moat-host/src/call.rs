@@ -13,9 +13,10 @@
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use moat::client::ToolCall;
 use moat::{RequestContext, RequestOptions};
 use moat_protocol::ErrorObject;
-use moat_protocol::types::CallToolResult;
+use moat_protocol::types::{CallToolResult, TaskSupport};
 use serde_json::{Map, Value};
 
 use crate::audit::AuditRecord;
@@ -276,7 +277,23 @@ async fn forward(
     if !meta.is_empty() {
         options = options.meta(meta);
     }
-    let call = client.call_tool_with(&entry.tool.name, args, options);
+    let name = &entry.tool.name;
+    let accept_task = accepts_task(ctx, &entry.tool, &client);
+    let call = async {
+        if !accept_task {
+            return client.call_tool_with(name, args, options).await;
+        }
+        // The server decides whether the call becomes a task; when it does, so does the
+        // client's call (if the client takes tasks; else the gateway waits for the end).
+        match client.call_tool_accepting_task(name, args, options).await? {
+            ToolCall::Done(result) => Ok(result),
+            ToolCall::Task(task) => {
+                ctx.continue_as_task().await;
+                task.finish().await
+            }
+            _ => Err(moat::Error::Closed("an unknown kind of answer".into())),
+        }
+    };
     tokio::pin!(call);
     let answer = loop {
         tokio::select! {
@@ -336,6 +353,27 @@ async fn forward(
             Ok(CallToolResult::error(message))
         }
     }
+}
+
+/// Whether the call to the server may become a task. A handshake-era server says which
+/// tools may (`execution.taskSupport`). A 2026-07-28 server decides per call for a client
+/// that takes tasks: the gateway takes them unless its own client is a 2026-07-28 one that
+/// does not (then the server answers as it would that client, a required task refused).
+fn accepts_task(
+    ctx: &RequestContext,
+    tool: &moat_protocol::types::Tool,
+    client: &moat::Client,
+) -> bool {
+    let era = |v: Option<moat::ProtocolVersion>| v.map(moat::ProtocolVersion::era);
+    if era(client.protocol_version()) != Some(moat_protocol::Era::Modern) {
+        return tool.task_support() != TaskSupport::Forbidden;
+    }
+    if era(ctx.protocol_version()) != Some(moat_protocol::Era::Modern) {
+        return true;
+    }
+    ctx.client_capabilities()
+        .and_then(|c| c.extensions.as_ref())
+        .is_some_and(|e| e.contains_key(moat_protocol::types::tasks_extension::ID))
 }
 
 /// The size of `result` as JSON, counted without building the text.

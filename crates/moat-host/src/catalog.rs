@@ -13,9 +13,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
+use moat::server::{TaskStart, TaskTool};
 use moat::{Client, ResourceRequest};
 use moat_protocol::ErrorObject;
-use moat_protocol::types::{Prompt, Resource, ResourceContents, ResourceTemplate, Tool};
+use moat_protocol::types::{
+    Prompt, Resource, ResourceContents, ResourceTemplate, TaskSupport, Tool,
+};
 use serde_json::Value;
 
 use crate::HostError;
@@ -28,6 +31,9 @@ use crate::scan::{self, ScanAction};
 /// One server's last lists, as it gave them.
 #[derive(Default, Clone)]
 pub(crate) struct Fetched {
+    /// The server speaks 2026-07-28, where any call may become a task (its tools say
+    /// nothing about it).
+    pub(crate) modern: bool,
     pub(crate) tools: Vec<Arc<Tool>>,
     pub(crate) resources: Vec<Resource>,
     pub(crate) templates: Vec<ResourceTemplate>,
@@ -82,7 +88,10 @@ impl Inner {
         client: &Arc<Client>,
     ) -> Result<(), HostError> {
         let caps = client.server_capabilities().clone();
-        let mut fetched = Fetched::default();
+        let mut fetched = Fetched {
+            modern: client.protocol_version().map(|v| v.era()) == Some(moat_protocol::Era::Modern),
+            ..Fetched::default()
+        };
         if caps.tools.is_some() {
             fetched.tools = client
                 .list_all_tools()
@@ -336,6 +345,7 @@ impl Inner {
             let Some((entries, _)) = catalog.screened.get(server) else {
                 continue;
             };
+            let modern = catalog.fetched.get(server).is_some_and(|f| f.modern);
             for (exposed, entry) in entries {
                 if let Some(owner) = tools.get(exposed) {
                     collisions.insert(format!(
@@ -352,7 +362,7 @@ impl Inner {
                     annotations: entry.tool.annotations.as_ref(),
                 });
                 if visible {
-                    let def = client_definition(exposed, &entry.tool);
+                    let def = client_definition(exposed, &entry.tool, modern);
                     // Unchanged definitions keep their allocation (shared with the list).
                     let def = match catalog.searchable.get(exposed) {
                         Some((_, old)) if **old == def => old.clone(),
@@ -549,18 +559,28 @@ impl Inner {
         exposed: String,
     ) {
         let weak = Arc::downgrade(self);
-        b.tool_def(def, move |ctx: moat::RequestContext, args: Value| {
+        let handler = move |ctx: moat::RequestContext, args: Value| {
             let weak = weak.clone();
             let exposed = exposed.clone();
             async move {
                 match weak.upgrade() {
                     Some(inner) => crate::call::call(inner, ctx, &exposed, args).await,
-                    None => Err(moat_protocol::ErrorObject::internal(
-                        "the gateway is shutting down",
-                    )),
+                    None => Err(ErrorObject::internal("the gateway is shutting down")),
                 }
             }
-        });
+        };
+        // A task-capable tool becomes a task towards the client when its server makes the
+        // call one (an optional one), or at once (a required one): see `call::forward`.
+        let start = match def.task_support() {
+            TaskSupport::Forbidden => {
+                b.tool_def(def, handler);
+                return;
+            }
+            TaskSupport::Required => TaskStart::Immediately,
+            _ => TaskStart::Manual,
+        };
+        let task = TaskTool::with_support(def.task_support()).start(start);
+        b.task_tool(Tool::clone(&def), task, handler);
     }
 
     fn register_prompt(
@@ -691,12 +711,16 @@ fn install_screened(catalog: &mut Catalog, server: &str, screened: Screened) {
         .insert(server.to_owned(), (screened.entries, screened.collisions));
 }
 
-/// The definition the client sees: the server's, under the exposed name. Task support is
-/// dropped: the gateway answers each call itself.
-fn client_definition(exposed: &str, tool: &Tool) -> Tool {
+/// The definition the client sees: the server's, under the exposed name, with its task
+/// support (the gateway runs a call as a task when its server does). A 2026-07-28 server's
+/// tools say nothing of tasks, since any call may become one: towards the client they are
+/// `optional`.
+fn client_definition(exposed: &str, tool: &Tool, modern: bool) -> Tool {
     let mut def = tool.clone();
     def.name = exposed.to_owned();
-    def.execution = None;
+    if modern && def.task_support() == TaskSupport::Forbidden {
+        def = def.with_task_support(TaskSupport::Optional);
+    }
     def
 }
 

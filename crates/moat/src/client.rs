@@ -65,6 +65,10 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::broadcast;
 
+mod tasks;
+
+pub use tasks::{RunningTask, ToolCall};
+
 use crate::error::{Error, Result};
 use crate::handler::{BoxFuture, Handler, HandlerResult, IncomingRequest, RequestContext};
 use crate::peer::{Peer, PeerOptions, RequestOptions};

@@ -292,6 +292,15 @@ impl Peer {
         f(&mut self.state().lifecycle)
     }
 
+    /// The client capabilities a modern-era client puts on every request, if any.
+    pub(crate) fn modern_capabilities(&self) -> Option<serde_json::Value> {
+        self.state()
+            .modern_meta
+            .as_ref()
+            .and_then(|m| m.map.get(moat_protocol::version::META_CLIENT_CAPABILITIES))
+            .cloned()
+    }
+
     pub(crate) fn set_modern_meta(&self, meta: Option<JsonObject>) {
         self.state().modern_meta = meta.map(|map| {
             let text = serde_json::Value::Object(map.clone()).to_string();

@@ -692,6 +692,15 @@ impl Policy {
     }
 }
 
+/// How restrictive a decision is: deny > ask > allow.
+fn rank(decision: Decision) -> u8 {
+    match decision {
+        Decision::Deny => 2,
+        Decision::Ask => 1,
+        _ => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -786,14 +795,5 @@ mod tests {
         assert_eq!((v.decision, v.rule.as_str()), (Decision::Ask, "rule 1"));
         assert!(!p.visible(&ToolRef::new("s", "x")));
         assert_eq!(p.evaluate(&w, Some(&Map::new())).decision, Decision::Deny);
-    }
-}
-
-/// How restrictive a decision is: deny > ask > allow.
-fn rank(decision: Decision) -> u8 {
-    match decision {
-        Decision::Deny => 2,
-        Decision::Ask => 1,
-        _ => 0,
     }
 }

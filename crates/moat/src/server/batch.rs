@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use super::prompts::{self, PromptEntry, PromptOutput, arguments_from_schema};
 use super::resources::{ResourceEntry, ResourceOutput, ResourceRequest, TemplateEntry};
 use super::tools::{ToolEntry, ToolOutput, make_entry};
-use super::{Registry, TemplateError, UriTemplate, make_read};
+use super::{Registry, TaskTool, TemplateError, UriTemplate, make_read};
 use crate::handler::RequestContext;
 use crate::schema;
 
@@ -58,6 +58,22 @@ impl Batch<'_> {
         Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
     {
         self.tool_entry(make_entry(def.into(), f));
+        self
+    }
+
+    /// Register (or replace, keeping its place) a tool that may run as a task; see
+    /// [`Server::task_tool`](super::Server::task_tool).
+    pub fn task_tool<A, R, E, F, Fut>(&mut self, def: Tool, task: TaskTool, f: F) -> &mut Self
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        R: ToolOutput,
+        E: Display + Send + 'static,
+        F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+    {
+        let mut entry = make_entry(Arc::new(def.with_task_support(task.support)), f);
+        entry.start = task.start;
+        self.tool_entry(entry);
         self
     }
 

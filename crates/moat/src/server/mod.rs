@@ -339,9 +339,10 @@ impl Server {
         F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
     {
-        let mut entry = make_entry(Arc::new(def.with_task_support(task.support)), f);
-        entry.start = task.start;
-        self.register_tool(entry)
+        self.batch(|b| {
+            b.task_tool(def, task, f);
+        });
+        self
     }
 
     fn register_tool(self, entry: ToolEntry) -> Self {

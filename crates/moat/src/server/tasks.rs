@@ -156,6 +156,14 @@ pub struct TaskTool {
 }
 
 impl TaskTool {
+    /// How a tool whose definition declares `support` runs as a task (at once).
+    pub fn with_support(support: TaskSupport) -> TaskTool {
+        TaskTool {
+            support,
+            start: TaskStart::Immediately,
+        }
+    }
+
     /// Runs as a task for clients that accept tasks, synchronously for the others.
     pub fn optional() -> TaskTool {
         TaskTool {
