@@ -262,9 +262,10 @@ impl RunningTask<'_> {
 
     /// Options for the task's own requests: the call's `_meta`.
     fn options(&self) -> RequestOptions {
-        let mut options = RequestOptions::default();
-        options.meta = self.meta.clone();
-        options
+        RequestOptions {
+            meta: self.meta.clone(),
+            ..RequestOptions::default()
+        }
     }
 
     fn params(&self) -> GetTaskRequestParams {
