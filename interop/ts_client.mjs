@@ -40,6 +40,12 @@
 //   --call NAME JSONARGS   call a tool (repeatable, in order)
 //   --read URI             read a resource (repeatable)
 //   --prompt NAME JSONARGS get a prompt (repeatable)
+//   --sample TEXT          declare sampling and answer every sampling/createMessage
+//                          with an assistant text message TEXT (model "ts-client");
+//                          the output gets "samplings": each request's messages
+//   --elicit-accept JSON   declare elicitation (form mode) and accept every request
+//                          with the content JSON; the output gets "elicitations":
+//                          each request's message
 //   --timeout SECONDS      overall deadline (default 60)
 //   --url URL              connect over HTTP instead of spawning a command
 //   --transport KIND       with --url: streamable (default; Streamable HTTP,
@@ -145,6 +151,8 @@ function parseArgs(argv) {
     args: [],
     url: null,
     transport: null,
+    sample: null,
+    elicit: null,
   };
   let i = 0;
   const need = (flag, n) => {
@@ -179,6 +187,14 @@ function parseArgs(argv) {
         need(a, 2);
         opts.prompts.push({ name: argv[i + 1], arguments: parseJsonArg(a, argv[i + 2]) });
         i += 2;
+        break;
+      case '--sample':
+        need(a, 1);
+        opts.sample = argv[++i];
+        break;
+      case '--elicit-accept':
+        need(a, 1);
+        opts.elicit = parseJsonArg(a, argv[++i]);
         break;
       case '--timeout':
         need(a, 1);
@@ -354,7 +370,25 @@ async function main() {
   } else {
     clientOptions.versionNegotiation = { mode: 'auto' };
   }
+  if (opts.sample !== null) clientOptions.capabilities.sampling = {};
+  if (opts.elicit !== null) clientOptions.capabilities.elicitation = { form: {} };
   const client = new api.Client({ name: 'moat-interop-ts-client', version }, clientOptions);
+  // What the server asks of the client, answered as the options say and recorded.
+  const samplings = [];
+  const elicitations = [];
+  const onSample = async (request) => {
+    samplings.push(request.params.messages);
+    return { role: 'assistant', content: { type: 'text', text: opts.sample }, model: 'ts-client' };
+  };
+  const onElicit = async (request) => {
+    elicitations.push(request.params.message);
+    return { action: 'accept', content: opts.elicit };
+  };
+  // v1 names a request by its schema, v2 by its method.
+  const handle = (schema, method, handler) =>
+    opts.sdk === 'v1' ? client.setRequestHandler(api[schema], handler) : client.setRequestHandler(method, handler);
+  if (opts.sample !== null) handle('CreateMessageRequestSchema', 'sampling/createMessage', onSample);
+  if (opts.elicit !== null) handle('ElicitRequestSchema', 'elicitation/create', onElicit);
   let closing = false;
   client.onerror = (e) => {
     // Closing an HTTP transport aborts its open requests (e.g. the SSE GET); not news.
@@ -403,6 +437,8 @@ async function main() {
   if (caps.prompts) {
     out.prompts = await step('prompts/list', () => listAll((p) => client.listPrompts(p, reqOpts), 'prompts'));
   }
+  if (opts.sample !== null) out.samplings = samplings;
+  if (opts.elicit !== null) out.elicitations = elicitations;
   for (const c of opts.calls) {
     const params = { name: c.name, arguments: c.arguments };
     const result = await step(`tools/call ${c.name}`, () =>

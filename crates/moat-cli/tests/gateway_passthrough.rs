@@ -33,6 +33,10 @@ fn peers() -> Option<PathBuf> {
         VENV_PYTHON,
         "py_client.py",
         "py_mutable_server.py",
+        "py_sampling_server.py",
+        "ts_client.mjs",
+        "node_modules/@modelcontextprotocol/sdk",
+        "node_modules/@modelcontextprotocol/client",
     ])
 }
 
@@ -56,6 +60,26 @@ fn write_config(dir: &Path, peers: &Path, extra: &str) -> PathBuf {
 /// The Python SDK client, with `args`, in front of `moat gateway --config CONFIG`.
 fn py_client(peers: &Path, args: &[&str], config: &Path) -> Run {
     let mut argv: Vec<String> = vec![path(peers, VENV_PYTHON), path(peers, "py_client.py")];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    argv.extend([
+        "--".to_owned(),
+        moat_bin().to_owned(),
+        "gateway".to_owned(),
+        "--config".to_owned(),
+        config.to_string_lossy().into_owned(),
+    ]);
+    run(&argv, TIMEOUT, PIPE_GRACE, Leftovers::Fail)
+}
+
+/// The TypeScript SDK client (`v1`, the handshake era; `v2`, 2026-07-28), with `args`, in
+/// front of `moat gateway --config CONFIG`.
+fn ts_client(peers: &Path, sdk: &str, args: &[&str], config: &Path) -> Run {
+    let mut argv: Vec<String> = vec![
+        "node".to_owned(),
+        path(peers, "ts_client.mjs"),
+        "--sdk".to_owned(),
+        sdk.to_owned(),
+    ];
     argv.extend(args.iter().map(|s| s.to_string()));
     argv.extend([
         "--".to_owned(),
@@ -143,6 +167,86 @@ fn sampling_reaches_the_client_of_the_call_in_every_era() {
             .iter()
             .all(|r| r["server"] == "ev" && r["outcome"] == "ok")
     );
+}
+
+#[test]
+fn the_typescript_sdk_client_answers_sampling_and_elicitation_through_the_gateway() {
+    let Some(peers) = peers() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = write_config(dir.path(), &peers, "[policy]\ndefault = \"allow\"\n");
+    // v1 speaks the handshake era, v2 2026-07-28.
+    for (sdk, rev) in [("v1", "2025-11-25"), ("v2", "2026-07-28")] {
+        let run = ts_client(
+            &peers,
+            sdk,
+            &[
+                "--sample",
+                "ts sampled",
+                "--elicit-accept",
+                r#"{"name": "ts user"}"#,
+                "--call",
+                "ev__trigger-sampling-request",
+                r#"{"prompt": "say hi"}"#,
+                "--call",
+                "ev__trigger-elicitation-request",
+                "{}",
+            ],
+            &config,
+        );
+        let out = run.json(0);
+        assert_eq!(out["protocolVersion"], rev, "{}", run.describe());
+        assert!(
+            call_text(&out, 0).contains("ts sampled"),
+            "{sdk}: {}",
+            run.describe()
+        );
+        let elicited = out["calls"][1]["result"].to_string();
+        assert!(elicited.contains("ts user"), "{sdk}: {elicited}");
+        assert_eq!(out["samplings"].as_array().map(Vec::len), Some(1));
+        assert_eq!(out["elicitations"].as_array().map(Vec::len), Some(1));
+    }
+}
+
+/// A server the policy denies sampling is not offered it; one that asks anyway gets an
+/// error, the client is never asked, and the refusal is in the audit trail.
+#[test]
+fn sampling_a_server_asks_for_against_the_policy_is_refused_and_audited() {
+    let Some(peers) = peers() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let extra = format!(
+        "[servers.py]\ncommand = {py:?}\nargs = [{srv:?}]\nsandbox = false\nprotocol = \"2025-11-25\"\n\n\
+         [policy]\ndefault = \"allow\"\n\n[[policy.requests]]\nserver = \"py\"\nsampling = \"deny\"\n",
+        py = path(&peers, VENV_PYTHON),
+        srv = path(&peers, "py_sampling_server.py"),
+    );
+    let config = write_config(dir.path(), &peers, &extra);
+    let run = py_client(
+        &peers,
+        &[
+            "--sample",
+            "never sent",
+            "--call",
+            "py__ask_llm",
+            r#"{"prompt": "hi"}"#,
+        ],
+        &config,
+    );
+    let out = run.json(0);
+    let text = call_text(&out, 0);
+    assert!(
+        text.starts_with("refused:") && text.contains("policy"),
+        "the server should hear that the policy refused: {text}\n{}",
+        run.describe()
+    );
+    assert_eq!(out["samplings"].as_array().map(Vec::len), Some(0));
+    let records = audit(dir.path());
+    let denied: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["kind"] == "sampling" && r["decision"] == "deny")
+        .collect();
+    assert_eq!(denied.len(), 1, "{records:?}");
+    assert_eq!(denied[0]["server"], "py");
+    assert_eq!(denied[0]["outcome"], "refused");
 }
 
 #[test]

@@ -317,7 +317,15 @@ async fn forward(
             record.outcome = "cancelled".into();
             Ok(CallToolResult::error("cancelled by the client"))
         }
-        Some(Ok(result)) => {
+        Some(Ok(mut result)) => {
+            // What the protocol puts in `_meta` belongs to the server's connection with the
+            // gateway (its name in 2026-07-28): the gateway speaks for itself to its client.
+            if let Some(meta) = &mut result.meta {
+                meta.retain(|key, _| !key.starts_with(crate::requests::PROTOCOL_KEYS));
+                if meta.is_empty() {
+                    result.meta = None;
+                }
+            }
             record.result_bytes = encoded_len(&result);
             record.outcome = if result.is_error == Some(true) {
                 "tool_error".into()

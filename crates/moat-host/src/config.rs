@@ -91,6 +91,9 @@ pub struct ServerConfig {
     /// What its tools' and prompts' names start with towards the client; `None`: the
     /// default, `NAME__`. `prefix = ""` shows them as the server names them.
     pub prefix: Option<String>,
+    /// The revision to speak with it (`protocol = "2025-11-25"`); default `auto`: the
+    /// newest both sides speak.
+    pub protocol: moat_protocol::version::VersionPreference,
 }
 
 /// How a server is reached.
@@ -218,6 +221,7 @@ impl ServerConfig {
             call_timeout: None,
             trust: TrustLabels::default(),
             prefix: None,
+            protocol: Default::default(),
         }
     }
 
@@ -235,6 +239,7 @@ impl ServerConfig {
             call_timeout: None,
             trust: TrustLabels::default(),
             prefix: None,
+            protocol: Default::default(),
         }
     }
 
@@ -706,6 +711,7 @@ pub(crate) fn build_server(
         call_timeout: None,
         trust: TrustLabels::default(),
         prefix: None,
+        protocol: Default::default(),
     })
 }
 
@@ -779,6 +785,7 @@ struct TomlServer {
     private: Option<bool>,
     sink: Option<bool>,
     prefix: Option<String>,
+    protocol: Option<String>,
 }
 
 #[derive(Default, Deserialize)]
@@ -1018,7 +1025,7 @@ fn adjust_imported(
                 &["servers", name, key],
                 format!(
                     "{name:?} is a server of an imported file: moat.toml can adjust its sandbox, \
-                     enabled, call_timeout, prefix and labels, not `{key}`"
+                     enabled, call_timeout, prefix, protocol and labels, not `{key}`"
                 ),
                 Some(format!(
                     "change `{key}` in the imported file, or define the server here in full (with \
@@ -1067,6 +1074,22 @@ fn apply_settings(
             ));
         }
         server.prefix = Some(prefix);
+    }
+    if let Some(protocol) = raw.protocol {
+        server.protocol = protocol.parse().map_err(|_| {
+            src.error(
+                &["servers", name, "protocol"],
+                format!("{protocol:?} is not a protocol revision"),
+                Some(format!(
+                    "use \"auto\" or one of {}",
+                    moat_protocol::ProtocolVersion::ALL
+                        .iter()
+                        .map(|v| v.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            )
+        })?;
     }
     let is_command = matches!(server.transport, ServerTransport::Command { .. });
     match raw.sandbox {

@@ -102,7 +102,7 @@ pub(crate) fn meta_for_call(
 }
 
 /// The prefix of the `_meta` keys the protocol itself defines.
-const PROTOCOL_KEYS: &str = "io.modelcontextprotocol/";
+pub(crate) const PROTOCOL_KEYS: &str = "io.modelcontextprotocol/";
 
 /// The answerer of one forwarded call: its questions go to the client behind `ctx`.
 pub(crate) fn answerer_for(

@@ -48,6 +48,7 @@ pub(crate) async fn connect(
     let weak = host.clone();
     let name = cfg.name.clone();
     let builder = Client::builder()
+        .protocol(cfg.protocol)
         .request_timeout(Some(request_timeout))
         .discover_timeout(Duration::from_secs(5))
         .capabilities(capabilities)

@@ -14,6 +14,7 @@
 //! {
 //!     ToolCall::Done(result) => result,
 //!     ToolCall::Task(task) => task.finish().await?,
+//!     _ => return Ok(()), // a kind of answer this version does not know
 //! };
 //! # let _ = answer; Ok(()) }
 //! ```
