@@ -173,7 +173,13 @@ fn sampling_reaches_the_client_of_the_call_in_every_era() {
 fn the_typescript_sdk_client_answers_sampling_and_elicitation_through_the_gateway() {
     let Some(peers) = peers() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
-    let config = write_config(dir.path(), &peers, "[policy]\ndefault = \"allow\"\n");
+    // The reference server's tools are open-world (untrusted content): after one, the next
+    // would need consent (containment). Not what this test is about.
+    let config = write_config(
+        dir.path(),
+        &peers,
+        "[policy]\ndefault = \"allow\"\n\n[[policy.labels]]\nserver = \"ev\"\nuntrusted = false\n",
+    );
     // v1 speaks the handshake era, v2 2026-07-28.
     for (sdk, rev) in [("v1", "2025-11-25"), ("v2", "2026-07-28")] {
         let run = ts_client(
@@ -411,6 +417,7 @@ fn a_client_that_connects_while_a_server_starts_waits_for_it() {
     for rev in [
         "auto",
         "2024-11-05",
+        "2025-03-26",
         "2025-06-18",
         "2025-11-25",
         "2026-07-28",

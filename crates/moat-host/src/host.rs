@@ -436,9 +436,11 @@ fn install_upstream_hooks(inner: &Arc<Inner>) {
     let hook_weak = weak.clone();
     let ready_weak = weak.clone();
     let roots_weak = weak.clone();
+    // Clients connect while servers start: what the catalog will hold is declared now.
     let server = inner
         .server
         .clone()
+        .declare_every_capability()
         .ready_when(move || ready_weak.upgrade().and_then(|inner| inner.ready_wait()))
         .on_roots_changed(move || {
             if let Some(inner) = roots_weak.upgrade() {

@@ -181,6 +181,16 @@ async fn answer(
         let params = params.get("params").cloned().unwrap_or(Value::Null);
         record.set_arguments(&params, &settings.config.audit, &settings.redactor);
     }
+    // A question of a handshake-era server has no key. Towards a 2026-07-28 client it gets
+    // one made of what it asks: the client's retry runs the call again, and an answer
+    // must go back only to the same question, never to whatever is asked in its place.
+    let key = key.or_else(|| {
+        let modern = ctx
+            .as_ref()
+            .and_then(RequestContext::protocol_version)
+            .is_some_and(|v| v.era() == moat_protocol::Era::Modern);
+        modern.then(|| content_key(kind, &request))
+    });
     let result = decide_and_forward(
         &inner,
         ctx.as_ref(),
@@ -413,6 +423,15 @@ pub(crate) fn roots_changed(inner: &Arc<Inner>) {
                 .await;
         });
     }
+}
+
+/// `sampling-1a2b3c4d5e6f`: the kind and a digest of the request.
+fn content_key(kind: RequestKind, request: &InputRequest) -> String {
+    use sha2::{Digest, Sha256};
+    let text = serde_json::to_string(request).unwrap_or_default();
+    let digest = Sha256::digest(text.as_bytes());
+    let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!("{}-{hex}", kind.as_str())
 }
 
 fn unix_ms() -> i64 {

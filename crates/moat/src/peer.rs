@@ -160,6 +160,9 @@ struct Shared {
     state: Mutex<State_>,
     options: PeerOptions,
     closed_tx: watch::Sender<bool>,
+    /// Set when nothing more will arrive from the other side (its requests may still be
+    /// draining).
+    input_ended_tx: watch::Sender<bool>,
     closer: Mutex<Option<Closer>>,
     /// The tasks running the other side's requests (and assembling batch answers).
     tracker: TaskTracker,
@@ -192,6 +195,7 @@ impl Peer {
         options: PeerOptions,
     ) -> Peer {
         let (closed_tx, _) = watch::channel(false);
+        let (input_ended_tx, _) = watch::channel(false);
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let shared = Arc::new(Shared {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -209,6 +213,7 @@ impl Peer {
             }),
             options,
             closed_tx,
+            input_ended_tx,
             closer: Mutex::new(conn.closer.take()),
             tracker: TaskTracker::new(),
         });
@@ -482,6 +487,13 @@ impl Peer {
         self.state().closed.is_some()
     }
 
+    /// Wait until nothing more will arrive from the other side: a stream kept open for it
+    /// (a listen stream) has no reader left to serve.
+    pub(crate) async fn input_ended(&self) {
+        let mut rx = self.shared.input_ended_tx.subscribe();
+        let _ = rx.wait_for(|ended| *ended).await;
+    }
+
     /// Wait until the connection has shut down.
     pub async fn closed(&self) {
         let mut rx = self.shared.closed_tx.subscribe();
@@ -714,6 +726,7 @@ async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Ar
     tracing::debug!(%reason, "connection ended");
     // Nothing more will arrive: our own requests can never be answered, so they fail now.
     peer.fail_pending(&reason);
+    peer.shared.input_ended_tx.send_replace(true);
     // The other side may still be reading: let the requests it already sent finish and be
     // answered (a client that writes a request and closes stdin gets its answer), within
     // the drain deadline.

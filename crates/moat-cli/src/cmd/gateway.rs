@@ -39,7 +39,13 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
     spawn_reload(host.clone(), path.clone());
 
     let Some(addr) = &args.http else {
-        host.serve_stdio().await?;
+        // Until the client closes stdin, or the gateway is told to stop: either way every
+        // server stops with it (they run in process groups of their own, which a signal
+        // to the gateway does not reach).
+        tokio::select! {
+            served = host.serve_stdio() => served?,
+            _ = terminated() => host.shutdown().await,
+        }
         return Ok(());
     };
     let addr = crate::cmd::serve::parse_addr(addr)
@@ -56,13 +62,29 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::Usage(anyhow!(e)))?;
     let local = http.local_addr().context("reading the bound address")?;
     eprintln!("moat gateway: serving on http://{local}/mcp (legacy HTTP+SSE at /sse)");
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+    let shutdown = terminated();
     let served = http.run_until(shutdown).await.context("serving HTTP");
     host.shutdown().await;
     served?;
     Ok(())
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM (what a service manager or a container runtime
+/// sends).
+async fn terminated() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let sigterm = async {
+        match term.as_mut() {
+            Some(term) => {
+                term.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = sigterm => {}
+    }
 }
 
 /// Hands the heap pages that start-up used and freed (each server's tool list as parsed

@@ -130,6 +130,8 @@ pub(crate) struct ServerInner {
     info: Implementation,
     subscribe_hook: RwLock<Option<SubscribeHook>>,
     ready_hook: RwLock<Option<ReadyHook>>,
+    /// Declare resources, prompts and tasks even while none is registered.
+    declare_all: std::sync::atomic::AtomicBool,
     roots_hook: RwLock<Option<RootsHook>>,
     instructions: RwLock<Option<String>>,
     registry: RwLock<Registry>,
@@ -197,12 +199,20 @@ impl ServerInner {
         }
     }
 
+    /// Whether every capability is declared whatever is registered (see
+    /// [`Server::declare_every_capability`]).
+    fn declares_all(&self) -> bool {
+        self.declare_all.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Whether some tool may run as a task (the server then serves the task methods).
     fn offers_tasks(&self) -> bool {
-        self.registry()
-            .tools
-            .iter()
-            .any(|t| t.def.task_support() != TaskSupport::Forbidden)
+        self.declares_all()
+            || self
+                .registry()
+                .tools
+                .iter()
+                .any(|t| t.def.task_support() != TaskSupport::Forbidden)
     }
 
     fn live_sessions(&self) -> Vec<Arc<Session>> {
@@ -241,6 +251,7 @@ impl Server {
                 info,
                 subscribe_hook: RwLock::new(None),
                 ready_hook: RwLock::new(None),
+                declare_all: std::sync::atomic::AtomicBool::new(false),
                 roots_hook: RwLock::new(None),
                 instructions: RwLock::new(None),
                 registry: RwLock::new(Registry::default()),
@@ -566,6 +577,17 @@ impl Server {
             .subscribe_hook
             .write()
             .unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(hook));
+        self
+    }
+
+    /// Declare resources (with subscriptions), prompts and tasks even while none is
+    /// registered. A server whose registry fills in after clients have connected (a gateway
+    /// whose servers are still starting) says at `initialize` what it will offer, since
+    /// clients do not ask again.
+    pub fn declare_every_capability(self) -> Self {
+        self.inner
+            .declare_all
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         self
     }
 

@@ -293,14 +293,15 @@ impl ServerInner {
                 list_changed: Some(true),
                 ..Default::default()
             }),
-            resources: (!reg.resources.is_empty() || !reg.templates.is_empty()).then(|| {
-                ResourcesCapability {
-                    subscribe: Some(true),
-                    list_changed: Some(true),
-                    ..Default::default()
-                }
+            resources: (self.declares_all()
+                || !reg.resources.is_empty()
+                || !reg.templates.is_empty())
+            .then(|| ResourcesCapability {
+                subscribe: Some(true),
+                list_changed: Some(true),
+                ..Default::default()
             }),
-            prompts: (!reg.prompts.is_empty()).then(|| PromptsCapability {
+            prompts: (self.declares_all() || !reg.prompts.is_empty()).then(|| PromptsCapability {
                 list_changed: Some(true),
                 ..Default::default()
             }),
@@ -1060,7 +1061,16 @@ async fn listen(
                 .await;
         }
     }
-    ctx.cancelled().await;
+    // Until the client cancels it, or its connection's input ends (a single-request HTTP
+    // connection's input ends with its one request, and its stream lives on).
+    if ctx.peer().is_single_request() {
+        ctx.cancelled().await;
+    } else {
+        tokio::select! {
+            _ = ctx.cancelled() => {}
+            _ = ctx.peer().input_ended() => {}
+        }
+    }
     // The peer drops a cancelled request's answer; this result documents what a graceful
     // end of the stream would say.
     encode(&SubscriptionsListenResult {
