@@ -392,24 +392,61 @@ impl ClientBuilder {
                     .rev()
                     .copied()
                     .find(|v| v.era() == Era::Modern);
-                if let Some(modern) = modern {
-                    match self
-                        .discover(peer, handler, modern, Some(self.discover_timeout))
-                        .await
-                    {
-                        Ok(client) => return Ok(client),
-                        Err(Error::Closed(why)) => return Err(Error::Closed(why)),
-                        Err(e) => {
-                            tracing::debug!(error = %e, "server/discover failed; falling back to initialize")
-                        }
-                    }
-                }
                 let v = self
                     .versions
                     .latest_handshake()
                     .unwrap_or(ProtocolVersion::LATEST_HANDSHAKE);
-                self.handshake(peer, handler, v).await
+                match modern {
+                    Some(modern) => self.discover_then_handshake(peer, handler, modern, v).await,
+                    None => self.handshake(peer, handler, v).await,
+                }
             }
+        }
+    }
+
+    /// `Auto`: ask with `server/discover`, and fall back to `initialize` when the server
+    /// refuses it or has not answered within the discover timeout. A server that has not
+    /// answered may ignore unknown methods (some handshake-era servers do) or may only be slow
+    /// to start; a slow modern server answers `server/discover` first and then refuses the
+    /// `initialize` sent after it (-32022). So the discover request is kept waiting while
+    /// `initialize` is tried, and when `initialize` fails, a discover answer that has come
+    /// (or comes within another discover timeout) decides instead.
+    async fn discover_then_handshake(
+        &self,
+        peer: &Peer,
+        handler: &Arc<ClientHandler>,
+        modern: ProtocolVersion,
+        handshake_version: ProtocolVersion,
+    ) -> Result<Client> {
+        let asking = self.ask_discover(peer, modern, self.options.request_timeout);
+        tokio::pin!(asking);
+        match tokio::time::timeout(self.discover_timeout, &mut asking).await {
+            Ok(Ok(result)) => return self.enter_modern(peer, handler, result),
+            Ok(Err(Error::Closed(why))) => return Err(Error::Closed(why)),
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "server/discover failed; falling back to initialize");
+                return self.handshake(peer, handler, handshake_version).await;
+            }
+            Err(_) => tracing::debug!(
+                timeout = ?self.discover_timeout,
+                "no answer to server/discover yet; trying initialize while still listening"
+            ),
+        }
+        // `initialize` carries no 2026-07-28 `_meta`.
+        peer.set_modern_meta(None);
+        let refusal = match self.handshake(peer, handler, handshake_version).await {
+            Ok(client) => return Ok(client),
+            Err(e) => e,
+        };
+        match tokio::time::timeout(self.discover_timeout, &mut asking).await {
+            Ok(Ok(result)) => {
+                tracing::debug!(
+                    error = %refusal,
+                    "initialize failed after a late answer to server/discover; using that answer"
+                );
+                self.enter_modern(peer, handler, result)
+            }
+            _ => Err(refusal),
         }
     }
 
@@ -456,9 +493,21 @@ impl ClientBuilder {
         v: ProtocolVersion,
         timeout: Option<Duration>,
     ) -> Result<Client> {
+        let result = self.ask_discover(peer, v, timeout).await?;
+        self.enter_modern(peer, handler, result)
+    }
+
+    /// Send `server/discover` naming `v` (asking once more with a shared revision when the
+    /// server refuses it with -32022).
+    async fn ask_discover(
+        &self,
+        peer: &Peer,
+        v: ProtocolVersion,
+        timeout: Option<Duration>,
+    ) -> Result<DiscoverResult> {
         let mut asked = v;
         let mut retried = false;
-        let result = loop {
+        loop {
             peer.set_modern_meta(Some(self.modern_meta(asked)));
             let mut options = RequestOptions::default();
             options.timeout = timeout.or(self.options.request_timeout);
@@ -485,14 +534,23 @@ impl ClientBuilder {
                 asked = next;
                 continue;
             }
-            match answer {
-                Ok(r) => break r,
+            return match answer {
+                Ok(r) => Ok(r),
                 Err(e) => {
                     peer.set_modern_meta(None);
-                    return Err(e);
+                    Err(e)
                 }
-            }
-        };
+            };
+        }
+    }
+
+    /// Enter the 2026-07-28 era with the server's answer to `server/discover`.
+    fn enter_modern(
+        &self,
+        peer: &Peer,
+        handler: &Arc<ClientHandler>,
+        result: DiscoverResult,
+    ) -> Result<Client> {
         let offered = result.supported_versions.iter().map(String::as_str);
         let Some(agreed) = self
             .versions
@@ -507,9 +565,9 @@ impl ClientBuilder {
                 },
             ));
         };
-        if agreed != asked {
-            peer.set_modern_meta(Some(self.modern_meta(agreed)));
-        }
+        // Always set: after a late answer (see `discover_then_handshake`) it was cleared for
+        // `initialize`, and the server may have agreed to another revision than we asked.
+        peer.set_modern_meta(Some(self.modern_meta(agreed)));
         lifecycle_step(peer, |l| l.enter_modern(agreed))?;
         Ok(Client {
             peer: peer.clone(),
@@ -1266,6 +1324,15 @@ mod tests {
     /// A scripted server: records each message the client sends and answers each request
     /// with `answer(request)`.
     fn scripted(answer: impl Fn(&Value) -> Value + Send + 'static) -> (Connection, Seen) {
+        scripted_with(Duration::ZERO, move |req| Some(answer(req)))
+    }
+
+    /// A scripted server that takes `delay` over each request, one at a time in the order
+    /// they came, and leaves unanswered those `answer` gives no reply for.
+    fn scripted_with(
+        delay: Duration,
+        answer: impl Fn(&Value) -> Option<Value> + Send + 'static,
+    ) -> (Connection, Seen) {
         let (in_tx, in_rx) = mpsc::channel(16);
         let (out_tx, mut out_rx) = mpsc::channel::<Outgoing>(16);
         let seen = Seen::default();
@@ -1274,8 +1341,11 @@ mod tests {
             while let Some(msg) = out_rx.recv().await {
                 let request: Value = serde_json::from_str(&msg.text).expect("JSON");
                 log.lock().expect("log").push(request.clone());
-                if request.get("id").is_some() {
-                    let reply = answer(&request);
+                if request.get("id").is_none() {
+                    continue;
+                }
+                tokio::time::sleep(delay).await;
+                if let Some(reply) = answer(&request) {
                     let _ = in_tx
                         .send(Inbound::Frame(Frame::Line(reply.to_string())))
                         .await;
@@ -1289,6 +1359,85 @@ mod tests {
             single_request: false,
         };
         (conn, seen)
+    }
+
+    #[tokio::test]
+    async fn a_slow_modern_server_is_spoken_to_in_2026_07_28() {
+        // Answers `server/discover` after the client's patience has run out, then refuses the
+        // `initialize` sent meanwhile, as a 2026-07-28 server that has started slowly does.
+        let (conn, seen) = scripted_with(Duration::from_millis(300), |req| {
+            Some(if req["method"] == methods::SERVER_DISCOVER {
+                discover_answer(req, "2026-07-28")
+            } else {
+                json!({"jsonrpc": "2.0", "id": req["id"], "error": {
+                    "code": -32022,
+                    "message": "connection is serving the 2026-07-28 protocol"
+                }})
+            })
+        });
+        let client = Client::builder()
+            .discover_timeout(Duration::from_millis(100))
+            .connect(conn)
+            .await
+            .expect("the late discover answer decides");
+        assert_eq!(
+            client.protocol_version(),
+            Some(ProtocolVersion::V2026_07_28)
+        );
+        let methods_sent: Vec<Value> = seen
+            .lock()
+            .expect("log")
+            .iter()
+            .map(|m| m["method"].clone())
+            .collect();
+        assert_eq!(
+            methods_sent,
+            [json!(methods::SERVER_DISCOVER), json!(methods::INITIALIZE)]
+        );
+        // Requests now carry the 2026-07-28 `_meta` again.
+        let _ = client.ping().await;
+        let last = seen
+            .lock()
+            .expect("log")
+            .last()
+            .cloned()
+            .expect("ping sent");
+        assert_eq!(last["method"], methods::PING);
+        assert_eq!(last["params"]["_meta"][META_PROTOCOL_VERSION], "2026-07-28");
+        client.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_server_that_ignores_discover_gets_the_handshake() {
+        let (conn, seen) = scripted_with(Duration::ZERO, |req| {
+            (req["method"] == methods::INITIALIZE).then(|| {
+                json!({"jsonrpc": "2.0", "id": req["id"], "result": {
+                    "protocolVersion": "2025-11-25", "capabilities": {},
+                    "serverInfo": {"name": "old", "version": "1"}
+                }})
+            })
+        });
+        let client = Client::builder()
+            .discover_timeout(Duration::from_millis(100))
+            .connect(conn)
+            .await
+            .expect("falls back to initialize");
+        assert_eq!(
+            client.protocol_version(),
+            Some(ProtocolVersion::V2025_11_25)
+        );
+        let initialize = seen
+            .lock()
+            .expect("log")
+            .iter()
+            .find(|m| m["method"] == methods::INITIALIZE)
+            .cloned()
+            .expect("initialize sent");
+        assert!(
+            initialize["params"].get("_meta").is_none(),
+            "initialize must not carry the 2026-07-28 _meta: {initialize}"
+        );
+        client.close().await;
     }
 
     /// `server/discover` answered if it names `supported`, else refused with -32022.
