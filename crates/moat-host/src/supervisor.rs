@@ -38,6 +38,7 @@ pub(crate) async fn connect(
     cfg: &ServerConfig,
     helper: Option<&std::path::Path>,
     request_timeout: Duration,
+    start_timeout: Duration,
 ) -> Result<Client, HostError> {
     // The gateway offers what the policy lets the server ask of the client; what it asks
     // outside a call is answered here, inside one by the call's answerer.
@@ -50,6 +51,9 @@ pub(crate) async fn connect(
     let builder = Client::builder()
         .protocol(cfg.protocol)
         .request_timeout(Some(request_timeout))
+        // Starting may take far longer than a call (a package fetched on first use): the
+        // handshake is bounded by the start-up deadline, not by `call_timeout`.
+        .handshake_timeout(Some(start_timeout))
         .discover_timeout(Duration::from_secs(5))
         .capabilities(capabilities)
         .on_input(move |request| {
@@ -156,7 +160,7 @@ pub(crate) async fn supervise(
                 end_first_attempt(&host, &mut first);
                 return;
             }
-            r = tokio::time::timeout(start_timeout, connect(&host, &cfg, helper.as_deref(), request_timeout)) => r,
+            r = tokio::time::timeout(start_timeout, connect(&host, &cfg, helper.as_deref(), request_timeout, start_timeout)) => r,
         };
         let client = match attempt {
             Ok(Ok(client)) => Arc::new(client),

@@ -179,6 +179,7 @@ pub struct ClientBuilder {
     roots: Option<Vec<Root>>,
     input: Option<InputFn>,
     discover_timeout: Duration,
+    handshake_timeout: Option<Duration>,
 }
 
 impl ClientBuilder {
@@ -195,6 +196,7 @@ impl ClientBuilder {
             roots: None,
             input: None,
             discover_timeout: Duration::from_secs(5),
+            handshake_timeout: None,
         }
     }
 
@@ -224,6 +226,18 @@ impl ClientBuilder {
     pub fn discover_timeout(mut self, timeout: Duration) -> Self {
         self.discover_timeout = timeout;
         self
+    }
+
+    /// Deadline for the answer to `initialize` or `server/discover`, when it should differ
+    /// from [`request_timeout`](Self::request_timeout): a server may take far longer to start
+    /// than to answer a call (an `npx` package fetched on first use).
+    pub fn handshake_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.handshake_timeout = timeout;
+        self
+    }
+
+    fn handshake_deadline(&self) -> Option<Duration> {
+        self.handshake_timeout.or(self.options.request_timeout)
     }
 
     /// Answer the server's sampling requests (declares the `sampling` capability).
@@ -418,7 +432,7 @@ impl ClientBuilder {
         modern: ProtocolVersion,
         handshake_version: ProtocolVersion,
     ) -> Result<Client> {
-        let asking = self.ask_discover(peer, modern, self.options.request_timeout);
+        let asking = self.ask_discover(peer, modern, self.handshake_deadline());
         tokio::pin!(asking);
         match tokio::time::timeout(self.discover_timeout, &mut asking).await {
             Ok(Ok(result)) => return self.enter_modern(peer, handler, result),
@@ -510,7 +524,7 @@ impl ClientBuilder {
         loop {
             peer.set_modern_meta(Some(self.modern_meta(asked)));
             let mut options = RequestOptions::default();
-            options.timeout = timeout.or(self.options.request_timeout);
+            options.timeout = timeout.or(self.handshake_deadline());
             let answer: Result<DiscoverResult> = peer
                 .request_with(methods::SERVER_DISCOVER, &RequestParams::default(), options)
                 .await;
@@ -594,7 +608,12 @@ impl ClientBuilder {
             client_info: self.info.clone(),
             meta: None,
         };
-        let result: InitializeResult = match peer.request(methods::INITIALIZE, &params).await {
+        let mut options = RequestOptions::default();
+        options.timeout = self.handshake_deadline();
+        let result: InitializeResult = match peer
+            .request_with(methods::INITIALIZE, &params, options)
+            .await
+        {
             Ok(r) => r,
             Err(e) => {
                 peer.with_lifecycle(|l| l.handshake_failed());
