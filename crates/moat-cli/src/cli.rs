@@ -186,17 +186,26 @@ pub struct PinsArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum PinsAction {
-    /// Every pinned tool; those with a changed definition waiting, with the diff.
+    /// Held servers and every pinned tool; what waits for approval, with the diff.
     List,
-    /// Accept the changed definition of NAME (server__tool), shown as a diff first.
+    /// Accept the changed definition of NAME (server__tool), or the changed launch of a
+    /// held server (server:NAME), shown as a diff first.
     Approve {
-        /// The tool, as the client sees it (server__tool) or as server/tool.
+        /// The tool, as the client sees it (server__tool) or as server/tool; or server:NAME.
         name: String,
+        /// When several servers share the name: the id `moat pins` shows (a tool's server),
+        /// or the file the server is configured in (server:NAME).
+        #[arg(long, value_name = "ID")]
+        id: Option<String>,
     },
-    /// Forget the pin of NAME, or of every tool: they are pinned again when next seen.
+    /// Forget the pin of NAME (a tool, or server:NAME), or of every tool: they are pinned
+    /// again when next seen.
     Reset {
-        /// The tool; all of them when left out.
+        /// The tool or server:NAME; every tool when left out.
         name: Option<String>,
+        /// When several servers share the name (as for approve).
+        #[arg(long, value_name = "ID")]
+        id: Option<String>,
     },
 }
 
