@@ -214,7 +214,10 @@ async fn a_swapped_command_in_an_imported_vscode_file_never_runs_until_approved(
     assert_eq!(approve.code, Some(0), "{}", approve.describe());
     assert!(approve.stdout.contains("swapped"), "{}", approve.describe());
     wait_for_file(&ws.marker("swapped"), "the approved command to run");
-    wait_for(&client, "shell's tools back", |t| t.contains("shell__greet")).await;
+    wait_for(&client, "shell's tools back", |t| {
+        t.contains("shell__greet")
+    })
+    .await;
 
     // A server added to the file while the gateway runs is held the same way.
     ws.write_servers(&[("shell", "swapped"), ("extra", "extra")]);
@@ -230,12 +233,24 @@ async fn a_swapped_command_in_an_imported_vscode_file_never_runs_until_approved(
         if held {
             break;
         }
-        assert!(Instant::now() < deadline, "extra was not held: {}", pins.describe());
+        assert!(
+            Instant::now() < deadline,
+            "extra was not held: {}",
+            pins.describe()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_secs(1));
-    assert!(!ws.marker("extra").exists(), "an added server ran unapproved");
-    assert!(!tools(&client).await.iter().any(|n| n.starts_with("extra__")));
+    assert!(
+        !ws.marker("extra").exists(),
+        "an added server ran unapproved"
+    );
+    assert!(
+        !tools(&client)
+            .await
+            .iter()
+            .any(|n| n.starts_with("extra__"))
+    );
     let approve = ws.moat(&["pins", "approve", "server:extra"]);
     assert_eq!(approve.code, Some(0), "{}", approve.describe());
     wait_for_file(&ws.marker("extra"), "the approved server to start");

@@ -155,6 +155,8 @@ pub enum PinError {
 /// What [`PinStore::observe`] found.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
+// A verdict, returned and dropped: boxing the pin would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum PinStatus {
     /// First sight: the definition is pinned now.
     New,
@@ -690,9 +692,11 @@ impl PinStore {
     /// The schema version of the store (see the module docs).
     pub fn schema_version(&self) -> Result<i64, PinError> {
         let conn = self.lock();
-        Ok(conn.query_row("SELECT version FROM pins_schema WHERE id = 0", [], |r| {
-            r.get(0)
-        })?)
+        Ok(
+            conn.query_row("SELECT version FROM pins_schema WHERE id = 0", [], |r| {
+                r.get(0)
+            })?,
+        )
     }
 }
 
@@ -932,7 +936,9 @@ mod tests {
     #[test]
     fn a_pending_change_that_reverts_is_dropped() {
         let store = PinStore::open_in_memory().unwrap();
-        store.observe(&ServerIdentity::named("s"), "s", "s__echo", &tool("one")).unwrap();
+        store
+            .observe(&ServerIdentity::named("s"), "s", "s__echo", &tool("one"))
+            .unwrap();
         assert!(
             store
                 .observe(&ServerIdentity::named("s"), "s", "s__echo", &tool("two"))
@@ -940,7 +946,9 @@ mod tests {
                 .is_held()
         );
         assert_eq!(
-            store.observe(&ServerIdentity::named("s"), "s", "s__echo", &tool("one")).unwrap(),
+            store
+                .observe(&ServerIdentity::named("s"), "s", "s__echo", &tool("one"))
+                .unwrap(),
             PinStatus::Pinned
         );
         assert!(matches!(
@@ -952,8 +960,12 @@ mod tests {
     #[test]
     fn seeing_the_same_change_again_writes_nothing() {
         let store = PinStore::open_in_memory().unwrap();
-        store.observe(&ServerIdentity::named("s"), "s", "s__echo", &tool("one")).unwrap();
-        store.observe(&ServerIdentity::named("s"), "s", "s__echo", &tool("two")).unwrap();
+        store
+            .observe(&ServerIdentity::named("s"), "s", "s__echo", &tool("one"))
+            .unwrap();
+        store
+            .observe(&ServerIdentity::named("s"), "s", "s__echo", &tool("two"))
+            .unwrap();
         let version = store.version().unwrap();
         assert!(
             store
@@ -962,7 +974,9 @@ mod tests {
                 .is_held()
         );
         assert_eq!(store.version().unwrap(), version);
-        store.observe(&ServerIdentity::named("s"), "s", "s__echo", &tool("one")).unwrap();
+        store
+            .observe(&ServerIdentity::named("s"), "s", "s__echo", &tool("one"))
+            .unwrap();
         assert_ne!(store.version().unwrap(), version, "a revert clears pending");
     }
 }

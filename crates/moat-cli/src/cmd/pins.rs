@@ -169,9 +169,14 @@ fn approve_tool(
     }
     let approved = store
         .approve_hash_in(name, Some(&pin.server_id), &pending.hash)
-        .map_err(|e| usage(format!("{e}\n(`moat pins` lists the tools waiting for approval)")))?;
+        .map_err(|e| {
+            usage(format!(
+                "{e}\n(`moat pins` lists the tools waiting for approval)"
+            ))
+        })?;
     if json {
-        let value = serde_json::to_value(&approved.pin).map_err(|e| Failure::Connection(e.into()))?;
+        let value =
+            serde_json::to_value(&approved.pin).map_err(|e| Failure::Connection(e.into()))?;
         crate::output::print_json(&value);
     } else {
         println!(
