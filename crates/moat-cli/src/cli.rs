@@ -85,7 +85,9 @@ says `sandbox = false`), names their tools server__tool, and serves them as one 
 on stdin/stdout (or over HTTP with --http). Every tools/call is checked: arguments against
 the tool's schema, then the policy (deny, then ask, then allow); `ask` goes to the person,
 through the client's elicitation form or the terminal. Tool definitions are pinned: one
-that changes is held back until `moat pins approve`. Every call lands in `moat audit`.
+that changes is held back until `moat pins approve`. Launches are pinned too: a server whose
+command a client's JSON file changes is not started until `moat pins approve server:NAME`.
+Every call lands in `moat audit`.
 
 FILE is a moat.toml, or an existing mcpServers JSON (Claude Desktop, Claude Code,
 Cursor) or VS Code mcp.json as is. The configuration is reloaded on SIGHUP and when the
