@@ -301,8 +301,9 @@ pub fn diff(old: &Value, new: &Value) -> String {
 
 /// Who a server is, whatever it is called: what tool pins are keyed by.
 ///
-/// A command server is its command, arguments and working directory (the same program in
-/// another folder may serve other files); a URL server is its URL. The environment, the
+/// A command server is its command, arguments and working directory (its `cwd`, else the
+/// gateway's own, which it inherits: the same program in another folder may serve, and
+/// describe, other files); a URL server is its URL. The environment, the
 /// sandbox and the name are left out: a rotated token or a wider sandbox does not make
 /// another server, and a name is what two configurations may share.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -321,6 +322,9 @@ impl ServerIdentity {
             ServerTransport::Command {
                 command, args, cwd, ..
             } => {
+                // Without a `cwd` the server runs where the gateway was started (a client
+                // starts it in its workspace), and may describe that folder in its tools.
+                let cwd = cwd.clone().or_else(|| std::env::current_dir().ok());
                 let value = serde_json::json!({ "command": command, "args": args, "cwd": cwd });
                 let mut shown = std::iter::once(command)
                     .chain(args)

@@ -541,10 +541,20 @@ fn two_configurations_reusing_a_server_name_do_not_hold_each_others_tools() {
     );
     let (npm_id, our_id) = (ServerIdentity::of(&npm), ServerIdentity::of(&ours));
     assert_ne!(npm_id.id, our_id.id);
-    assert_eq!(
-        npm_id.shown,
-        "npx -y @modelcontextprotocol/server-filesystem /tmp"
+    assert!(
+        npm_id
+            .shown
+            .starts_with("npx -y @modelcontextprotocol/server-filesystem /tmp (in /"),
+        "{}",
+        npm_id.shown
     );
+    // The same exec server in two workspaces (a client starts each gateway in its own).
+    let mut here = ServerConfig::command("shell", "moat", vec!["serve".into(), "exec".into()]);
+    let there = here.clone();
+    if let moat_host::config::ServerTransport::Command { cwd, .. } = &mut here.transport {
+        *cwd = Some(dir.path().to_path_buf());
+    }
+    assert_ne!(ServerIdentity::of(&here).id, ServerIdentity::of(&there).id);
     let read = |description: &str| {
         Tool::new("read_file", json!({ "type": "object" })).with_description(description)
     };
