@@ -259,3 +259,79 @@ async fn a_swapped_command_in_an_imported_vscode_file_never_runs_until_approved(
     assert!(tools(&client).await.contains("shell__greet"));
     client.close().await;
 }
+
+/// The same exec server named `shell` in two workspaces (same command line, each run in its
+/// own folder, each describing that folder in its tool), one state directory: neither
+/// holds the other's tool back, and `moat pins` tells the two apart.
+#[test]
+fn two_configurations_reusing_a_server_name_do_not_hold_each_others_tools() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("state");
+    let configs: Vec<PathBuf> = ["one", "two"]
+        .iter()
+        .map(|name| {
+            let ws = dir.path().join(name);
+            std::fs::create_dir_all(&ws).expect("mkdir");
+            let path = ws.join("moat.toml");
+            let text = format!(
+                "state_dir = {:?}\n\n[servers.shell]\ncommand = {MOAT:?}\n\
+                 args = [\"serve\", \"exec\", \"--rw\", \".\"]\ncwd = \".\"\nsandbox = false\n\n\
+                 [policy]\ndefault = \"allow\"\n",
+                state.display().to_string()
+            );
+            std::fs::write(&path, text).expect("write moat.toml");
+            path
+        })
+        .collect();
+    let moat = |args: &[&str], config: &Path| {
+        let mut argv: Vec<String> = vec![MOAT.to_owned()];
+        argv.extend(args.iter().map(|s| (*s).to_owned()));
+        argv.extend(["--config".to_owned(), config.display().to_string()]);
+        run(&argv, TIMEOUT, PIPE_GRACE, Leftovers::Fail)
+    };
+    for config in configs.iter().chain(configs.iter()) {
+        let check = moat(&["gateway", "--check", "--json"], config);
+        let out = check.json(0);
+        assert_eq!(
+            out["tools"],
+            serde_json::json!(["shell__run_command"]),
+            "{}",
+            check.describe()
+        );
+        assert_eq!(out["held"], serde_json::json!([]), "{}", check.describe());
+    }
+    // Two pins under one name, each shown with its identity and the flag that chooses it.
+    let pins = moat(&["pins"], &configs[0]);
+    assert_eq!(pins.code, Some(0), "{}", pins.describe());
+    let lines: Vec<&str> = pins
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("shell__run_command"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{}", pins.describe());
+    for (line, name) in lines.iter().zip(["one", "two"]) {
+        assert!(
+            line.contains(&format!("/{name}/")),
+            "{line}\n{}",
+            pins.describe()
+        );
+    }
+    // With --config, a name means that configuration's server.
+    let listed = moat(&["pins", "--json"], &configs[0]).json(0);
+    assert_eq!(
+        listed["tools"].as_array().map(Vec::len),
+        Some(2),
+        "{listed:#}"
+    );
+    let reset = moat(&["pins", "reset", "shell__run_command"], &configs[1]);
+    assert_eq!(reset.code, Some(0), "{}", reset.describe());
+    let left = moat(&["pins", "--json"], &configs[0]).json(0);
+    let left = left["tools"].as_array().expect("tools").clone();
+    assert_eq!(left.len(), 1, "{left:#?}");
+    assert!(
+        left[0]["identity"]
+            .as_str()
+            .is_some_and(|i| i.contains("/one/")),
+        "{left:#?}"
+    );
+}
