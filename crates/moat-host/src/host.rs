@@ -3,7 +3,8 @@
 //! It owns the upstream [`moat::Server`] (so every revision, stdio and Streamable HTTP come
 //! from the SDK), the supervision tasks, and the catalog: which exposed name belongs to
 //! which server, which tools are held back (changed since approval, or poisoned), and the
-//! registrations in the upstream server. Registration follows the policy's listing
+//! registrations in the upstream server. Before a server starts, its launch pin is checked
+//! ([`crate::launch_pins`]): a held server is not started until its launch is approved. Registration follows the policy's listing
 //! predicate, and the call path ([`crate::call`]) asks the same policy again with the
 //! arguments: a tool hidden from `tools/list` is refused on `tools/call` by the same rule.
 
