@@ -85,7 +85,9 @@ says `sandbox = false`), names their tools server__tool, and serves them as one 
 on stdin/stdout (or over HTTP with --http). Every tools/call is checked: arguments against
 the tool's schema, then the policy (deny, then ask, then allow); `ask` goes to the person,
 through the client's elicitation form or the terminal. Tool definitions are pinned: one
-that changes is held back until `moat pins approve`. Every call lands in `moat audit`.
+that changes is held back until `moat pins approve`. Launches are pinned too: a server whose
+command a client's JSON file changes is not started until `moat pins approve server:NAME`.
+Every call lands in `moat audit`.
 
 FILE is a moat.toml, or an existing mcpServers JSON (Claude Desktop, Claude Code,
 Cursor) or VS Code mcp.json as is. The configuration is reloaded on SIGHUP and when the
@@ -186,17 +188,26 @@ pub struct PinsArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum PinsAction {
-    /// Every pinned tool; those with a changed definition waiting, with the diff.
+    /// Held servers and every pinned tool; what waits for approval, with the diff.
     List,
-    /// Accept the changed definition of NAME (server__tool), shown as a diff first.
+    /// Accept the changed definition of NAME (server__tool), or the changed launch of a
+    /// held server (server:NAME), shown as a diff first.
     Approve {
-        /// The tool, as the client sees it (server__tool) or as server/tool.
+        /// The tool, as the client sees it (server__tool) or as server/tool; or server:NAME.
         name: String,
+        /// When several servers share the name: the id `moat pins` shows (a tool's server),
+        /// or the file the server is configured in (server:NAME).
+        #[arg(long, value_name = "ID")]
+        id: Option<String>,
     },
-    /// Forget the pin of NAME, or of every tool: they are pinned again when next seen.
+    /// Forget the pin of NAME (a tool, or server:NAME), or of every tool: they are pinned
+    /// again when next seen.
     Reset {
-        /// The tool; all of them when left out.
+        /// The tool or server:NAME; every tool when left out.
         name: Option<String>,
+        /// When several servers share the name (as for approve).
+        #[arg(long, value_name = "ID")]
+        id: Option<String>,
     },
 }
 

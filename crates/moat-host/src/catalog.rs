@@ -24,7 +24,7 @@ use serde_json::Value;
 use crate::HostError;
 use crate::host::{Held, Inner, ToolEntry, lock};
 use crate::naming::prefixed_name;
-use crate::pins::PinStatus;
+use crate::pins::{PinStatus, ServerIdentity};
 use crate::policy::{ToolRef, TrustOverride};
 use crate::scan::{self, ScanAction};
 
@@ -168,6 +168,11 @@ impl Inner {
         let settings = self.settings();
         let cfg = self.server_config(server);
         let trust = cfg.as_ref().map(trust_override).unwrap_or_default();
+        // Pins are the server's, whatever it is called here (see `pins`).
+        let identity = cfg
+            .as_ref()
+            .map(ServerIdentity::of)
+            .unwrap_or_else(|| ServerIdentity::named(server));
         let prefix = cfg
             .as_ref()
             .map(|c| c.exposed_prefix())
@@ -199,7 +204,8 @@ impl Inner {
                 ));
                 continue;
             }
-            if let Some(h) = self.screen(server, &exposed, tool, &index, &settings.config.pins) {
+            let pins = &settings.config.pins;
+            if let Some(h) = self.screen(server, &identity, &exposed, tool, &index, pins) {
                 out.held.push((exposed, h));
                 continue;
             }
@@ -243,6 +249,7 @@ impl Inner {
     fn screen(
         &self,
         server: &str,
+        identity: &ServerIdentity,
         exposed: &str,
         tool: &Tool,
         others: &scan::ToolIndex,
@@ -275,7 +282,7 @@ impl Inner {
         if !pins.enabled {
             return None;
         }
-        match self.pins.observe(server, exposed, tool) {
+        match self.pins.observe(identity, server, exposed, tool) {
             Ok(PinStatus::Changed { pinned }) => {
                 let diff =
                     crate::pins::diff(&pinned.definition, &crate::pins::pinned_definition(tool));

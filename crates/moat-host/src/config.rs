@@ -94,6 +94,10 @@ pub struct ServerConfig {
     /// The revision to speak with it (`protocol = "2025-11-25"`); default `auto`: the
     /// newest both sides speak.
     pub protocol: moat_protocol::version::VersionPreference,
+    /// The client's JSON file (an `import`, or the configuration itself) this server was
+    /// read from; `None` for a server of moat.toml's own. Launch-spec pins hold an imported
+    /// server whose launch changed (see `launch_pins`).
+    pub imported_from: Option<PathBuf>,
 }
 
 /// How a server is reached.
@@ -222,6 +226,7 @@ impl ServerConfig {
             trust: TrustLabels::default(),
             prefix: None,
             protocol: Default::default(),
+            imported_from: None,
         }
     }
 
@@ -240,6 +245,7 @@ impl ServerConfig {
             trust: TrustLabels::default(),
             prefix: None,
             protocol: Default::default(),
+            imported_from: None,
         }
     }
 
@@ -712,6 +718,7 @@ pub(crate) fn build_server(
         trust: TrustLabels::default(),
         prefix: None,
         protocol: Default::default(),
+        imported_from: None,
     })
 }
 

@@ -3,7 +3,8 @@
 //! It owns the upstream [`moat::Server`] (so every revision, stdio and Streamable HTTP come
 //! from the SDK), the supervision tasks, and the catalog: which exposed name belongs to
 //! which server, which tools are held back (changed since approval, or poisoned), and the
-//! registrations in the upstream server. Registration follows the policy's listing
+//! registrations in the upstream server. Before a server starts, its launch pin is checked
+//! ([`crate::launch_pins`]): a held server is not started until its launch is approved. Registration follows the policy's listing
 //! predicate, and the call path ([`crate::call`]) asks the same policy again with the
 //! arguments: a tool hidden from `tools/list` is refused on `tools/call` by the same rule.
 
@@ -14,7 +15,10 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use moat::{Client, Server, ServerNotification};
-use moat_protocol::types::{CompleteRequestParams, CompletionReference, Tool};
+use moat_protocol::types::{
+    CompleteRequestParams, CompletionReference, LoggingLevel, LoggingMessageNotificationParams,
+    Tool,
+};
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -120,6 +124,12 @@ pub(crate) struct Held {
     pub(crate) reason: String,
 }
 
+/// A server whose launch waits for approval: its configuration, and why, for people.
+struct HeldServer {
+    cfg: ServerConfig,
+    reason: String,
+}
+
 struct Running {
     cfg: ServerConfig,
     live: Live,
@@ -150,6 +160,8 @@ pub(crate) struct Inner {
     startup: Startup,
     /// Why each server that is not up is not (its last error, its own last stderr lines).
     down: Mutex<HashMap<String, String>>,
+    /// Servers not started because their launch changed (`launch_pins`), until approved.
+    held_servers: Mutex<HashMap<String, HeldServer>>,
     /// The resources clients watch.
     pub(crate) watched: crate::subscriptions::Watched,
     pub(crate) sessions: Sessions,
@@ -206,6 +218,7 @@ impl Host {
                 deadline: Mutex::new(Instant::now()),
             },
             down: Mutex::new(HashMap::new()),
+            held_servers: Mutex::new(HashMap::new()),
             watched: Default::default(),
             sessions: Sessions::default(),
             search: crate::search::SearchState::default(),
@@ -218,7 +231,8 @@ impl Host {
         host.inner.starting();
         let servers: Vec<ServerConfig> = host.inner.settings().config.servers.clone();
         for cfg in servers.into_iter().filter(|s| s.enabled) {
-            host.inner.launch(cfg);
+            // The gateway's start: a launch never seen before is trusted on first use.
+            host.inner.launch(cfg, true);
         }
         let weak = Arc::downgrade(&host.inner);
         tokio::spawn(async move {
@@ -283,6 +297,9 @@ impl Host {
         let policy = Policy::new(&config.policy)?;
         let redactor = config.audit.redactor();
         let old: Vec<ServerConfig> = self.inner.settings().config.servers.clone();
+        // A file new to the configuration is the user's own doing (they imported it): its
+        // servers are trusted on first use; one added to a file already read is held.
+        let known_files = crate::launch_pins::files(&self.inner.settings().config);
         let new_servers = config.servers.clone();
         *self
             .inner
@@ -303,11 +320,16 @@ impl Host {
         // A changed server keeps its catalog while its successor starts: when that one
         // comes up offering the same, clients see no change at all.
         self.inner.starting();
+        let path = self.inner.settings().config.path.clone();
         for cfg in enabled(&new_servers) {
             if diff.added.contains(&cfg.name) || diff.changed.contains(&cfg.name) {
-                self.inner.launch(cfg);
+                let origin = crate::launch_pins::origin(path.as_deref(), &cfg);
+                let trust_new = !known_files.contains(&origin);
+                self.inner.launch(cfg, trust_new);
             }
         }
+        // `[pins] servers` may have changed: the servers held so far are looked at again.
+        self.inner.retry_held();
         self.inner.wait_for_starts(1).await;
         // Also republishes: the policy and `[tool_search]` may both have changed.
         crate::search::apply(&self.inner).await;
@@ -381,6 +403,17 @@ impl Host {
             .collect();
         down.sort();
         down
+    }
+
+    /// The servers not started because their launch changed since it was approved (or was
+    /// added to a client's file while the gateway ran), with why and what to run.
+    pub fn held_servers(&self) -> Vec<(String, String)> {
+        let mut held: Vec<(String, String)> = lock(&self.inner.held_servers)
+            .iter()
+            .map(|(name, h)| (name.clone(), h.reason.clone()))
+            .collect();
+        held.sort();
+        held
     }
 
     /// The tools held back (changed since approval, or poisoned), with why.
@@ -484,6 +517,7 @@ fn spawn_pins_poll(weak: Weak<Inner>) {
             let version = inner.pins.version().ok();
             if seen.is_some() && version != seen {
                 inner.republish_all();
+                inner.retry_held();
             }
             seen = version;
             drop(inner);
@@ -520,9 +554,112 @@ impl Inner {
         )
     }
 
+    /// Starts `cfg` unless its launch pin holds it (`launch_pins`; `trust_new`: a launch
+    /// never seen is pinned and started rather than held).
+    fn launch(self: &Arc<Self>, cfg: ServerConfig, trust_new: bool) {
+        match self.launch_hold(&cfg, trust_new) {
+            None => {
+                if lock(&self.held_servers).remove(&cfg.name).is_some() {
+                    self.set_down(&cfg.name, None);
+                }
+                self.supervise_server(cfg);
+            }
+            Some(reason) => self.hold_server(cfg, reason),
+        }
+    }
+
+    /// Why `cfg` must not start now, if it must not.
+    fn launch_hold(&self, cfg: &ServerConfig, trust_new: bool) -> Option<String> {
+        use crate::launch_pins::{LaunchStatus, ServerPins};
+        let settings = self.settings();
+        let mode = settings.config.pins.servers;
+        if mode == ServerPins::Off {
+            return None;
+        }
+        let path = settings.config.path.as_deref();
+        match self.pins.check_launch(path, cfg, mode, trust_new) {
+            Ok(LaunchStatus::Held { pin }) => Some(pin.held_reason()),
+            Ok(status) => {
+                if status == LaunchStatus::Repinned {
+                    tracing::info!(server = %cfg.name, "launch changed by the configuration's own settings: pinned anew");
+                }
+                None
+            }
+            Err(e) if mode == ServerPins::All || cfg.imported_from.is_some() => Some(format!(
+                "its launch pin could not be checked ({e}); not started, to be safe"
+            )),
+            Err(e) => {
+                tracing::warn!(server = %cfg.name, error = %e, "launch pin not checked");
+                None
+            }
+        }
+    }
+
+    /// Keeps `cfg` from running (stopping what ran under its name): its tools go, and
+    /// clients and the terminal are told why and what to run.
+    fn hold_server(self: &Arc<Self>, cfg: ServerConfig, reason: String) {
+        let name = cfg.name.clone();
+        if let Some(running) = lock(&self.running).remove(&name) {
+            let _ = running.stop.send(true);
+        }
+        self.withdraw(&name);
+        self.set_down(&name, Some(reason.clone()));
+        let again = lock(&self.held_servers)
+            .insert(
+                name.clone(),
+                HeldServer {
+                    cfg,
+                    reason: reason.clone(),
+                },
+            )
+            .is_some_and(|h| h.reason == reason);
+        if again {
+            return;
+        }
+        tracing::warn!(server = %name, "server held, not started: {reason}");
+        let text = format!("moat: server {name} is held, not started: {reason}");
+        let peers = self.server.connections();
+        tokio::spawn(async move {
+            let params = LoggingMessageNotificationParams {
+                level: LoggingLevel::Warning,
+                logger: Some("moat".into()),
+                data: Value::String(text),
+                meta: None,
+            };
+            for peer in peers {
+                if peer.log_level().is_some_and(|l| l > LoggingLevel::Warning) {
+                    continue;
+                }
+                let _ = peer.notify("notifications/message", &params).await;
+            }
+        });
+    }
+
+    /// Looks again at every held server (after an approval, or a reload): those whose
+    /// launch is approved now start.
+    pub(crate) fn retry_held(self: &Arc<Self>) {
+        let held: Vec<ServerConfig> = lock(&self.held_servers)
+            .values()
+            .map(|h| h.cfg.clone())
+            .collect();
+        let configured = self.settings().config.servers.clone();
+        for cfg in held {
+            // Only as configured now (a reload may have replaced or removed it).
+            if !configured.iter().any(|c| *c == cfg && c.enabled) {
+                continue;
+            }
+            if self.launch_hold(&cfg, false).is_none() {
+                tracing::info!(server = %cfg.name, "launch approved: starting it");
+                lock(&self.held_servers).remove(&cfg.name);
+                self.set_down(&cfg.name, None);
+                self.supervise_server(cfg);
+            }
+        }
+    }
+
     /// Starts supervising `cfg` (replacing a task that supervised a server of that name);
     /// its first attempt counts as a start under way until it ends.
-    fn launch(self: &Arc<Self>, cfg: ServerConfig) {
+    fn supervise_server(self: &Arc<Self>, cfg: ServerConfig) {
         let (live_tx, live_rx) = watch::channel(None);
         let (stop_tx, stop_rx) = watch::channel(false);
         let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
@@ -551,6 +688,7 @@ impl Inner {
         if let Some(running) = lock(&self.running).remove(name) {
             let _ = running.stop.send(true);
         }
+        lock(&self.held_servers).remove(name);
         lock(&self.down).remove(name);
         self.withdraw(name);
     }
@@ -625,6 +763,9 @@ impl Inner {
     /// The live connection to `server`, waiting (bounded by the start timeout) while it
     /// starts or restarts; else why there is none, for the client.
     pub(crate) async fn wait_live(&self, server: &str) -> Result<Arc<Client>, String> {
+        if lock(&self.held_servers).contains_key(server) {
+            return Err(self.down_message(server));
+        }
         let live = lock(&self.running).get(server).map(|r| r.live.clone());
         let Some(mut live) = live else {
             return Err(format!(
@@ -677,6 +818,9 @@ impl Inner {
 
     /// "server X is not running: why", for a client.
     pub(crate) fn down_message(&self, server: &str) -> String {
+        if let Some(held) = lock(&self.held_servers).get(server) {
+            return format!("server {server} is not running: {}", held.reason);
+        }
         match lock(&self.down).get(server) {
             Some(why) => format!(
                 "server {server} is not running: {why}\nmoat keeps trying to start it; \

@@ -23,6 +23,8 @@
 //! marks the server disabled. Every imported server gets the default sandbox profile,
 //! confined to the workspace directory, widened by what its command line names (the
 //! program's installation, the files it runs, the folders it works on: see `reach.rs`).
+//! Every imported server records the file it came from (`imported_from`): a change of its
+//! launch by an edit of that file is held until approved (`launch_pins.rs`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -220,6 +222,8 @@ fn json_server(
     };
     let mut server = build_server(src, root, name, parts)?;
     server.enabled = !raw.disabled;
+    // Whoever can write this file can change what runs: its servers' launches are pinned.
+    server.imported_from = src.file.map(Path::to_path_buf);
     if let (
         ServerTransport::Command {
             command, args, env, ..

@@ -27,6 +27,7 @@ mod error;
 mod expand;
 mod host;
 mod import;
+pub mod launch_pins;
 pub mod naming;
 pub mod pins;
 pub mod policy;

@@ -9,6 +9,20 @@
 //! which shows the [`diff`] and calls [`PinStore::approve_hash`] from another process.
 //! The gateway notices that through [`PinStore::version`].
 //!
+//! A tool pin is keyed by the server's identity ([`ServerIdentity`]: its command line and
+//! working directory, or its URL) and the tool's own name, not by the name clients see:
+//! the state directory is shared by every configuration on the machine, and two of them may
+//! give the name `fs` to different servers. The display name (`server__tool`) is kept to find
+//! a pin from the command line; when several identities share it, each is shown with its
+//! identity. The launches themselves are pinned too: see [`crate::launch_pins`].
+//!
+//! Schema versions: 1 keyed tool pins by server name (table `pins`); 2 (now) by identity
+//! (`tool_pins`) and adds launch pins (`server_pins`). Opening a version-1 store renames
+//! `pins` to `pins_v1` and keeps it: a tool seen again with the definition its old pin
+//! names takes that pin over (keeping its date); any other definition is pinned afresh, so
+//! an old row never holds a tool back (old rows were where the name collisions made false
+//! "changed" holds). A change held back before the upgrade is therefore not held after it.
+//!
 //! Pinned fields: name, title, description, inputSchema, outputSchema, annotations. Not
 //! pinned: icons, `_meta` and execution, which do not change what the model reads.
 //!
@@ -20,6 +34,7 @@
 //! ```toml
 //! [pins]
 //! enabled = true          # pin tool definitions and hold back changed ones
+//! servers = "imports"     # hold changed launches: imports | all | off (launch_pins)
 //! invisible = "block"     # invisible Unicode in a definition: off | warn | block
 //! instructions = "block"  # text phrased as orders to the model
 //! shadowing = "warn"      # text naming another server's tool
@@ -51,6 +66,8 @@ use crate::scan::{Finding, FindingKind, ScanAction};
 pub struct PinsConfig {
     /// Pin tool definitions and hold back changed ones.
     pub enabled: bool,
+    /// Which servers' changed launches are held until approved.
+    pub servers: crate::launch_pins::ServerPins,
     /// What to do when a definition carries invisible Unicode.
     pub invisible: ScanAction,
     /// What to do when a definition carries instructions aimed at the model.
@@ -64,6 +81,7 @@ impl Default for PinsConfig {
     fn default() -> Self {
         PinsConfig {
             enabled: true,
+            servers: crate::launch_pins::ServerPins::default(),
             invisible: ScanAction::Block,
             instructions: ScanAction::Block,
             shadowing: ScanAction::Warn,
@@ -109,9 +127,18 @@ pub enum PinError {
     /// No pinned tool has that name.
     #[error("no pinned tool is named {0:?}")]
     NotFound(String),
-    /// The name fits more than one pinned tool.
-    #[error("{0:?} names more than one pinned tool; name it as server/tool")]
-    Ambiguous(String),
+    /// The name fits pins of more than one server identity.
+    #[error(
+        "{name:?} names the tools of {} servers that share the name: {}; choose one with --id ID",
+        .candidates.len(),
+        .candidates.join("; ")
+    )]
+    Ambiguous {
+        /// The name.
+        name: String,
+        /// Each match: its identity's id (short) and how it is launched.
+        candidates: Vec<String>,
+    },
     /// The tool has no changed definition waiting for approval.
     #[error("{0:?} has no changed definition waiting for approval")]
     NothingPending(String),
@@ -128,6 +155,8 @@ pub enum PinError {
 /// What [`PinStore::observe`] found.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
+// A verdict, returned and dropped: boxing the pin would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum PinStatus {
     /// First sight: the definition is pinned now.
     New,
@@ -151,7 +180,11 @@ impl PinStatus {
 /// A pinned tool definition.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Pin {
-    /// The server's name in the configuration.
+    /// The server's identity ([`ServerIdentity::id`]): the key, with `tool`.
+    pub server_id: String,
+    /// How the server is launched, for people ([`ServerIdentity::shown`]).
+    pub identity: String,
+    /// The server's name in the configuration, as last seen.
     pub server: String,
     /// The tool's name on its server.
     pub tool: String,
@@ -225,7 +258,7 @@ pub fn definition_hash(tool: &Tool) -> String {
     hash_value(&pinned_definition(tool))
 }
 
-fn hash_value(definition: &Value) -> String {
+pub(crate) fn hash_value(definition: &Value) -> String {
     let canonical = sorted(definition).to_string();
     Sha256::digest(canonical.as_bytes())
         .iter()
@@ -235,7 +268,7 @@ fn hash_value(definition: &Value) -> String {
 
 /// The value with every object's keys in sorted order, whatever map serde_json was built with
 /// (`preserve_order` keeps insertion order, so sort explicitly).
-fn sorted(value: &Value) -> Value {
+pub(crate) fn sorted(value: &Value) -> Value {
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
@@ -266,8 +299,96 @@ pub fn diff(old: &Value, new: &Value) -> String {
         .to_string()
 }
 
+/// Who a server is, whatever it is called: what tool pins are keyed by.
+///
+/// A command server is its command, arguments and working directory (its `cwd`, else the
+/// gateway's own, which it inherits: the same program in another folder may serve, and
+/// describe, other files); a URL server is its URL. The environment, the
+/// sandbox and the name are left out: a rotated token or a wider sandbox does not make
+/// another server, and a name is what two configurations may share.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServerIdentity {
+    /// SHA-256 (hex) of the canonical JSON of what identifies the server.
+    pub id: String,
+    /// The same, for people: the command line (and folder), or the URL without its query.
+    pub shown: String,
+}
+
+impl ServerIdentity {
+    /// The identity of a configured server.
+    pub fn of(cfg: &crate::config::ServerConfig) -> ServerIdentity {
+        use crate::config::ServerTransport;
+        match &cfg.transport {
+            ServerTransport::Command {
+                command, args, cwd, ..
+            } => {
+                // Without a `cwd` the server runs where the gateway was started (a client
+                // starts it in its workspace), and may describe that folder in its tools.
+                let cwd = cwd.clone().or_else(|| std::env::current_dir().ok());
+                let value = serde_json::json!({ "command": command, "args": args, "cwd": cwd });
+                let mut shown = std::iter::once(command)
+                    .chain(args)
+                    .map(|a| shell_word(a))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                if let Some(cwd) = cwd {
+                    shown.push_str(&format!(" (in {})", cwd.display()));
+                }
+                ServerIdentity {
+                    id: hash_value(&value),
+                    shown,
+                }
+            }
+            ServerTransport::Url { url, .. } => ServerIdentity {
+                id: hash_value(&serde_json::json!({ "url": url })),
+                // A query may carry a token: it counts, it is not shown.
+                shown: url.split(['?', '#']).next().unwrap_or(url).to_owned(),
+            },
+            #[allow(unreachable_patterns)]
+            _ => ServerIdentity::named(&cfg.name),
+        }
+    }
+
+    /// An identity made of a name alone (servers the host has no configuration for, tests).
+    pub fn named(name: &str) -> ServerIdentity {
+        ServerIdentity {
+            id: hash_value(&serde_json::json!({ "name": name })),
+            shown: format!("server {name}"),
+        }
+    }
+
+    /// The first characters of the id, as `moat pins` shows it and `--id` takes it.
+    pub fn short(id: &str) -> &str {
+        &id[..id.len().min(SHORT_ID)]
+    }
+}
+
+/// How many characters of an identity's id are shown.
+const SHORT_ID: usize = 8;
+
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@,+%".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// The schema this code writes (see the module docs for the versions).
+const SCHEMA_VERSION: i64 = 2;
+
 const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS pins (
+CREATE TABLE IF NOT EXISTS pins_schema (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tool_pins (
+    server_id TEXT NOT NULL,
+    identity TEXT NOT NULL,
     server TEXT NOT NULL,
     tool TEXT NOT NULL,
     exposed_name TEXT NOT NULL,
@@ -277,9 +398,22 @@ CREATE TABLE IF NOT EXISTS pins (
     pending_hash TEXT,
     pending_definition TEXT,
     pending_seen_at INTEGER,
-    PRIMARY KEY (server, tool)
+    PRIMARY KEY (server_id, tool)
 );
-CREATE INDEX IF NOT EXISTS pins_by_exposed_name ON pins (exposed_name);
+CREATE INDEX IF NOT EXISTS tool_pins_by_exposed_name ON tool_pins (exposed_name);
+CREATE TABLE IF NOT EXISTS server_pins (
+    origin TEXT NOT NULL,
+    server TEXT NOT NULL,
+    hash TEXT,
+    spec TEXT,
+    source TEXT,
+    pinned_at INTEGER,
+    pending_hash TEXT,
+    pending_spec TEXT,
+    pending_source TEXT,
+    pending_seen_at INTEGER,
+    PRIMARY KEY (origin, server)
+);
 CREATE TABLE IF NOT EXISTS pins_generation (
     id INTEGER PRIMARY KEY CHECK (id = 0),
     value INTEGER NOT NULL
@@ -287,8 +421,8 @@ CREATE TABLE IF NOT EXISTS pins_generation (
 INSERT OR IGNORE INTO pins_generation (id, value) VALUES (0, 0);
 ";
 
-const COLUMNS: &str = "server, tool, exposed_name, hash, definition, pinned_at, \
-                       pending_hash, pending_definition, pending_seen_at";
+const COLUMNS: &str = "server_id, identity, server, tool, exposed_name, hash, definition, \
+                       pinned_at, pending_hash, pending_definition, pending_seen_at";
 
 /// How long a write waits for another process's write to finish.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -300,7 +434,8 @@ pub struct PinStore {
 }
 
 impl PinStore {
-    /// Open (creating the directories, the file and the tables as needed) the store at `path`.
+    /// Open (creating the directories, the file and the tables as needed, and bringing an
+    /// older store up to date) the store at `path`.
     pub fn open(path: &Path) -> Result<PinStore, PinError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| PinError::CreateDir {
@@ -324,23 +459,25 @@ impl PinStore {
         PinStore::with(Connection::open_in_memory()?)
     }
 
-    fn with(conn: Connection) -> Result<PinStore, PinError> {
-        conn.execute_batch(SCHEMA)?;
+    fn with(mut conn: Connection) -> Result<PinStore, PinError> {
+        migrate(&mut conn)?;
         Ok(PinStore {
             conn: Mutex::new(conn),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
         // A panic mid-transaction rolled that transaction back; the connection is usable.
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Check a tool the gateway sees: pin it if new ([`PinStatus::New`]), confirm it
-    /// ([`PinStatus::Pinned`]), or keep a changed definition pending ([`PinStatus::Changed`]).
-    /// Writes only when something changed.
+    /// Check a tool the gateway sees from the server `identity` (configured as `server`):
+    /// pin it if new ([`PinStatus::New`]), confirm it ([`PinStatus::Pinned`]), or keep a
+    /// changed definition pending ([`PinStatus::Changed`]). Writes only when something
+    /// changed.
     pub fn observe(
         &self,
+        identity: &ServerIdentity,
         server: &str,
         exposed_name: &str,
         tool: &Tool,
@@ -348,60 +485,78 @@ impl PinStore {
         let definition = pinned_definition(tool);
         let hash = hash_value(&definition);
         let now = unix_now();
+        let id = identity.id.as_str();
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let status =
-            match select(&tx, server, &tool.name)? {
-                None => {
-                    tx.execute(
-                    "INSERT INTO pins (server, tool, exposed_name, hash, definition, pinned_at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![server, tool.name, exposed_name, hash, definition.to_string(), now],
+        let status = match select(&tx, id, &tool.name)? {
+            None => {
+                // A version-1 pin of this server name with this very definition carries over.
+                let legacy = legacy_pinned_at(&tx, server, &tool.name, &hash)?;
+                tx.execute(
+                    "INSERT INTO tool_pins (server_id, identity, server, tool, exposed_name, \
+                     hash, definition, pinned_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    params![
+                        id,
+                        identity.shown,
+                        server,
+                        tool.name,
+                        exposed_name,
+                        hash,
+                        definition.to_string(),
+                        legacy.unwrap_or(now)
+                    ],
                 )?;
-                    bump(&tx)?;
+                bump(&tx)?;
+                if legacy.is_some() {
+                    PinStatus::Pinned
+                } else {
                     PinStatus::New
                 }
-                Some(pin) if pin.hash == hash => {
-                    // Back to the approved definition: a stale pending one must not be approvable.
-                    if pin.pending.is_some() || pin.exposed_name != exposed_name {
-                        tx.execute(
-                            "UPDATE pins SET exposed_name = ?3, pending_hash = NULL, \
-                         pending_definition = NULL, pending_seen_at = NULL \
-                         WHERE server = ?1 AND tool = ?2",
-                            params![server, tool.name, exposed_name],
-                        )?;
-                        bump(&tx)?;
-                    }
-                    PinStatus::Pinned
+            }
+            Some(pin) if pin.hash == hash => {
+                // Back to the approved definition: a stale pending one must not be approvable.
+                if pin.pending.is_some() || pin.exposed_name != exposed_name || pin.server != server
+                {
+                    tx.execute(
+                        "UPDATE tool_pins SET exposed_name = ?3, server = ?4, \
+                         pending_hash = NULL, pending_definition = NULL, pending_seen_at = NULL \
+                         WHERE server_id = ?1 AND tool = ?2",
+                        params![id, tool.name, exposed_name, server],
+                    )?;
+                    bump(&tx)?;
                 }
-                Some(mut pin) => {
-                    let known = pin.pending.as_ref().is_some_and(|p| p.hash == hash);
-                    if !known || pin.exposed_name != exposed_name {
-                        let pending = Pending {
-                            hash,
-                            definition,
-                            seen_at: if known { pin_seen_at(&pin) } else { now },
-                        };
-                        tx.execute(
-                            "UPDATE pins SET exposed_name = ?3, pending_hash = ?4, \
-                         pending_definition = ?5, pending_seen_at = ?6 \
-                         WHERE server = ?1 AND tool = ?2",
-                            params![
-                                server,
-                                tool.name,
-                                exposed_name,
-                                pending.hash,
-                                pending.definition.to_string(),
-                                pending.seen_at
-                            ],
-                        )?;
-                        bump(&tx)?;
-                        pin.exposed_name = exposed_name.to_owned();
-                        pin.pending = Some(pending);
-                    }
-                    PinStatus::Changed { pinned: pin }
+                PinStatus::Pinned
+            }
+            Some(mut pin) => {
+                let known = pin.pending.as_ref().is_some_and(|p| p.hash == hash);
+                if !known || pin.exposed_name != exposed_name || pin.server != server {
+                    let pending = Pending {
+                        hash,
+                        definition,
+                        seen_at: if known { pin_seen_at(&pin) } else { now },
+                    };
+                    tx.execute(
+                        "UPDATE tool_pins SET exposed_name = ?3, server = ?4, pending_hash = ?5, \
+                         pending_definition = ?6, pending_seen_at = ?7 \
+                         WHERE server_id = ?1 AND tool = ?2",
+                        params![
+                            id,
+                            tool.name,
+                            exposed_name,
+                            server,
+                            pending.hash,
+                            pending.definition.to_string(),
+                            pending.seen_at
+                        ],
+                    )?;
+                    bump(&tx)?;
+                    pin.exposed_name = exposed_name.to_owned();
+                    pin.server = server.to_owned();
+                    pin.pending = Some(pending);
                 }
-            };
+                PinStatus::Changed { pinned: pin }
+            }
+        };
         tx.commit()?;
         Ok(status)
     }
@@ -412,21 +567,34 @@ impl PinStore {
     /// Between showing a diff and approving, the server may change the tool again; a CLI that
     /// showed a diff should call [`PinStore::approve_hash`] with the hash it showed.
     pub fn approve(&self, name: &str) -> Result<Approved, PinError> {
-        self.approve_inner(name, None)
+        self.approve_inner(name, None, None)
     }
 
     /// Approve the pending definition of `name` only if its hash is still `pending_hash`.
     pub fn approve_hash(&self, name: &str, pending_hash: &str) -> Result<Approved, PinError> {
-        self.approve_inner(name, Some(pending_hash))
+        self.approve_inner(name, None, Some(pending_hash))
     }
 
-    fn approve_inner(&self, name: &str, expected: Option<&str>) -> Result<Approved, PinError> {
+    /// [`PinStore::approve_hash`] of the tool `name` of the server whose identity's id
+    /// starts with `id` (when several servers share the name).
+    pub fn approve_hash_in(
+        &self,
+        name: &str,
+        id: Option<&str>,
+        pending_hash: &str,
+    ) -> Result<Approved, PinError> {
+        self.approve_inner(name, id, Some(pending_hash))
+    }
+
+    fn approve_inner(
+        &self,
+        name: &str,
+        id: Option<&str>,
+        expected: Option<&str>,
+    ) -> Result<Approved, PinError> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let (server, tool) = resolve(&tx, name)?;
-        let Some(mut pin) = select(&tx, &server, &tool)? else {
-            return Err(PinError::NotFound(name.to_owned()));
-        };
+        let mut pin = resolve(&tx, name, id, true)?;
         let Some(pending) = pin.pending.take() else {
             return Err(PinError::NothingPending(name.to_owned()));
         };
@@ -438,10 +606,10 @@ impl PinStore {
         }
         let now = unix_now();
         tx.execute(
-            "UPDATE pins SET hash = pending_hash, definition = pending_definition, \
+            "UPDATE tool_pins SET hash = pending_hash, definition = pending_definition, \
              pinned_at = ?3, pending_hash = NULL, pending_definition = NULL, \
-             pending_seen_at = NULL WHERE server = ?1 AND tool = ?2",
-            params![server, tool, now],
+             pending_seen_at = NULL WHERE server_id = ?1 AND tool = ?2",
+            params![pin.server_id, pin.tool, now],
         )?;
         bump(&tx)?;
         tx.commit()?;
@@ -456,18 +624,23 @@ impl PinStore {
         })
     }
 
-    /// Forget the pin of `name` (as in [`PinStore::approve`]), or every pin with `None`; the
-    /// tool is pinned afresh the next time it is seen. Returns how many pins were removed
-    /// (0 for a name that is not pinned).
+    /// Forget the pin of `name` (as in [`PinStore::approve`]), or every tool pin with
+    /// `None`; the tool is pinned afresh the next time it is seen. Returns how many pins
+    /// were removed (0 for a name that is not pinned).
     pub fn reset(&self, name: Option<&str>) -> Result<usize, PinError> {
+        self.reset_in(name, None)
+    }
+
+    /// [`PinStore::reset`] of the server whose identity's id starts with `id`.
+    pub fn reset_in(&self, name: Option<&str>, id: Option<&str>) -> Result<usize, PinError> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let removed = match name {
-            None => tx.execute("DELETE FROM pins", [])?,
-            Some(name) => match resolve(&tx, name) {
-                Ok((server, tool)) => tx.execute(
-                    "DELETE FROM pins WHERE server = ?1 AND tool = ?2",
-                    params![server, tool],
+            None => tx.execute("DELETE FROM tool_pins", [])?,
+            Some(name) => match resolve(&tx, name, id, false) {
+                Ok(pin) => tx.execute(
+                    "DELETE FROM tool_pins WHERE server_id = ?1 AND tool = ?2",
+                    params![pin.server_id, pin.tool],
                 )?,
                 Err(PinError::NotFound(_)) => 0,
                 Err(e) => return Err(e),
@@ -480,22 +653,29 @@ impl PinStore {
         Ok(removed)
     }
 
-    /// Every pin, by server and tool.
+    /// Every tool pin, by display name and identity.
     pub fn list(&self) -> Result<Vec<Pin>, PinError> {
         let conn = self.lock();
-        let mut statement =
-            conn.prepare(&format!("SELECT {COLUMNS} FROM pins ORDER BY server, tool"))?;
+        let mut statement = conn.prepare(&format!(
+            "SELECT {COLUMNS} FROM tool_pins ORDER BY exposed_name, identity, tool"
+        ))?;
         let pins = statement
             .query_map([], read_pin)?
             .collect::<Result<Vec<_>, _>>()?;
         Ok(pins)
     }
 
-    /// The pin of `name` (as in [`PinStore::approve`]), if there is one.
+    /// The pin of `name` (as in [`PinStore::approve`]), if there is one; of several servers
+    /// sharing the name, the one with a change waiting when only one has.
     pub fn get(&self, name: &str) -> Result<Option<Pin>, PinError> {
+        self.get_in(name, None)
+    }
+
+    /// [`PinStore::get`] of the server whose identity's id starts with `id`.
+    pub fn get_in(&self, name: &str, id: Option<&str>) -> Result<Option<Pin>, PinError> {
         let conn = self.lock();
-        match resolve(&conn, name) {
-            Ok((server, tool)) => select(&conn, &server, &tool),
+        match resolve(&conn, name, id, true) {
+            Ok(pin) => Ok(Some(pin)),
             Err(PinError::NotFound(_)) => Ok(None),
             Err(e) => Err(e),
         }
@@ -512,13 +692,91 @@ impl PinStore {
             })?;
         Ok(u64::try_from(value).unwrap_or_default())
     }
+
+    /// The schema version of the store (see the module docs).
+    pub fn schema_version(&self) -> Result<i64, PinError> {
+        let conn = self.lock();
+        Ok(
+            conn.query_row("SELECT version FROM pins_schema WHERE id = 0", [], |r| {
+                r.get(0)
+            })?,
+        )
+    }
+}
+
+/// Brings the store to [`SCHEMA_VERSION`] in one transaction.
+fn migrate(conn: &mut Connection) -> Result<(), PinError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let table = |name: &str| -> Result<bool, PinError> {
+        Ok(tx
+            .query_row(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                [name],
+                |r| r.get::<_, i64>(0),
+            )
+            .optional()?
+            .is_some())
+    };
+    let v1 = table("pins")? && !table("pins_v1")?;
+    if v1 {
+        let held: i64 = tx.query_row(
+            "SELECT count(*) FROM pins WHERE pending_hash IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )?;
+        tx.execute_batch(
+            "ALTER TABLE pins RENAME TO pins_v1; DROP INDEX IF EXISTS pins_by_exposed_name;",
+        )?;
+        tracing::info!(
+            held,
+            "pin store upgraded: tool pins are now keyed by the server's launch, not its name; \
+             old pins carry over when a tool is seen unchanged, changes held before are not held"
+        );
+    }
+    tx.execute_batch(SCHEMA)?;
+    tx.execute(
+        "INSERT INTO pins_schema (id, version) VALUES (0, ?1) \
+         ON CONFLICT (id) DO UPDATE SET version = max(version, excluded.version)",
+        [SCHEMA_VERSION],
+    )?;
+    if v1 {
+        bump(&tx)?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// When a version-1 pin of `server`/`tool` pinned exactly `hash`, its date.
+fn legacy_pinned_at(
+    conn: &Connection,
+    server: &str,
+    tool: &str,
+    hash: &str,
+) -> Result<Option<i64>, PinError> {
+    let exists: Option<i64> = conn
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pins_v1'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if exists.is_none() {
+        return Ok(None);
+    }
+    Ok(conn
+        .query_row(
+            "SELECT pinned_at FROM pins_v1 WHERE server = ?1 AND tool = ?2 AND hash = ?3",
+            params![server, tool, hash],
+            |r| r.get(0),
+        )
+        .optional()?)
 }
 
 fn pin_seen_at(pin: &Pin) -> i64 {
     pin.pending.as_ref().map_or(0, |p| p.seen_at)
 }
 
-fn bump(tx: &Transaction<'_>) -> Result<(), PinError> {
+pub(crate) fn bump(tx: &Transaction<'_>) -> Result<(), PinError> {
     tx.execute(
         "UPDATE pins_generation SET value = value + 1 WHERE id = 0",
         [],
@@ -526,67 +784,97 @@ fn bump(tx: &Transaction<'_>) -> Result<(), PinError> {
     Ok(())
 }
 
-fn select(conn: &Connection, server: &str, tool: &str) -> Result<Option<Pin>, PinError> {
-    let sql = format!("SELECT {COLUMNS} FROM pins WHERE server = ?1 AND tool = ?2");
+fn select(conn: &Connection, server_id: &str, tool: &str) -> Result<Option<Pin>, PinError> {
+    let sql = format!("SELECT {COLUMNS} FROM tool_pins WHERE server_id = ?1 AND tool = ?2");
     Ok(conn
-        .query_row(&sql, params![server, tool], read_pin)
+        .query_row(&sql, params![server_id, tool], read_pin)
         .optional()?)
 }
 
-/// `(server, tool)` of a pin named as exposed (`server__tool`) or as `server/tool`.
-fn resolve(conn: &Connection, name: &str) -> Result<(String, String), PinError> {
-    let mut statement = conn.prepare("SELECT server, tool FROM pins WHERE exposed_name = ?1")?;
-    let found = statement
-        .query_map([name], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<Result<Vec<(String, String)>, _>>()?;
+/// Every pin named as exposed (`server__tool`), else as `server/tool`.
+fn find(conn: &Connection, name: &str) -> Result<Vec<Pin>, PinError> {
+    let query = |sql: &str, args: &[&dyn rusqlite::ToSql]| -> Result<Vec<Pin>, PinError> {
+        let mut statement = conn.prepare(sql)?;
+        Ok(statement
+            .query_map(args, read_pin)?
+            .collect::<Result<Vec<_>, _>>()?)
+    };
+    let found = query(
+        &format!("SELECT {COLUMNS} FROM tool_pins WHERE exposed_name = ?1 ORDER BY identity"),
+        &[&name],
+    )?;
+    if !found.is_empty() {
+        return Ok(found);
+    }
+    match name.split_once('/') {
+        Some((server, tool)) => query(
+            &format!(
+                "SELECT {COLUMNS} FROM tool_pins WHERE server = ?1 AND tool = ?2 ORDER BY identity"
+            ),
+            &[&server, &tool],
+        ),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The one pin `name` (and `id`, a prefix of an identity's id) means. With `pending`, of
+/// several, the only one with a change waiting.
+fn resolve(
+    conn: &Connection,
+    name: &str,
+    id: Option<&str>,
+    pending: bool,
+) -> Result<Pin, PinError> {
+    let mut found = find(conn, name)?;
+    if let Some(id) = id {
+        found.retain(|p| p.server_id.starts_with(id));
+    }
+    if found.len() > 1 && pending && found.iter().filter(|p| p.pending.is_some()).count() == 1 {
+        found.retain(|p| p.pending.is_some());
+    }
     match found.len() {
-        1 => return Ok(found.into_iter().next().unwrap_or_default()),
-        0 => {}
-        _ => return Err(PinError::Ambiguous(name.to_owned())),
+        0 => Err(PinError::NotFound(name.to_owned())),
+        1 => Ok(found.remove(0)),
+        _ => Err(PinError::Ambiguous {
+            name: name.to_owned(),
+            candidates: found
+                .iter()
+                .map(|p| format!("{} ({})", ServerIdentity::short(&p.server_id), p.identity))
+                .collect(),
+        }),
     }
-    if let Some((server, tool)) = name.split_once('/') {
-        let exists: Option<i64> = conn
-            .query_row(
-                "SELECT 1 FROM pins WHERE server = ?1 AND tool = ?2",
-                params![server, tool],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if exists.is_some() {
-            return Ok((server.to_owned(), tool.to_owned()));
-        }
-    }
-    Err(PinError::NotFound(name.to_owned()))
 }
 
 fn read_pin(row: &Row<'_>) -> rusqlite::Result<Pin> {
-    let pending_hash: Option<String> = row.get(6)?;
+    let pending_hash: Option<String> = row.get(8)?;
     let pending = match pending_hash {
         Some(hash) => Some(Pending {
             hash,
-            definition: json_column(row, 7)?,
-            seen_at: row.get::<_, Option<i64>>(8)?.unwrap_or_default(),
+            definition: json_column(row, 9)?,
+            seen_at: row.get::<_, Option<i64>>(10)?.unwrap_or_default(),
         }),
         None => None,
     };
     Ok(Pin {
-        server: row.get(0)?,
-        tool: row.get(1)?,
-        exposed_name: row.get(2)?,
-        hash: row.get(3)?,
-        definition: json_column(row, 4)?,
-        pinned_at: row.get(5)?,
+        server_id: row.get(0)?,
+        identity: row.get(1)?,
+        server: row.get(2)?,
+        tool: row.get(3)?,
+        exposed_name: row.get(4)?,
+        hash: row.get(5)?,
+        definition: json_column(row, 6)?,
+        pinned_at: row.get(7)?,
         pending,
     })
 }
 
-fn json_column(row: &Row<'_>, index: usize) -> rusqlite::Result<Value> {
+pub(crate) fn json_column(row: &Row<'_>, index: usize) -> rusqlite::Result<Value> {
     let text: String = row.get(index)?;
     serde_json::from_str(&text)
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(e)))
 }
 
-fn unix_now() -> i64 {
+pub(crate) fn unix_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
@@ -652,15 +940,19 @@ mod tests {
     #[test]
     fn a_pending_change_that_reverts_is_dropped() {
         let store = PinStore::open_in_memory().unwrap();
-        store.observe("s", "s__echo", &tool("one")).unwrap();
+        store
+            .observe(&ServerIdentity::named("s"), "s", "s__echo", &tool("one"))
+            .unwrap();
         assert!(
             store
-                .observe("s", "s__echo", &tool("two"))
+                .observe(&ServerIdentity::named("s"), "s", "s__echo", &tool("two"))
                 .unwrap()
                 .is_held()
         );
         assert_eq!(
-            store.observe("s", "s__echo", &tool("one")).unwrap(),
+            store
+                .observe(&ServerIdentity::named("s"), "s", "s__echo", &tool("one"))
+                .unwrap(),
             PinStatus::Pinned
         );
         assert!(matches!(
@@ -672,17 +964,23 @@ mod tests {
     #[test]
     fn seeing_the_same_change_again_writes_nothing() {
         let store = PinStore::open_in_memory().unwrap();
-        store.observe("s", "s__echo", &tool("one")).unwrap();
-        store.observe("s", "s__echo", &tool("two")).unwrap();
+        store
+            .observe(&ServerIdentity::named("s"), "s", "s__echo", &tool("one"))
+            .unwrap();
+        store
+            .observe(&ServerIdentity::named("s"), "s", "s__echo", &tool("two"))
+            .unwrap();
         let version = store.version().unwrap();
         assert!(
             store
-                .observe("s", "s__echo", &tool("two"))
+                .observe(&ServerIdentity::named("s"), "s", "s__echo", &tool("two"))
                 .unwrap()
                 .is_held()
         );
         assert_eq!(store.version().unwrap(), version);
-        store.observe("s", "s__echo", &tool("one")).unwrap();
+        store
+            .observe(&ServerIdentity::named("s"), "s", "s__echo", &tool("one"))
+            .unwrap();
         assert_ne!(store.version().unwrap(), version, "a revert clears pending");
     }
 }

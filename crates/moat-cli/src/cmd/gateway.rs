@@ -130,6 +130,7 @@ fn config_path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
 fn summary(host: &Host, path: &Path) {
     let listed = host.listed_tools().len();
     let held = host.held_tools();
+    let held_servers = host.held_servers();
     let down = host.down_reasons();
     for collision in host.collisions() {
         eprintln!("moat gateway: name collision: {collision}");
@@ -143,6 +144,9 @@ fn summary(host: &Host, path: &Path) {
         line.push_str(&format!(", not running: {}", names.join(", ")));
     }
     eprintln!("{line}");
+    for (name, why) in &held_servers {
+        eprintln!("moat gateway: {name} is held, not started: {why}");
+    }
     for (name, why) in &down {
         eprintln!("moat gateway: {name} did not start: {why}");
     }
@@ -154,6 +158,7 @@ fn summary(host: &Host, path: &Path) {
 async fn check(host: &Host, json: bool, search: Option<&str>) -> Result<(), Failure> {
     let listed = host.listed_tools();
     let held = host.held_tools();
+    let held_servers = host.held_servers();
     let down = host.down_reasons();
     let collisions = host.collisions();
     let cost = host.tool_cost();
@@ -162,6 +167,7 @@ async fn check(host: &Host, json: bool, search: Option<&str>) -> Result<(), Fail
         crate::output::print_json(&serde_json::json!({
             "tools": listed,
             "held": held.iter().map(|(n, r)| serde_json::json!({"name": n, "reason": r})).collect::<Vec<_>>(),
+            "held_servers": held_servers.iter().map(|(n, r)| serde_json::json!({"name": n, "reason": r})).collect::<Vec<_>>(),
             "down": down.iter().map(|(n, why)| serde_json::json!({"name": n, "reason": why})).collect::<Vec<_>>(),
             "collisions": collisions,
             "tool_search": {
@@ -207,6 +213,9 @@ async fn check(host: &Host, json: bool, search: Option<&str>) -> Result<(), Fail
         for (name, reason) in &held {
             println!("held back: {name}: {reason}");
         }
+        for (name, reason) in &held_servers {
+            println!("held server (not started): {name}: {reason}");
+        }
         for collision in &collisions {
             println!("name collision: {collision}");
         }
@@ -223,6 +232,15 @@ async fn check(host: &Host, json: bool, search: Option<&str>) -> Result<(), Fail
         return Err(Failure::Connection(anyhow!(
             "{} server(s) did not start: {}",
             down.len(),
+            names.join(", ")
+        )));
+    }
+    if !held_servers.is_empty() {
+        let names: Vec<&str> = held_servers.iter().map(|(n, _)| n.as_str()).collect();
+        return Err(Failure::Usage(anyhow!(
+            "{} server(s) held until their launch is approved: {} (`moat pins` shows what \
+             changed; `moat pins approve server:NAME` starts it)",
+            held_servers.len(),
             names.join(", ")
         )));
     }
