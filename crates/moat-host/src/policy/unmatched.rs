@@ -16,6 +16,8 @@ use super::{NameGlobs, Policy, Selector, ToolRef};
 const SUGGESTIONS: usize = 3;
 /// How alike (0 to 1) a name must be to a glob to be suggested.
 const ALIKE: f64 = 0.5;
+/// How far behind the best suggestion another may be.
+const NEAR_BEST: f64 = 0.2;
 
 /// A glob that selects no configured server, or no tool its servers offer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,6 +211,9 @@ fn closest<'a>(glob: &str, names: impl Iterator<Item = &'a str>) -> Vec<String> 
         .filter(|(score, _)| *score >= ALIKE)
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    // Names far behind the best are noise next to it (`write_file` for `delete_fil`).
+    let best = scored.first().map_or(0.0, |s| s.0);
+    scored.retain(|(score, _)| *score >= best - NEAR_BEST);
     let mut out: Vec<String> = Vec::new();
     for (_, name) in scored {
         if !out.iter().any(|n| n == name) {
@@ -230,7 +235,11 @@ mod tests {
         let names = ["delete_file", "read_file", "files__delete_file", "list"];
         assert_eq!(
             closest("files__delete_fil", names.iter().copied()),
-            vec!["files__delete_file".to_owned(), "delete_file".to_owned()]
+            vec!["files__delete_file".to_owned()]
+        );
+        assert_eq!(
+            closest("delete_fil", names.iter().copied()),
+            vec!["delete_file".to_owned()]
         );
         assert_eq!(closest("READ_*", names.iter().copied())[0], "read_file");
         assert!(closest("zzzzzz", names.iter().copied()).is_empty());
