@@ -343,7 +343,8 @@ fn an_ask_without_a_channel_says_how_to_allow_it_and_that_works() {
     // The default asks: the advice is an allow rule, spelled out.
     let setup = Setup::new("[policy]\ndefault = \"ask\"\n");
     let message = refusal(&setup.call());
-    let advised = r#"[[policy.rules]] decision = "allow", server = "files", tool = "delete_file""#;
+    let advised =
+        "[[policy.rules]]\ndecision = \"allow\"\nserver = \"files\"\ntool = \"delete_file\"\n";
     assert!(
         message.contains("no consent channel")
             && message.contains("does not support elicitation")
@@ -351,10 +352,8 @@ fn an_ask_without_a_channel_says_how_to_allow_it_and_that_works() {
         "{message}"
     );
     assert!(setup.victim().exists());
-    setup.write(
-        "[policy]\ndefault = \"ask\"\n\n[[policy.rules]]\ndecision = \"allow\"\nserver = \"files\"\n\
-         tool = \"delete_file\"\n",
-    );
+    // Pasted as given.
+    setup.write(&format!("[policy]\ndefault = \"ask\"\n\n{advised}"));
     let run = setup.call();
     assert!(
         !result_of(&run).1,

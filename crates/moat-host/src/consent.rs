@@ -120,10 +120,10 @@ impl Unasked {
     /// One sentence for a refusal message.
     pub fn explain(&self) -> String {
         match self {
-            Unasked::ModeDeny => "the gateway's configuration has [consent] mode = \"deny\", \
+            Unasked::ModeDeny => "The gateway's configuration has [consent] mode = \"deny\", \
                                   which refuses every call that policy says to ask about"
                 .to_owned(),
-            Unasked::NoChannel(why) => format!("moat had no way to ask: {why}"),
+            Unasked::NoChannel(why) => format!("Nobody could be asked: {why}"),
         }
     }
 }

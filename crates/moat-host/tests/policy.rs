@@ -1007,7 +1007,9 @@ fn advice_for_an_ask_that_cannot_be_asked_is_one_that_works() {
     let advice = p.advice_to_allow(&list, &Map::new());
     assert!(
         advice.contains(r#"default = "ask""#)
-            && advice.contains(r#"decision = "allow", server = "exec", tool = "list""#),
+            && advice.contains(
+                "[[policy.rules]]\ndecision = \"allow\"\nserver = \"exec\"\ntool = \"list\"\n"
+            ),
         "{advice}"
     );
     // Rules ask: an allow rule cannot win, so the advice is about them.
@@ -1033,7 +1035,7 @@ fn advice_for_an_ask_that_cannot_be_asked_is_one_that_works() {
     let advice = p.advice_to_allow(&both, &long);
     assert!(
         advice.contains("rule 1 (destructive-asks) and rule 2 (big-reads)")
-            && advice.contains("narrow them"),
+            && advice.contains("narrow those rules so they no longer select this tool"),
         "{advice}"
     );
 }

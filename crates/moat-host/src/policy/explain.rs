@@ -31,25 +31,31 @@ impl Policy {
         if asking.is_empty() {
             return format!(
                 "No rule matches {exposed}, so [policy] default = \"{}\" applies. To allow it \
-                 without asking, add this rule to the gateway's configuration: \
-                 [[policy.rules]] decision = \"allow\", server = \"{}\", tool = \"{}\".",
-                self.default, tool.server, tool.tool
+                 without asking, add this rule to the gateway's configuration:\n\n\
+                 [[policy.rules]]\ndecision = \"allow\"\nserver = {}\ntool = {}\n",
+                self.default,
+                toml_string(tool.server),
+                toml_string(tool.tool)
             );
         }
-        let (them, they) = if asking.len() == 1 {
-            ("it", "it")
+        let (rules, they, select) = if asking.len() == 1 {
+            ("that rule", "it", "selects")
         } else {
-            ("them", "they")
+            ("those rules", "they", "select")
         };
         format!(
             "Asking comes from {}. A rule with decision = \"allow\" would not help: an ask rule \
              that matches wins over any allow rule. To allow {exposed} without asking, narrow \
-             {them} so {they} no longer select{} it (with `server`, `tool`, `annotations` or \
-             `args`), or change {them} to decision = \"allow\".",
+             {rules} so {they} no longer {select} this tool (with `server`, `tool`, \
+             `annotations` or `args`), or change {rules} to decision = \"allow\".",
             join(&asking),
-            if asking.len() == 1 { "s" } else { "" },
         )
     }
+}
+
+/// A TOML basic string: JSON's escapes are TOML's for the names a server may give.
+fn toml_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}"))
 }
 
 /// `a`, `a and b`, `a, b and c`.

@@ -349,7 +349,7 @@ fn item_label(kind: &str, index: usize, name: Option<&str>) -> String {
 /// server's prefix on first need, so a rule without a `tool` glob costs no allocation).
 pub(crate) struct Named<'a> {
     tool: &'a ToolRef<'a>,
-    prefix: Option<&'a str>,
+    prefixes: &'a HashMap<String, String>,
     exposed: OnceCell<String>,
 }
 
@@ -363,10 +363,11 @@ impl<'a> Named<'a> {
     }
 
     fn exposed(&self) -> &str {
-        self.exposed.get_or_init(|| match self.prefix {
-            Some(prefix) => crate::naming::prefixed_name(prefix, self.tool.tool),
-            None => crate::naming::exposed_name(self.tool.server, self.tool.tool),
-        })
+        self.exposed
+            .get_or_init(|| match self.prefixes.get(self.tool.server) {
+                Some(prefix) => crate::naming::prefixed_name(prefix, self.tool.tool),
+                None => crate::naming::exposed_name(self.tool.server, self.tool.tool),
+            })
     }
 
     pub(crate) fn tool(&self) -> &ToolRef<'a> {
@@ -679,7 +680,7 @@ impl Policy {
     fn named<'a>(&'a self, tool: &'a ToolRef<'a>) -> Named<'a> {
         Named {
             tool,
-            prefix: self.prefixes.get(tool.server).map(String::as_str),
+            prefixes: &self.prefixes,
             exposed: OnceCell::new(),
         }
     }
