@@ -203,14 +203,16 @@ async fn run(
             let answer = consent::ask(ctx, consent.mode, consent.timeout, &question).await;
             record.consent = Some(answer.how.clone());
             if !answer.choice.approves() {
-                let hint = if answer.how == "no consent channel" {
-                    format!(
-                        " moat had no way to ask: the client does not support elicitation and there is no terminal. \
-                         To allow it, add a rule with decision = \"allow\" for {exposed} to the gateway's configuration, \
-                         or run the gateway where it can ask."
-                    )
-                } else {
-                    String::new()
+                let hint = match &answer.unasked {
+                    Some(unasked) => {
+                        let advice = if taint.is_some() {
+                            containment_advice(&entry.server, &entry.tool.name)
+                        } else {
+                            settings.policy.advice_to_allow(&tool_ref, map)
+                        };
+                        format!(" {}. {advice}", unasked.explain())
+                    }
+                    None => String::new(),
                 };
                 return Ok(refuse(
                     record,
@@ -240,6 +242,18 @@ async fn run(
     }
 
     forward(inner, ctx, &entry, exposed, args, record).await
+}
+
+/// How to get past containment when nobody can be asked: it is not a policy rule, so the
+/// advice is about labels and channels.
+fn containment_advice(server: &str, tool: &str) -> String {
+    format!(
+        "Containment asks about every call that can send data out once the session has read \
+         untrusted content, whatever the rules say. To go on, start a new session, run the \
+         gateway where it can ask (a client with elicitation, or the gateway in the \
+         foreground of a terminal), or, if this tool cannot send data out, say so with \
+         [[policy.labels]] server = \"{server}\", tool = \"{tool}\", sink = false."
+    )
 }
 
 /// Sends the call to its server and waits for the answer, the deadline, the client's

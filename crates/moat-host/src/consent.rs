@@ -3,12 +3,21 @@
 //! The channel, in order of preference (`[consent] mode = "auto"`): the client, through a
 //! form-mode elicitation, when it declared it supports one; else the controlling terminal,
 //! when the host has one (`/dev/tty`: a desktop app that launched the host over stdio
-//! usually has none); else nobody, and the call is refused with a message saying how to
-//! allow it. An answer may last: once, for this session, or always (stored, so it
+//! usually has none) and is in its foreground process group; else nobody, and the call is
+//! refused with a message saying why and how to allow it. `mode = "deny"` asks nobody.
+//!
+//! A process in the background of its terminal (`moat call … -- moat gateway` puts the
+//! gateway in a process group of its own) would be stopped by the kernel (`SIGTTIN`,
+//! `SIGTTOU`) the moment it read or wrote there, and the call would never end: such a
+//! terminal is not a channel. The question is also read and written with both signals
+//! blocked, so a gateway moved to the background while it asks gets an error, not a stop.
+//!
+//! An answer may last: once, for this session, or always (stored, so it
 //! survives restarts; `moat pins reset` does not touch it, removing the rule does not
 //! either — the decision names the exposed tool).
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -77,11 +86,57 @@ pub struct Question<'a> {
 
 /// The answer, and how it was obtained (for the audit trail).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Answer {
     /// What was chosen.
     pub choice: Choice,
     /// E.g. "approved once via elicitation", "no consent channel".
     pub how: String,
+    /// Set when nobody was asked: why.
+    pub unasked: Option<Unasked>,
+}
+
+impl Answer {
+    fn asked(choice: Choice, how: impl Into<String>) -> Answer {
+        Answer {
+            choice,
+            how: how.into(),
+            unasked: None,
+        }
+    }
+}
+
+/// Why nobody was asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Unasked {
+    /// `[consent] mode = "deny"`: the configuration says to ask nobody.
+    ModeDeny,
+    /// No channel the mode allows was there; the text says which were missing and why.
+    NoChannel(String),
+}
+
+impl Unasked {
+    /// One sentence for a refusal message.
+    pub fn explain(&self) -> String {
+        match self {
+            Unasked::ModeDeny => "The gateway's configuration has [consent] mode = \"deny\", \
+                                  which refuses every call that policy says to ask about"
+                .to_owned(),
+            Unasked::NoChannel(why) => format!("Nobody could be asked: {why}"),
+        }
+    }
+}
+
+/// Whether the host can ask on its terminal, and if not, why not.
+#[derive(Debug)]
+enum Terminal {
+    /// The controlling terminal, with this process in its foreground.
+    Usable(std::fs::File),
+    /// No controlling terminal.
+    Absent,
+    /// A controlling terminal whose foreground is another process group.
+    Background,
 }
 
 /// Asks through the best channel `mode` allows.
@@ -91,32 +146,59 @@ pub async fn ask(
     timeout: Duration,
     question: &Question<'_>,
 ) -> Answer {
+    if mode == ConsentMode::Deny {
+        return Answer {
+            choice: Choice::Deny,
+            how: "[consent] mode = deny".into(),
+            unasked: Some(Unasked::ModeDeny),
+        };
+    }
     let elicit_ok = client_can_elicit(ctx);
     let use_elicit = matches!(mode, ConsentMode::Auto | ConsentMode::Elicit) && elicit_ok;
     if use_elicit {
         return match tokio::time::timeout(timeout, by_elicitation(ctx, question)).await {
             Ok(answer) => answer,
-            Err(_) => Answer {
-                choice: Choice::Deny,
-                how: format!("no answer via elicitation within {}s", timeout.as_secs()),
-            },
+            Err(_) => Answer::asked(
+                Choice::Deny,
+                format!("no answer via elicitation within {}s", timeout.as_secs()),
+            ),
         };
     }
     let use_terminal = matches!(mode, ConsentMode::Auto | ConsentMode::Terminal);
-    if use_terminal && let Some(tty) = open_tty() {
+    let terminal = if use_terminal {
+        terminal()
+    } else {
+        Terminal::Absent
+    };
+    if let Terminal::Usable(tty) = terminal {
         let text = terminal_text(question);
         let task = tokio::task::spawn_blocking(move || by_terminal(tty, &text));
         return match tokio::time::timeout(timeout, task).await {
             Ok(Ok(answer)) => answer,
-            _ => Answer {
-                choice: Choice::Deny,
-                how: format!("no answer on the terminal within {}s", timeout.as_secs()),
-            },
+            _ => Answer::asked(
+                Choice::Deny,
+                format!("no answer on the terminal within {}s", timeout.as_secs()),
+            ),
         };
     }
+    let client = "the client does not support elicitation";
+    let tty = match terminal {
+        Terminal::Background => {
+            "the gateway's terminal is not a channel, because the gateway is not in its \
+             foreground (it was started in the background, or by a program such as \
+             `moat call … -- moat gateway` that runs it in a process group of its own)"
+        }
+        _ => "the gateway has no controlling terminal (as when a desktop app starts it)",
+    };
+    let why = match mode {
+        ConsentMode::Elicit => format!("{client}, and [consent] mode = \"elicit\" asks only there"),
+        ConsentMode::Terminal => format!("[consent] mode = \"terminal\", and {tty}"),
+        _ => format!("{client}, and {tty}"),
+    };
     Answer {
         choice: Choice::Deny,
         how: "no consent channel".into(),
+        unasked: Some(Unasked::NoChannel(why)),
     }
 }
 
@@ -146,10 +228,10 @@ async fn by_elicitation(ctx: &RequestContext, question: &Question<'_>) -> Answer
     let schema: RequestedSchema = match serde_json::from_value(schema) {
         Ok(s) => s,
         Err(e) => {
-            return Answer {
-                choice: Choice::Deny,
-                how: format!("could not build the consent form: {e}"),
-            };
+            return Answer::asked(
+                Choice::Deny,
+                format!("could not build the consent form: {e}"),
+            );
         }
     };
     let message = format!(
@@ -166,24 +248,12 @@ async fn by_elicitation(ctx: &RequestContext, question: &Question<'_>) -> Answer
                     Some(ElicitValue::String(s)) => Choice::from_label(s),
                     _ => Choice::Deny,
                 };
-                Answer {
-                    how: format!("{} via elicitation", past_tense(choice)),
-                    choice,
-                }
+                Answer::asked(choice, format!("{} via elicitation", past_tense(choice)))
             }
-            ElicitAction::Decline => Answer {
-                choice: Choice::Deny,
-                how: "declined via elicitation".into(),
-            },
-            _ => Answer {
-                choice: Choice::Deny,
-                how: "dismissed via elicitation".into(),
-            },
+            ElicitAction::Decline => Answer::asked(Choice::Deny, "declined via elicitation"),
+            _ => Answer::asked(Choice::Deny, "dismissed via elicitation"),
         },
-        Err(e) => Answer {
-            choice: Choice::Deny,
-            how: format!("elicitation failed: {e}"),
-        },
+        Err(e) => Answer::asked(Choice::Deny, format!("elicitation failed: {e}")),
     }
 }
 
@@ -196,13 +266,59 @@ fn past_tense(choice: Choice) -> &'static str {
     }
 }
 
-/// The controlling terminal, if the host has one. Never stdin: on stdio it is the wire.
-fn open_tty() -> Option<std::fs::File> {
-    std::fs::OpenOptions::new()
+/// The controlling terminal, if the host has one and is in its foreground. Never stdin:
+/// on stdio it is the wire.
+fn terminal() -> Terminal {
+    let Ok(tty) = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/tty")
-        .ok()
+    else {
+        return Terminal::Absent;
+    };
+    // SAFETY: plain queries on a descriptor this function owns and on the process itself.
+    let (foreground, own) = unsafe { (libc::tcgetpgrp(tty.as_raw_fd()), libc::getpgrp()) };
+    if foreground == -1 {
+        return Terminal::Absent;
+    }
+    if foreground != own {
+        return Terminal::Background;
+    }
+    Terminal::Usable(tty)
+}
+
+/// `SIGTTIN` and `SIGTTOU` blocked on this thread while it lives: a read from the
+/// terminal by a background process then fails with `EIO` and a write goes through,
+/// where either would otherwise stop the whole process.
+struct JobControlBlocked {
+    previous: libc::sigset_t,
+}
+
+impl JobControlBlocked {
+    fn new() -> Option<JobControlBlocked> {
+        // SAFETY: sigset_t is plain data, initialised by sigemptyset before use; the
+        // mask is this thread's own and is restored on drop.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut previous: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGTTIN);
+            libc::sigaddset(&mut set, libc::SIGTTOU);
+            if libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut previous) != 0 {
+                return None;
+            }
+            Some(JobControlBlocked { previous })
+        }
+    }
+}
+
+impl Drop for JobControlBlocked {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved by `new` on the same thread.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.previous, std::ptr::null_mut());
+        }
+    }
 }
 
 fn terminal_text(question: &Question<'_>) -> String {
@@ -219,23 +335,20 @@ static TERMINAL: Mutex<()> = Mutex::new(());
 
 fn by_terminal(tty: std::fs::File, text: &str) -> Answer {
     let _turn = TERMINAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_blocked) = JobControlBlocked::new() else {
+        return Answer::asked(Choice::Deny, "the terminal could not be used safely");
+    };
     let mut out = &tty;
     if out
         .write_all(text.as_bytes())
         .and_then(|_| out.flush())
         .is_err()
     {
-        return Answer {
-            choice: Choice::Deny,
-            how: "the terminal could not be written".into(),
-        };
+        return Answer::asked(Choice::Deny, "the terminal could not be written");
     }
     let mut line = String::new();
     if BufReader::new(&tty).read_line(&mut line).is_err() {
-        return Answer {
-            choice: Choice::Deny,
-            how: "the terminal could not be read".into(),
-        };
+        return Answer::asked(Choice::Deny, "the terminal could not be read");
     }
     let choice = match line.trim().to_ascii_lowercase().as_str() {
         "o" | "once" | "y" | "yes" => Choice::Once,
@@ -243,10 +356,7 @@ fn by_terminal(tty: std::fs::File, text: &str) -> Answer {
         "a" | "always" => Choice::Always,
         _ => Choice::Deny,
     };
-    Answer {
-        how: format!("{} on the terminal", past_tense(choice)),
-        choice,
-    }
+    Answer::asked(choice, format!("{} on the terminal", past_tense(choice)))
 }
 
 fn shorten(text: &str, max: usize) -> String {

@@ -28,7 +28,7 @@ use crate::catalog::Catalog;
 use crate::config::{Config, ServerConfig};
 use crate::consent::Decisions;
 use crate::pins::PinStore;
-use crate::policy::{Labels, Policy};
+use crate::policy::{Labels, Policy, Unmatched};
 use crate::sessions::Sessions;
 use crate::state;
 use crate::supervisor::{self, Live};
@@ -191,7 +191,8 @@ impl Host {
     /// by the start timeout), so its first `tools/list` already has their tools; a server
     /// that fails to start is retried in the background. [`Host::ready`] waits the same way.
     pub async fn start(config: Config, options: HostOptions) -> Result<Host, HostError> {
-        let policy = Policy::new(&config.policy)?;
+        let policy = Policy::for_config(&config)?;
+        warn_unmatched(policy.unmatched_servers());
         let redactor = config.audit.redactor();
         let (pins, decisions, audit) = open_state(&config, &options)?;
         let server = Server::new("moat", env!("CARGO_PKG_VERSION")).instructions(
@@ -240,6 +241,7 @@ impl Host {
             inner.wait_for_starts(1).await;
             crate::search::apply(&inner).await;
             inner.started();
+            warn_unmatched(unmatched_tools(&inner));
             spawn_pins_poll(Arc::downgrade(&inner));
         });
         Ok(host)
@@ -294,7 +296,8 @@ impl Host {
     /// added, removed or changed are started, stopped or restarted; unchanged servers and
     /// client sessions are left alone.
     pub async fn reload(&self, config: Config) -> Result<(), HostError> {
-        let policy = Policy::new(&config.policy)?;
+        let policy = Policy::for_config(&config)?;
+        warn_unmatched(policy.unmatched_servers());
         let redactor = config.audit.redactor();
         let old: Vec<ServerConfig> = self.inner.settings().config.servers.clone();
         // A file new to the configuration is the user's own doing (they imported it): its
@@ -334,6 +337,7 @@ impl Host {
         // Also republishes: the policy and `[tool_search]` may both have changed.
         crate::search::apply(&self.inner).await;
         self.inner.started();
+        warn_unmatched(unmatched_tools(&self.inner));
         tracing::info!(
             added = diff.added.len(),
             removed = diff.removed.len(),
@@ -430,6 +434,54 @@ impl Host {
     /// The audit trail, unless turned off.
     pub fn audit(&self) -> Option<&AuditLog> {
         self.inner.audit.as_ref()
+    }
+
+    /// Globs of the policy and of `[tool_search] always` that select nothing: server globs
+    /// against the configured servers, tool globs against the tools the servers have listed
+    /// (an entry about a server that has not listed its tools is not judged).
+    pub fn unmatched(&self) -> Vec<Unmatched> {
+        let mut out = self.inner.settings().policy.unmatched_servers();
+        out.extend(unmatched_tools(&self.inner));
+        out
+    }
+}
+
+/// The tool globs of [`Host::unmatched`].
+fn unmatched_tools(inner: &Inner) -> Vec<Unmatched> {
+    let settings = inner.settings();
+    let catalog = lock(&inner.catalog);
+    let mut tools: Vec<(&str, &str)> = catalog
+        .fetched
+        .iter()
+        .flat_map(|(server, f)| f.tools.iter().map(|t| (server.as_str(), t.name.as_str())))
+        .collect();
+    tools.sort_unstable();
+    let listed: Vec<&str> = catalog.fetched.keys().map(String::as_str).collect();
+    let mut out = settings.policy.unmatched_tools(&tools, &listed);
+    let exposed: Vec<String> = tools
+        .iter()
+        .map(|(server, tool)| {
+            settings
+                .policy
+                .exposed_name(&crate::policy::ToolRef::new(server, tool))
+        })
+        .collect();
+    let exposed: Vec<&str> = exposed.iter().map(String::as_str).collect();
+    out.extend(crate::policy::unmatched_names(
+        "[tool_search]",
+        "always",
+        &settings.config.tool_search.always,
+        &exposed,
+    ));
+    out
+}
+
+/// On stderr (through `tracing`): a glob that selects nothing is a rule that does nothing.
+fn warn_unmatched(unmatched: Vec<Unmatched>) {
+    for u in unmatched {
+        tracing::warn!(
+            "{u}: it does nothing as written (`moat gateway --check` lists every such glob)"
+        );
     }
 }
 

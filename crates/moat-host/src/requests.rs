@@ -276,9 +276,14 @@ async fn decide_and_forward(
             return Err(ErrorObject::new(
                 REFUSED,
                 format!(
-                    "server {server}'s {} request needs consent, and it was not given ({})",
+                    "server {server}'s {} request needs consent, and it was not given ({}){}",
                     kind.as_str(),
-                    answer.how
+                    answer.how,
+                    answer
+                        .unasked
+                        .as_ref()
+                        .map(|u| format!(". {}", u.explain()))
+                        .unwrap_or_default()
                 ),
             ));
         }

@@ -804,3 +804,238 @@ fn requests_ask_only_for_sampling() {
     );
     assert!(err.contains("elicitation"), "{err}");
 }
+
+// ---------------------------------------------------------------------------
+// The name clients see, globs that select nothing, advice that works
+// ---------------------------------------------------------------------------
+
+/// `files` with the default prefix and `gh` shown as `github_…`.
+fn with_servers(toml_text: &str) -> Policy {
+    policy(toml_text).with_servers([
+        ("files".to_owned(), "files__".to_owned()),
+        ("gh".to_owned(), "github_".to_owned()),
+        ("exec".to_owned(), "exec__".to_owned()),
+    ])
+}
+
+#[test]
+fn a_tool_glob_matches_the_own_name_and_the_name_clients_see() {
+    for rule in [
+        r#"tool = "files__delete_file""#,
+        r#"server = "files"
+        tool = "delete_file""#,
+        r#"tool = "files__*""#,
+    ] {
+        let p = with_servers(&format!(
+            "[policy]\ndefault = \"allow\"\n[[policy.rules]]\ndecision = \"deny\"\n{rule}\n"
+        ));
+        let delete = ToolRef::new("files", "delete_file");
+        let v = p.evaluate(&delete, Some(&Map::new()));
+        assert_eq!(v.decision, Decision::Deny, "{rule}");
+        assert!(!p.visible(&delete), "{rule}");
+        assert_eq!(
+            decide(&p, "exec", "delete_file", json!({})),
+            if rule.contains("server") || rule.contains("files__") {
+                Decision::Allow
+            } else {
+                Decision::Deny
+            },
+            "{rule}"
+        );
+    }
+    // A configured prefix is the name clients see; the default one is then no name at all.
+    let p = with_servers(
+        "[policy]\ndefault = \"allow\"\n[[policy.rules]]\ndecision = \"deny\"\n\
+         tool = [\"github_create_issue\", \"gh__merge\"]\n",
+    );
+    assert_eq!(decide(&p, "gh", "create_issue", json!({})), Decision::Deny);
+    assert_eq!(decide(&p, "gh", "merge", json!({})), Decision::Allow);
+    // Without the servers, the default prefix is assumed.
+    let bare = policy(
+        "[policy]\ndefault = \"allow\"\n[[policy.rules]]\ndecision = \"deny\"\ntool = \"gh__merge\"\n",
+    );
+    assert_eq!(decide(&bare, "gh", "merge", json!({})), Decision::Deny);
+    assert_eq!(bare.exposed_name(&ToolRef::new("gh", "merge")), "gh__merge");
+    assert_eq!(p.exposed_name(&ToolRef::new("gh", "merge")), "github_merge");
+}
+
+#[test]
+fn labels_and_rate_limits_match_the_name_clients_see_too() {
+    let p = with_servers(
+        r#"
+        [policy]
+        default = "allow"
+        [[policy.labels]]
+        tool = "exec__run"
+        untrusted = true
+        [[policy.rate_limits]]
+        tool = "github_search"
+        per_minute = 1
+        "#,
+    );
+    let none = TrustOverride::default();
+    assert!(
+        p.labels(&ToolRef::new("exec", "run"), &none)
+            .untrusted_source
+    );
+    assert!(
+        !p.labels(&ToolRef::new("files", "run"), &none)
+            .untrusted_source
+    );
+    let search = ToolRef::new("gh", "search");
+    let now = Instant::now();
+    assert!(p.check_rate_at(&search, now).is_ok());
+    assert!(p.check_rate_at(&search, now).is_err());
+}
+
+#[test]
+fn server_globs_that_select_no_configured_server_are_reported() {
+    let p = with_servers(
+        r#"
+        [policy]
+        [[policy.rules]]
+        name = "no-delete"
+        decision = "deny"
+        server = ["fles", "files"]
+        [[policy.rate_limits]]
+        server = "exec*"
+        per_second = 1
+        [[policy.labels]]
+        server = "github"
+        untrusted = true
+        [[policy.requests]]
+        server = "nowhere"
+        sampling = "deny"
+        "#,
+    );
+    let found: Vec<String> = p
+        .unmatched_servers()
+        .iter()
+        .map(|u| u.to_string())
+        .collect();
+    assert_eq!(
+        found,
+        [
+            r#"rule 1 (no-delete): server = "fles" matches no configured server (closest: files)"#,
+            r#"label 1: server = "github" matches no configured server"#,
+            r#"request rule 1: server = "nowhere" matches no configured server"#,
+        ],
+        "{found:#?}"
+    );
+    // Built without its servers, a policy cannot tell.
+    assert!(
+        policy("[policy]\n[[policy.rules]]\ndecision = \"deny\"\nserver = \"x\"\n")
+            .unmatched_servers()
+            .is_empty()
+    );
+}
+
+#[test]
+fn tool_globs_that_select_no_listed_tool_are_reported() {
+    let p = with_servers(
+        r#"
+        [policy]
+        [[policy.rules]]
+        name = "typo"
+        decision = "deny"
+        tool = "files__delete_fil"
+        [[policy.rules]]
+        name = "wrong-server"
+        decision = "deny"
+        server = "exec"
+        tool = "delete_file"
+        [[policy.rules]]
+        name = "fine"
+        decision = "deny"
+        tool = ["files__delete_file", "write_*"]
+        [[policy.rules]]
+        name = "unknown-yet"
+        decision = "deny"
+        server = "gh"
+        tool = "anything"
+        "#,
+    );
+    let tools = [
+        ("files", "delete_file"),
+        ("files", "write_file"),
+        ("exec", "run_command"),
+    ];
+    // gh has listed no tools at all.
+    let found = p.unmatched_tools(&tools, &["files", "exec", "gh"]);
+    let text: Vec<String> = found.iter().map(|u| u.to_string()).collect();
+    assert_eq!(found.len(), 3, "{text:#?}");
+    assert_eq!(found[0].item, "rule 1 (typo)");
+    assert_eq!(found[0].field, "tool");
+    assert_eq!(found[0].closest[0], "files__delete_file", "{text:#?}");
+    assert_eq!(
+        text[1],
+        r#"rule 2 (wrong-server): tool = "delete_file" matches no tool of server exec (closest: files__delete_file)"#
+    );
+    assert_eq!(found[2].item, "rule 4 (unknown-yet)");
+    // Until gh has listed its tools, no entry that selects it is judged.
+    let found = p.unmatched_tools(&tools, &["files", "exec"]);
+    let items: Vec<&str> = found.iter().map(|u| u.item.as_str()).collect();
+    assert_eq!(items, ["rule 2 (wrong-server)"]);
+}
+
+#[test]
+fn advice_for_an_ask_that_cannot_be_asked_is_one_that_works() {
+    let p = with_servers(
+        r#"
+        [policy]
+        default = "ask"
+        [[policy.rules]]
+        name = "destructive-asks"
+        decision = "ask"
+        annotations = { destructiveHint = true }
+        [[policy.rules]]
+        name = "big-reads"
+        decision = "ask"
+        tool = "read_*"
+        args = { length = { gt = 1000 } }
+        [[policy.rules]]
+        decision = "allow"
+        server = "files"
+        "#,
+    );
+    let read_only = ToolAnnotations {
+        read_only_hint: Some(true),
+        ..Default::default()
+    };
+    // The default asks: an allow rule is the way, and it is spelled out.
+    let list = ToolRef::new("exec", "list").with_annotations(Some(&read_only));
+    let advice = p.advice_to_allow(&list, &Map::new());
+    assert!(
+        advice.contains(r#"default = "ask""#)
+            && advice.contains(
+                "[[policy.rules]]\ndecision = \"allow\"\nserver = \"exec\"\ntool = \"list\"\n"
+            ),
+        "{advice}"
+    );
+    // Rules ask: an allow rule cannot win, so the advice is about them.
+    let write = ToolRef::new("files", "write_file");
+    let advice = p.advice_to_allow(&write, &Map::new());
+    assert!(
+        advice.contains("rule 1 (destructive-asks)")
+            && advice.contains("would not help")
+            && advice.contains("files__write_file"),
+        "{advice}"
+    );
+    let read = ToolRef::new("files", "read_file").with_annotations(Some(&read_only));
+    let long = args(json!({ "length": 5000 }));
+    assert_eq!(
+        p.matching_rules(&read, &long, Decision::Ask),
+        ["rule 2 (big-reads)"]
+    );
+    assert!(
+        p.matching_rules(&read, &Map::new(), Decision::Ask)
+            .is_empty()
+    );
+    let both = ToolRef::new("files", "read_file");
+    let advice = p.advice_to_allow(&both, &long);
+    assert!(
+        advice.contains("rule 1 (destructive-asks) and rule 2 (big-reads)")
+            && advice.contains("narrow those rules so they no longer select this tool"),
+        "{advice}"
+    );
+}

@@ -161,6 +161,7 @@ async fn check(host: &Host, json: bool, search: Option<&str>) -> Result<(), Fail
     let held_servers = host.held_servers();
     let down = host.down_reasons();
     let collisions = host.collisions();
+    let unmatched = host.unmatched();
     let cost = host.tool_cost();
     let hits = search.and_then(|q| host.search_tools(q, 8));
     if json {
@@ -170,6 +171,13 @@ async fn check(host: &Host, json: bool, search: Option<&str>) -> Result<(), Fail
             "held_servers": held_servers.iter().map(|(n, r)| serde_json::json!({"name": n, "reason": r})).collect::<Vec<_>>(),
             "down": down.iter().map(|(n, why)| serde_json::json!({"name": n, "reason": why})).collect::<Vec<_>>(),
             "collisions": collisions,
+            "unmatched": unmatched.iter().map(|u| serde_json::json!({
+                "item": u.item,
+                "field": u.field,
+                "glob": u.glob,
+                "among": u.among,
+                "closest": u.closest,
+            })).collect::<Vec<_>>(),
             "tool_search": {
                 "active": cost.active,
                 "ranking": cost.ranking,
@@ -219,6 +227,9 @@ async fn check(host: &Host, json: bool, search: Option<&str>) -> Result<(), Fail
         for collision in &collisions {
             println!("name collision: {collision}");
         }
+        for u in &unmatched {
+            println!("selects nothing: {u}");
+        }
         for (name, why) in &down {
             println!("not running: {name}: {why}");
         }
@@ -248,6 +259,14 @@ async fn check(host: &Host, json: bool, search: Option<&str>) -> Result<(), Fail
         return Err(Failure::Usage(anyhow!(
             "{} name collision(s): give one of the servers a `prefix` (or keep the default, NAME__)",
             collisions.len()
+        )));
+    }
+    if !unmatched.is_empty() {
+        return Err(Failure::Usage(anyhow!(
+            "{} glob(s) select nothing, so their entries do nothing: correct the names (a \
+             `tool` glob may name the tool as its server does, or as clients see it, \
+             server__tool), or remove the entries",
+            unmatched.len()
         )));
     }
     Ok(())

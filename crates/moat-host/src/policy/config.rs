@@ -66,7 +66,8 @@ pub struct RuleConfig {
     /// Glob(s) on the server name.
     #[serde(default)]
     pub server: Option<Globs>,
-    /// Glob(s) on the tool's own name (not the `server__tool` name).
+    /// Glob(s) on the tool's name: its own (`delete_file`) or the one clients see
+    /// (`files__delete_file`, under the server's prefix).
     #[serde(default)]
     pub tool: Option<Globs>,
     /// Annotation values the tool must have.
@@ -155,7 +156,7 @@ pub struct RateLimitConfig {
     /// Glob(s) on the server name.
     #[serde(default)]
     pub server: Option<Globs>,
-    /// Glob(s) on the tool's own name.
+    /// Glob(s) on the tool's own name or the one clients see.
     #[serde(default)]
     pub tool: Option<Globs>,
     /// Calls per second (exactly one of the three rates).
@@ -183,7 +184,7 @@ pub struct LabelConfig {
     /// Glob(s) on the server name.
     #[serde(default)]
     pub server: Option<Globs>,
-    /// Glob(s) on the tool's own name.
+    /// Glob(s) on the tool's own name or the one clients see.
     #[serde(default)]
     pub tool: Option<Globs>,
     /// Results may carry attacker-controlled text.

@@ -15,7 +15,7 @@
 //! name = "no-shell"                    # optional; default "rule N" (1-based)
 //! decision = "deny"
 //! server = "exec"                      # glob or list of globs on the server name (optional)
-//! tool = ["run_*", "spawn"]            # glob or list of globs on the tool's own name (optional)
+//! tool = ["run_*", "spawn"]            # glob(s) on the tool's name: its own or exec__run_… (optional)
 //!
 //! [[policy.rules]]
 //! name = "destructive-asks"
@@ -69,9 +69,19 @@
 //!
 //! # Rules
 //!
-//! A rule matches a tool when each selector it has matches: `server` and `tool` globs (on the
-//! downstream server's name and the tool's own name, not `server__tool`), `annotations`, and every
-//! `args` condition. Evaluation: if any matching rule denies, the call is denied; else if any asks,
+//! A rule matches a tool when each selector it has matches: `server` and `tool` globs,
+//! `annotations`, and every `args` condition. A `tool` glob matches the tool's own name on its
+//! server (`delete_file`) or the name clients see (`files__delete_file`, or the server's
+//! configured `prefix` and the tool's name), so a rule written either way does what it says:
+//! `tool = "files__delete_file"` and `server = "files", tool = "delete_file"` select the same
+//! tool. Because both names are tried, `tool = "git*"` also selects every tool of a server
+//! whose name starts with `git`; give `server` to narrow it. The same holds for rate limits
+//! and labels.
+//!
+//! A `server` or `tool` glob that selects nothing is almost always a typo, and a deny rule with
+//! a typo denies nothing: [`Policy::unmatched_servers`] and [`Policy::unmatched_tools`] find
+//! them (with the closest names), and the gateway reports them at start and in
+//! `moat gateway --check`. Evaluation: if any matching rule denies, the call is denied; else if any asks,
 //! it asks; else if any allows, it is allowed; else `default`. The verdict names the first rule of
 //! the winning kind.
 //!
@@ -143,13 +153,17 @@
 
 mod args;
 mod config;
+mod explain;
 mod rate;
+mod unmatched;
 
+use std::cell::OnceCell;
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Instant;
 
-use globset::{Glob, GlobSet, GlobSetBuilder};
+use globset::{Glob, GlobMatcher, GlobSet, GlobSetBuilder};
 use moat_protocol::types::ToolAnnotations;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -159,6 +173,7 @@ pub use config::{
     RequestRuleConfig, RuleConfig, TrustOverride,
 };
 pub use rate::RateLimited;
+pub use unmatched::{Unmatched, unmatched_names};
 
 use args::ArgRule;
 use rate::RateLimiter;
@@ -217,7 +232,8 @@ impl FromStr for Decision {
 pub struct ToolRef<'a> {
     /// The downstream server's configured name.
     pub server: &'a str,
-    /// The tool's own name on that server (not `server__tool`).
+    /// The tool's own name on that server (not `server__tool`: the policy works that out
+    /// from the server's prefix).
     pub tool: &'a str,
     /// The annotations the server gave the tool.
     pub annotations: Option<&'a ToolAnnotations>,
@@ -329,11 +345,49 @@ fn item_label(kind: &str, index: usize, name: Option<&str>) -> String {
     }
 }
 
+/// A tool under both its names: its own, and the one clients see (worked out from the
+/// server's prefix on first need, so a rule without a `tool` glob costs no allocation).
+pub(crate) struct Named<'a> {
+    tool: &'a ToolRef<'a>,
+    prefixes: &'a HashMap<String, String>,
+    exposed: OnceCell<String>,
+}
+
+impl<'a> Named<'a> {
+    fn server(&self) -> &str {
+        self.tool.server
+    }
+
+    fn own(&self) -> &str {
+        self.tool.tool
+    }
+
+    fn exposed(&self) -> &str {
+        self.exposed
+            .get_or_init(|| match self.prefixes.get(self.tool.server) {
+                Some(prefix) => crate::naming::prefixed_name(prefix, self.tool.tool),
+                None => crate::naming::exposed_name(self.tool.server, self.tool.tool),
+            })
+    }
+
+    pub(crate) fn tool(&self) -> &ToolRef<'a> {
+        self.tool
+    }
+}
+
+/// One side of a selector: the globs as written (for reports) and compiled together (for
+/// matching).
+#[derive(Debug)]
+struct NameGlobs {
+    set: GlobSet,
+    each: Vec<(String, GlobMatcher)>,
+}
+
 /// Server and tool globs; an absent side matches everything.
 #[derive(Debug)]
 struct Selector {
-    server: Option<GlobSet>,
-    tool: Option<GlobSet>,
+    server: Option<NameGlobs>,
+    tool: Option<NameGlobs>,
 }
 
 impl Selector {
@@ -344,13 +398,20 @@ impl Selector {
         })
     }
 
-    fn matches(&self, tool: &ToolRef) -> bool {
-        self.server.as_ref().is_none_or(|g| g.is_match(tool.server))
-            && self.tool.as_ref().is_none_or(|g| g.is_match(tool.tool))
+    fn matches(&self, tool: &Named) -> bool {
+        self.selects_server(tool.server())
+            && self
+                .tool
+                .as_ref()
+                .is_none_or(|g| g.set.is_match(tool.own()) || g.set.is_match(tool.exposed()))
+    }
+
+    fn selects_server(&self, server: &str) -> bool {
+        self.server.as_ref().is_none_or(|g| g.set.is_match(server))
     }
 }
 
-fn name_globs(item: &str, field: &str, globs: &Globs) -> Result<GlobSet, PolicyError> {
+fn name_globs(item: &str, field: &str, globs: &Globs) -> Result<NameGlobs, PolicyError> {
     let error = |glob: &str, error| PolicyError::Glob {
         item: item.to_owned(),
         field: field.to_owned(),
@@ -365,10 +426,14 @@ fn name_globs(item: &str, field: &str, globs: &Globs) -> Result<GlobSet, PolicyE
         });
     }
     let mut set = GlobSetBuilder::new();
+    let mut each = Vec::with_capacity(globs.0.len());
     for glob in &globs.0 {
-        set.add(Glob::new(glob).map_err(|e| error(glob, e))?);
+        let compiled = Glob::new(glob).map_err(|e| error(glob, e))?;
+        each.push((glob.clone(), compiled.compile_matcher()));
+        set.add(compiled);
     }
-    set.build().map_err(|e| error(&globs.0.join(", "), e))
+    let set = set.build().map_err(|e| error(&globs.0.join(", "), e))?;
+    Ok(NameGlobs { set, each })
 }
 
 /// Annotation values a rule requires, compared with the tool's effective hints.
@@ -427,8 +492,8 @@ impl Rule {
     }
 
     /// Whether the rule is about this tool, arguments aside.
-    fn selects(&self, tool: &ToolRef) -> bool {
-        self.selector.matches(tool) && self.annotations.matches(tool.annotations)
+    fn selects(&self, tool: &Named) -> bool {
+        self.selector.matches(tool) && self.annotations.matches(tool.tool.annotations)
     }
 
     fn args_hold(&self, args: &Map<String, Value>) -> bool {
@@ -446,6 +511,7 @@ impl Rule {
 
 #[derive(Debug)]
 struct LabelRule {
+    label: String,
     selector: Selector,
     untrusted: Option<bool>,
     private: Option<bool>,
@@ -461,13 +527,19 @@ pub struct Policy {
     rates: RateLimiter,
     labels: Vec<LabelRule>,
     requests: Vec<RequestRule>,
+    /// The configured servers and what their tools' names start with towards the client
+    /// (see [`Policy::with_servers`]); a server not here has the default, `NAME__`.
+    prefixes: HashMap<String, String>,
+    /// The configured servers in configuration order, for [`Policy::unmatched_servers`];
+    /// `None` when the policy was built without them.
+    servers: Option<Vec<String>>,
 }
 
 /// What a server may ask of the client: one `[[policy.requests]]` entry, compiled.
 #[derive(Debug)]
 struct RequestRule {
     name: String,
-    server: Option<GlobSet>,
+    server: Option<NameGlobs>,
     decisions: [Option<Decision>; 3],
 }
 
@@ -511,6 +583,8 @@ impl Default for Policy {
             rates: RateLimiter::default(),
             labels: Vec::new(),
             requests: Vec::new(),
+            prefixes: HashMap::new(),
+            servers: None,
         }
     }
 }
@@ -529,12 +603,10 @@ impl Policy {
             .iter()
             .enumerate()
             .map(|(i, l)| {
+                let label = item_label("label", i, None);
                 Ok(LabelRule {
-                    selector: Selector::new(
-                        &item_label("label", i, None),
-                        l.server.as_ref(),
-                        l.tool.as_ref(),
-                    )?,
+                    selector: Selector::new(&label, l.server.as_ref(), l.tool.as_ref())?,
+                    label,
                     untrusted: l.untrusted,
                     private: l.private,
                     sink: l.sink,
@@ -576,7 +648,47 @@ impl Policy {
             rates: RateLimiter::new(&cfg.rate_limits)?,
             labels,
             requests,
+            prefixes: HashMap::new(),
+            servers: None,
         })
+    }
+
+    /// Compiles `config`'s `[policy]` for its servers: `tool` globs then also match the
+    /// names clients see under each server's `prefix`, and globs that select no configured
+    /// server can be found ([`Policy::unmatched_servers`]).
+    pub fn for_config(config: &crate::Config) -> Result<Policy, PolicyError> {
+        Ok(Policy::new(&config.policy)?.with_servers(
+            config
+                .servers
+                .iter()
+                .map(|s| (s.name.clone(), s.exposed_prefix())),
+        ))
+    }
+
+    /// The configured servers, in order, with what their tools' names start with towards
+    /// the client (`fs__` by default, or the server's `prefix`).
+    pub fn with_servers(mut self, servers: impl IntoIterator<Item = (String, String)>) -> Self {
+        let mut names = Vec::new();
+        for (name, prefix) in servers {
+            names.push(name.clone());
+            self.prefixes.insert(name, prefix);
+        }
+        self.servers = Some(names);
+        self
+    }
+
+    fn named<'a>(&'a self, tool: &'a ToolRef<'a>) -> Named<'a> {
+        Named {
+            tool,
+            prefixes: &self.prefixes,
+            exposed: OnceCell::new(),
+        }
+    }
+
+    /// The name clients see for `tool` (`server__tool`, or the server's prefix and the
+    /// tool's name).
+    pub fn exposed_name(&self, tool: &ToolRef) -> String {
+        self.named(tool).exposed().to_owned()
     }
 
     /// What `server` may ask of the client: deny → ask → allow over the
@@ -584,7 +696,7 @@ impl Policy {
     pub fn request(&self, server: &str, kind: RequestKind) -> Verdict {
         let mut found: Option<(Decision, &str)> = None;
         for rule in &self.requests {
-            if !rule.server.as_ref().is_none_or(|g| g.is_match(server)) {
+            if !rule.server.as_ref().is_none_or(|g| g.set.is_match(server)) {
                 continue;
             }
             let Some(decision) = rule.decisions[kind.index()] else {
@@ -626,7 +738,8 @@ impl Policy {
         let mut allow = None;
         let mut could_ask = None;
         let mut could_allow = None;
-        for rule in self.rules.iter().filter(|r| r.selects(tool)) {
+        let named = self.named(tool);
+        for rule in self.rules.iter().filter(|r| r.selects(&named)) {
             match args {
                 Some(args) if !rule.args_hold(args) => continue,
                 None if !rule.args.is_empty() => {
@@ -668,13 +781,13 @@ impl Policy {
 
     /// Takes a token for one call from every rate limit the tool falls in.
     pub fn check_rate(&self, tool: &ToolRef) -> Result<(), RateLimited> {
-        self.rates.check(tool, Instant::now())
+        self.rates.check(&self.named(tool), Instant::now())
     }
 
     /// [`check_rate`](Self::check_rate) at a given instant, for callers (and tests) with their
     /// own clock. Instants earlier than one already seen count as that one.
     pub fn check_rate_at(&self, tool: &ToolRef, now: Instant) -> Result<(), RateLimited> {
-        self.rates.check(tool, now)
+        self.rates.check(&self.named(tool), now)
     }
 
     /// The tool's labels: annotations, then `server_trust`, then matching `[[policy.labels]]`.
@@ -685,7 +798,8 @@ impl Policy {
             server_trust.private,
             server_trust.sink,
         );
-        for entry in self.labels.iter().filter(|l| l.selector.matches(tool)) {
+        let named = self.named(tool);
+        for entry in self.labels.iter().filter(|l| l.selector.matches(&named)) {
             labels.apply(entry.untrusted, entry.private, entry.sink);
         }
         labels

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::config::RateLimitConfig;
-use super::{PolicyError, Selector, ToolRef};
+use super::{Named, PolicyError, Selector, ToolRef};
 
 /// Buckets beyond this many are pruned of full ones (a full bucket is the same as no bucket).
 const PRUNE_ABOVE: usize = 4096;
@@ -58,7 +58,7 @@ impl RateLimiter {
     }
 
     /// Takes a token from every bucket the tool falls in, or from none if one is empty.
-    pub(crate) fn check(&self, tool: &ToolRef, now: Instant) -> Result<(), RateLimited> {
+    pub(crate) fn check(&self, tool: &Named, now: Instant) -> Result<(), RateLimited> {
         if self.rules.is_empty() {
             return Ok(());
         }
@@ -70,7 +70,7 @@ impl RateLimiter {
             if !rule.selector.matches(tool) {
                 continue;
             }
-            let key = rule.key(index, tool);
+            let key = rule.key(index, tool.tool());
             let bucket = rule.refill(buckets.get(&key).copied(), now);
             if bucket.tokens >= 1.0 {
                 taken.push((key, bucket));
@@ -100,6 +100,11 @@ impl RateLimiter {
             self.prune(&mut buckets, now);
         }
         Ok(())
+    }
+
+    /// Each limit's label and selector, in file order.
+    pub(crate) fn selectors(&self) -> impl Iterator<Item = (&str, &Selector)> {
+        self.rules.iter().map(|r| (r.label.as_str(), &r.selector))
     }
 
     fn prune(&self, buckets: &mut HashMap<Key, Bucket>, now: Instant) {
