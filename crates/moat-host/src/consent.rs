@@ -403,7 +403,7 @@ impl Decisions {
 
     fn init(conn: Connection) -> rusqlite::Result<Decisions> {
         conn.busy_timeout(Duration::from_secs(5))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
+        crate::state::use_wal(&conn)?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS consent_always (
                 tool TEXT PRIMARY KEY,

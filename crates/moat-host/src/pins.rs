@@ -446,7 +446,7 @@ impl PinStore {
         let conn = Connection::open(path)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         // WAL: the gateway reads while the CLI writes, and the reverse.
-        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        let mode = crate::state::use_wal(&conn)?;
         if !mode.eq_ignore_ascii_case("wal") {
             // Another connection holds the file; still correct, only less concurrent.
             tracing::warn!(path = %path.display(), %mode, "pin store is not in WAL mode");

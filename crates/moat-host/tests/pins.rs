@@ -677,3 +677,30 @@ fn a_version_1_store_is_migrated_without_false_holds() {
         PinStatus::Pinned
     );
 }
+
+#[test]
+fn gateways_starting_at_once_all_open_a_fresh_store() {
+    // Two clients that each start a gateway on one configuration open one new store at
+    // the same moment; none of them may fail with "database is locked".
+    for round in 0..5 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = Arc::new(dir.path().join("pins.db"));
+        let barrier = Arc::new(std::sync::Barrier::new(8));
+        let openers: Vec<_> = (0..8)
+            .map(|_| {
+                let (path, barrier) = (path.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let pins = PinStore::open(&path).map_err(|e| e.to_string())?;
+                    let decisions =
+                        moat_host::consent::Decisions::open(&path).map_err(|e| e.to_string())?;
+                    Ok::<_, String>((pins, decisions))
+                })
+            })
+            .collect();
+        for opener in openers {
+            let opened = opener.join().expect("no panic");
+            assert!(opened.is_ok(), "round {round}: {:?}", opened.err());
+        }
+    }
+}
