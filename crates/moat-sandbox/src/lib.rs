@@ -73,7 +73,7 @@ pub use outcome::{
     Connection, Enforcement, LimitHit, Outcome, PidsEnforcement, ProxyProtocol, Termination,
     Verdict,
 };
-pub use profile::{Limits, Net, Profile};
+pub use profile::{Limits, MASKED, NOBODY, Net, Profile};
 pub use proxy::{Resolve, SystemResolver};
 pub use spawn::{RunControl, Sandbox};
 pub use zygote::SPARE_ENV;
