@@ -137,8 +137,11 @@ pub(crate) fn init(prepared: &Prepared, plan: &Plan, trees: &[(usize, RawFd)]) -
         // start inside it.
         wait_for_zygote("the cgroup could not be joined");
     }
-    // SAFETY: closing our own descriptor (if open: with a cgroup or ids to drop to).
-    unsafe { libc::close(SYNC_FD) };
+    if plan.run_as.is_some() || !plan.cgroup_procs.is_empty() {
+        // SAFETY: closing our own descriptor (the sync pipe; without one, SYNC_FD may be
+        // anything opened since, such as the shim's listener).
+        unsafe { libc::close(SYNC_FD) };
+    }
     for &(_, fd) in trees {
         // SAFETY: likewise; the trees are mounted by now.
         unsafe { libc::close(fd) };

@@ -22,8 +22,17 @@ use moat_sandbox::{
 
 const BODY: &str = "hello from the host\n";
 
+/// The helper binary: where cargo built it, or `MOAT_SANDBOX_TEST_HELPER` (a copy another
+/// user can reach, when CI runs this suite again as uid 65534).
+fn helper() -> std::path::PathBuf {
+    std::env::var_os("MOAT_SANDBOX_TEST_HELPER").map_or_else(
+        || env!("CARGO_BIN_EXE_moat-sandbox-init").into(),
+        Into::into,
+    )
+}
+
 fn sandbox() -> Sandbox {
-    Sandbox::with_helper(env!("CARGO_BIN_EXE_moat-sandbox-init"))
+    Sandbox::with_helper(helper())
 }
 
 /// Says why a test did not run, on the real stderr (libtest does not capture it), so a
