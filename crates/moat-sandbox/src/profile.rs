@@ -13,8 +13,10 @@ use crate::net::{HostPattern, PatternError};
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum Net {
-    /// No network: only Unix sockets can be created, TCP bind/connect are denied by Landlock
-    /// where the kernel supports it.
+    /// No network: a network namespace of its own whose only interface, loopback, is down;
+    /// only Unix sockets can be created (seccomp answers `EPERM` for the rest), and TCP
+    /// bind/connect are denied by Landlock where the kernel supports it. Nothing is
+    /// reachable, not even 127.0.0.1.
     #[default]
     None,
     /// The host's network, unrestricted.
