@@ -59,12 +59,9 @@ enum Entry {
     },
     /// A system path that is a symbolic link (`/bin` → `usr/bin`): recreated as a link.
     Link(PathBuf),
-    /// A write path's id-mapped tree from the zygote (a detached mount), and whether the
-    /// path is a directory.
-    Tree {
-        fd: RawFd,
-        dir: bool,
-    },
+    /// A write path's id-mapped tree from the zygote (a detached mount), whether the path
+    /// is a directory, and the path (bound as it is if the tree cannot be attached).
+    Tree { fd: RawFd, dir: bool, src: PathBuf },
     Tmp,
     Proc,
     Dev,
@@ -143,7 +140,7 @@ pub(crate) fn build(
                     e
                 }
             })?,
-            Entry::Tree { fd, dir } => {
+            Entry::Tree { fd, dir, src } => {
                 if dir {
                     mkdir_p(&target)?;
                 } else {
@@ -155,7 +152,9 @@ pub(crate) fn build(
                             .map_err(|e| format!("creating {}: {e}", target.display()))?;
                     }
                 }
-                move_mount(fd, &target)?;
+                if move_mount(fd, &target).is_err() {
+                    bind(&src, &target, true)?;
+                }
             }
             Entry::Tmp => {
                 mkdir_p(&target)?;
@@ -304,6 +303,7 @@ fn entries(
             Some(&(_, fd)) => Entry::Tree {
                 fd,
                 dir: std::fs::metadata(&src).is_ok_and(|m| m.is_dir()),
+                src,
             },
             None => Entry::Bind { src, rw: true },
         };
