@@ -61,7 +61,11 @@ enum Entry {
     Link(PathBuf),
     /// A write path's id-mapped tree from the zygote (a detached mount), whether the path
     /// is a directory, and the path (bound as it is if the tree cannot be attached).
-    Tree { fd: RawFd, dir: bool, src: PathBuf },
+    Tree {
+        fd: RawFd,
+        dir: bool,
+        src: PathBuf,
+    },
     Tmp,
     Proc,
     Dev,

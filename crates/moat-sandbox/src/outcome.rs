@@ -104,6 +104,16 @@ pub(crate) fn note_ids(
             own.0, own.1
         ));
     }
+    if let Some((uid, _)) = run_as
+        && !namespaces
+        && !profile.rw.is_empty()
+    {
+        e.not_enforced.push(format!(
+            "write paths: without the namespaces they are not id-mapped: the command (uid \
+             {uid}) writes only where that uid's permissions allow, and what it creates \
+             belongs to it"
+        ));
+    }
     if !namespaces && !profile.mask.is_empty() {
         e.not_enforced.push(
             "mask: masked files need the mount tree (the namespaces): they are readable as \

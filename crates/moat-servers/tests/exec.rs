@@ -75,6 +75,14 @@ impl Scratch {
         }
         std::fs::write(root.path().join("ro/data"), "public data\n").expect("write");
         std::fs::write(root.path().join("home/secret"), SECRET).expect("write");
+        // Run by root, commands run as uid 65534: without the namespaces (no id-mapped write
+        // path) they reach and write only what that uid may, so the tree is open to it; the
+        // sandbox alone must keep them out of `home/` and `ro/`.
+        use std::os::unix::fs::PermissionsExt;
+        for (d, mode) in [("", 0o755), ("rw", 0o777), ("rw/sub", 0o777)] {
+            std::fs::set_permissions(root.path().join(d), std::fs::Permissions::from_mode(mode))
+                .expect("chmod");
+        }
         Scratch { root }
     }
 

@@ -64,7 +64,7 @@ pub async fn run(args: SandboxArgs) -> Result<(), Failure> {
         )));
     }
     let profile = profile(&args).map_err(Failure::Usage)?;
-    if profile.run_as_root && rustix_is_root() {
+    if profile.run_as_root && running_as_root() {
         eprintln!(
             "moat sandbox: warning: the command runs as root (--as-root or run_as_root): \
              every capability is dropped, but it reads and writes whatever root may among \
@@ -149,7 +149,7 @@ pub async fn run(args: SandboxArgs) -> Result<(), Failure> {
 }
 
 /// Whether this process runs as root (then commands run as another uid unless told).
-fn rustix_is_root() -> bool {
+fn running_as_root() -> bool {
     // SAFETY: getuid cannot fail.
     unsafe { libc::getuid() == 0 }
 }
