@@ -27,6 +27,14 @@
 //! `CLONE_PARENT`, so the spare is the zygote's child), so the zygote is never blocked on
 //! it. Spares that keep dying stop being made; [`SPARE_ENV`] turns them off.
 //!
+//! Ids: a root zygote never lets a run keep root unless its plan says so. For a run with
+//! namespaces that drops to other ids, the zygote writes the id maps of the run's user
+//! namespace itself (a PID 1 can only map its own uid) — right after the `clone`, or, for
+//! the spare, just before handing it the run — and says so on the sync pipe; it also hands
+//! over each write path as an id-mapped detached tree (`open_tree`, `mount_setattr`), with
+//! one user namespace per (owner, run ids) pair made once and kept. The spare of a root
+//! zygote is therefore made unmapped. See `namespaces.rs` and `mounts.rs`.
+//!
 //! On the run socket the supervisor may send [`KILL`]; it receives, in order, at most one
 //! [`SETUP_ERROR`] (the run could not be set up; the command never ran), at most one
 //! [`STATUS`] (PID 1 saw the command end: with namespaces and no cgroup, the end of the run
