@@ -47,8 +47,8 @@ pub async fn run(args: SandboxArgs) -> Result<(), Failure> {
         println!(
             "sandbox runs as: uid {uid}, gid {gid} ({})",
             if support.root {
-                "moat runs as root: commands do not (set uid/gid in the profile; --as-root or \
-                 run_as_root = true keeps root)"
+                "moat runs as root, its commands do not: uid/gid in the profile choose the ids; \
+                 --as-root or run_as_root = true keeps root"
             } else {
                 "moat's own ids"
             }
