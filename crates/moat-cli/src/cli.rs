@@ -285,7 +285,8 @@ pub struct ServeArgs {
     /// exec: the default working directory of commands.
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<std::path::PathBuf>,
-    /// exec: network access of commands (none: loopback only; host: unfiltered).
+    /// exec: network access of commands (none: no network, only Unix sockets; host:
+    /// unfiltered).
     #[arg(long, value_enum, default_value = "none")]
     pub net: SandboxNet,
     /// exec: allow `sh -c` and other shells as the command.
@@ -402,7 +403,7 @@ pub struct PromptArgs {
 /// Network access inside the sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SandboxNet {
-    /// No network (only Unix sockets).
+    /// No network: only Unix sockets (no AF_INET socket, not even to 127.0.0.1).
     None,
     /// The host's network.
     Host,
@@ -412,10 +413,18 @@ pub enum SandboxNet {
 #[command(after_help = "\
 Profiles: --profile takes a whole profile as JSON (moat_sandbox::Profile: ro, rw, system_ro,
 net, namespaces, landlock, seccomp (each layer on unless set false), env, cwd, limits
-{timeout_ms, cpu_seconds, memory_bytes, pids, open_files, output_bytes}), inline if it starts with `{`, else the path of a file holding it. Fields it
+{timeout_ms, cpu_seconds, memory_bytes, pids, open_files, output_bytes}, uid, gid,
+run_as_root, mask), inline if it starts with `{`, else the path of a file holding it. Fields it
 leaves out take their defaults. With it, --ro, --rw and --env add to its lists, --timeout,
 --memory, --pids and --cpu replace its limits, and --net or --allow-net are refused (say the
 network in the profile).
+
+Ids: when moat runs as root, the command does not: it runs as uid and gid 65534 (the
+profile's uid/gid change that; --as-root or run_as_root keeps root, with a warning). It reads
+only what that uid may read; in --rw paths, files of the path's owner appear as its own and
+what it creates there belongs to that owner on disk. Masked even when their directory is
+shown (empty read-only files): /etc/shadow, /etc/gshadow, /etc/sudoers(.d), /etc/ssh/*_key,
+/etc/security/opasswd and more (the profile's mask replaces the list; see docs/sandbox.md).
 
 Streaming: with --stdio the command's stdin, stdout and stderr are this process's own, live
 (for an MCP server on stdio: `moat sandbox --stdio --profile '{...}' -- CMD ARGS`). There is
@@ -445,8 +454,10 @@ pub struct SandboxArgs {
     /// A path readable and writable inside; repeatable.
     #[arg(long, value_name = "PATH")]
     pub rw: Vec<std::path::PathBuf>,
-    /// Network access (none: loopback only; host: the host's network, unfiltered).
-    /// Default: none.
+    /// Network access. none: a network namespace of its own holding only a loopback
+    /// interface that is down, and no socket but AF_UNIX (creating an AF_INET, AF_INET6,
+    /// netlink or packet socket fails with EPERM), so nothing is reachable, not even
+    /// 127.0.0.1; host: the host's network, unfiltered. Default: none.
     #[arg(long, value_enum)]
     pub net: Option<SandboxNet>,
     /// Allow connections to these hosts only, through a proxy outside the sandbox (inside:
@@ -475,6 +486,11 @@ pub struct SandboxArgs {
     /// Print the outcome as JSON on stderr after the command's output.
     #[arg(long)]
     pub json: bool,
+    /// When moat runs as root: run the command as root too (uid 0 on the host, every
+    /// capability dropped) instead of uid 65534 (or the profile's uid/gid). Not advised:
+    /// it reads whatever root can read among the paths it is shown. Warns on stderr.
+    #[arg(long)]
+    pub as_root: bool,
     /// The command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -1541,6 +1541,23 @@ limits = { memory_bytes = 1000000 }
         assert_eq!(p.limits.memory_bytes, Some(1_000_000));
         assert_eq!(p.limits.timeout, None, "the server default stays");
         assert_eq!(p.limits.open_files, Some(1024));
+        // Ids and masks: as in any profile (a root gateway's servers run as 65534 unless
+        // these say otherwise).
+        assert_eq!((p.uid, p.gid, p.run_as_root), (None, None, false));
+        assert_eq!(p.mask.len(), moat_sandbox::MASKED.len());
+        let c = load(
+            "[servers.c]\ncommand = \"c\"\n\n[servers.c.sandbox]\nuid = 1500\ngid = 1600\n\
+             mask = [\"/etc/shadow\"]\n\n[servers.d]\ncommand = \"d\"\n\
+             sandbox = { run_as_root = true }\n",
+        )
+        .unwrap();
+        let p = c.servers[0].profile().unwrap();
+        assert_eq!(
+            (p.uid, p.gid, p.run_as_root),
+            (Some(1500), Some(1600), false)
+        );
+        assert_eq!(p.mask, vec!["/etc/shadow".to_string()]);
+        assert!(c.servers[1].profile().unwrap().run_as_root);
     }
 
     #[test]

@@ -24,6 +24,10 @@ pub struct Support {
     pub cgroup_memory: bool,
     /// Whether this process runs as root (`RLIMIT_NPROC` does not bind root).
     pub root: bool,
+    /// The uid and gid a command of the default profile runs as: under a root supervisor
+    /// [`crate::NOBODY`] (a profile's `uid`/`gid` change it, `run_as_root` keeps root),
+    /// else this process's own.
+    pub run_as: (u32, u32),
     /// Layers moat-sandbox does not build yet.
     pub not_built: Vec<String>,
 }
@@ -42,6 +46,12 @@ pub fn check() -> Support {
         cgroup_pids: cg.has_pids(),
         cgroup_memory: cg.has_memory(),
         root: rustix::process::getuid().is_root(),
+        run_as: crate::Profile::default()
+            .run_as(rustix::process::getuid().as_raw())
+            .unwrap_or((
+                rustix::process::getuid().as_raw(),
+                rustix::process::getgid().as_raw(),
+            )),
         not_built: Vec::new(),
     }
 }

@@ -20,6 +20,10 @@ pub enum Error {
     /// A limit in the profile makes no sense (e.g. zero processes).
     #[error("invalid limit: {0}")]
     InvalidLimit(String),
+    /// A setting of the profile makes no sense (uid 0 without `run_as_root`, a relative
+    /// masked path).
+    #[error("invalid profile: {0}")]
+    InvalidProfile(String),
     /// The helper binary could not be started.
     #[error("could not start the sandbox helper {helper}: {error}")]
     Helper {

@@ -38,6 +38,14 @@
 //! and a cgroup is made only when a `pids` or memory limit asks for one. The caller's thread supervises (one `poll`
 //! loop, no threads): timeout, output cap (none when streaming), and the [`Outcome`].
 //!
+//! A root supervisor's commands never run as root: they run as uid and gid [`NOBODY`]
+//! (65534), or [`Profile::uid`]/[`Profile::gid`], unless [`Profile::run_as_root`] keeps
+//! root. The zygote writes each run's id maps from outside, PID 1 builds the mount tree and
+//! then drops to those ids for good, and write paths arrive id-mapped, so that what the
+//! command creates there belongs to each path's owner (see `namespaces.rs`, `mounts.rs`).
+//! The paths of [`Profile::mask`] ([`MASKED`] by default: `/etc/shadow`, sudoers, SSH host
+//! keys…) are covered by empty read-only files in the mount tree.
+//!
 //! With a network allow-list ([`Net::Allow`]) the command gets its own network namespace
 //! with only loopback, where its PID 1 forwards `127.0.0.1:3128` (what `HTTP_PROXY`,
 //! `HTTPS_PROXY` and `ALL_PROXY` name) to a Unix socket bind-mounted read-only at
@@ -73,7 +81,7 @@ pub use outcome::{
     Connection, Enforcement, LimitHit, Outcome, PidsEnforcement, ProxyProtocol, Termination,
     Verdict,
 };
-pub use profile::{Limits, Net, Profile};
+pub use profile::{Limits, MASKED, NOBODY, Net, Profile};
 pub use proxy::{Resolve, SystemResolver};
 pub use spawn::{RunControl, Sandbox};
 pub use zygote::SPARE_ENV;

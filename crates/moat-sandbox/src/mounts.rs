@@ -13,8 +13,20 @@
 //! bubblewrap: a tmpfs on `/tmp` becomes the root first, so that the old root stays
 //! reachable at `/oldroot` while the new one is built at `/newroot`, whatever the profile's
 //! paths are; that costs a second `pivot_root` and a second detach.
+//!
+//! Write paths of a run that does not keep the supervisor's ids (a root supervisor's, see
+//! `namespaces.rs`) arrive as detached trees the zygote made (`open_tree`, then
+//! `mount_setattr` with an id mapping: the path's owner on disk appears as the run's uid and
+//! gid, and what the run creates there belongs on disk to that owner); they are attached
+//! where the path is. A write path the zygote could not map (a file system without id-mapped
+//! mounts) is bound as any other, and is then writable only as its permissions allow the
+//! run's uid.
+//!
+//! Masked paths ([`Profile::mask`]) are covered last, once every bind is in place: a file by
+//! an empty read-only file, a directory by an empty read-only tmpfs.
 
 use std::ffi::{CStr, CString};
+use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -47,14 +59,26 @@ enum Entry {
     },
     /// A system path that is a symbolic link (`/bin` → `usr/bin`): recreated as a link.
     Link(PathBuf),
+    /// A write path's id-mapped tree from the zygote (a detached mount), whether the path
+    /// is a directory, and the path (bound as it is if the tree cannot be attached).
+    Tree {
+        fd: RawFd,
+        dir: bool,
+        src: PathBuf,
+    },
     Tmp,
     Proc,
     Dev,
 }
 
 /// Builds the tree and moves into it. Returns why it could not. `proxy_dir` (outside) is
-/// bound read-only at `/run/moat` (network allow-list).
-pub(crate) fn build(profile: &Profile, proxy_dir: Option<&Path>) -> Result<(), String> {
+/// bound read-only at `/run/moat` (network allow-list); `trees` are id-mapped write paths
+/// (index in `profile.rw`, detached mount).
+pub(crate) fn build(
+    profile: &Profile,
+    proxy_dir: Option<&Path>,
+    trees: &[(usize, RawFd)],
+) -> Result<(), String> {
     let cwd = std::env::current_dir().ok();
     let (new, host) = match stage(profile, proxy_dir) {
         Some(stage) => {
@@ -95,7 +119,7 @@ pub(crate) fn build(profile: &Profile, proxy_dir: Option<&Path>) -> Result<(), S
         }
     };
 
-    for (dest, entry) in entries(profile, proxy_dir, host) {
+    for (dest, entry) in entries(profile, proxy_dir, host, trees) {
         let target = new.join(dest.strip_prefix("/").unwrap_or(&dest));
         match entry {
             // Already there when a profile path covers it (`--ro /`).
@@ -120,6 +144,22 @@ pub(crate) fn build(profile: &Profile, proxy_dir: Option<&Path>) -> Result<(), S
                     e
                 }
             })?,
+            Entry::Tree { fd, dir, src } => {
+                if dir {
+                    mkdir_p(&target)?;
+                } else {
+                    if let Some(parent) = target.parent() {
+                        mkdir_p(parent)?;
+                    }
+                    if std::fs::symlink_metadata(&target).is_err() {
+                        std::fs::File::create(&target)
+                            .map_err(|e| format!("creating {}: {e}", target.display()))?;
+                    }
+                }
+                if move_mount(fd, &target).is_err() {
+                    bind(&src, &target, true)?;
+                }
+            }
             Entry::Tmp => {
                 mkdir_p(&target)?;
                 let data = CString::new(format!("mode=1777,size={TMP_BYTES}"))
@@ -145,6 +185,7 @@ pub(crate) fn build(profile: &Profile, proxy_dir: Option<&Path>) -> Result<(), S
             Entry::Dev => dev(&target, &host.join("dev"))?,
         }
     }
+    mask(profile, new, host)?;
     // Nothing can be created in /dev or in the new root itself (profile paths below them
     // are mounted by now).
     mount(
@@ -221,7 +262,12 @@ fn stage(profile: &Profile, proxy_dir: Option<&Path>) -> Option<&'static Path> {
 
 /// What to mount, shallow paths first so deeper ones land on top of them; the sources are
 /// the host's paths as seen under `host` (`/`, or `/oldroot`).
-fn entries(profile: &Profile, proxy_dir: Option<&Path>, host: &Path) -> Vec<(PathBuf, Entry)> {
+fn entries(
+    profile: &Profile,
+    proxy_dir: Option<&Path>,
+    host: &Path,
+    trees: &[(usize, RawFd)],
+) -> Vec<(PathBuf, Entry)> {
     let old = |p: &Path| host.join(p.strip_prefix("/").unwrap_or(p));
     let mut list: Vec<(PathBuf, Entry)> = vec![
         ("/tmp".into(), Entry::Tmp),
@@ -255,14 +301,17 @@ fn entries(profile: &Profile, proxy_dir: Option<&Path>, host: &Path) -> Vec<(Pat
             },
         ));
     }
-    for p in &profile.rw {
-        list.push((
-            p.clone(),
-            Entry::Bind {
-                src: old(p),
-                rw: true,
+    for (i, p) in profile.rw.iter().enumerate() {
+        let src = old(p);
+        let entry = match trees.iter().find(|(index, _)| *index == i) {
+            Some(&(_, fd)) => Entry::Tree {
+                fd,
+                dir: std::fs::metadata(&src).is_ok_and(|m| m.is_dir()),
+                src,
             },
-        ));
+            None => Entry::Bind { src, rw: true },
+        };
+        list.push((p.clone(), entry));
     }
     if let Some(dir) = proxy_dir {
         list.push((
@@ -352,6 +401,135 @@ fn bind(src: &Path, target: &Path, rw: bool) -> Result<(), String> {
     mount(None, target, None, flags, None)
 }
 
+/// Attaches a detached mount (`open_tree`'s) at `target`.
+fn move_mount(fd: RawFd, target: &Path) -> Result<(), String> {
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+    let t = cpath(target)?;
+    // SAFETY: move_mount reads two NUL-terminated paths; `fd` is the tree's descriptor.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            fd,
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    if rc != 0 {
+        return Err(format!(
+            "attaching the write path {}: {}",
+            target.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// The masked paths as the host has them: `*` in a last component expanded (by listing
+/// the directory under `host`), symbolic links followed to where they lead.
+fn masked_paths(profile: &Profile, host: &Path) -> Vec<PathBuf> {
+    let old = |p: &Path| host.join(p.strip_prefix("/").unwrap_or(p));
+    let mut out = Vec::new();
+    for m in &profile.mask {
+        let p = Path::new(m);
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+        let candidates: Vec<PathBuf> = match (p.parent(), name) {
+            (Some(parent), Some(name)) if name.contains('*') => {
+                match std::fs::read_dir(old(parent)) {
+                    Ok(dir) => dir
+                        .flatten()
+                        .filter(|e| glob(&name, &e.file_name().to_string_lossy()))
+                        .map(|e| parent.join(e.file_name()))
+                        .collect(),
+                    Err(_) => Vec::new(),
+                }
+            }
+            _ => vec![p.to_path_buf()],
+        };
+        for c in candidates {
+            // Where a symbolic link leads, as a host path.
+            let real = match std::fs::canonicalize(old(&c)) {
+                Ok(r) => match r.strip_prefix(host) {
+                    Ok(rel) => Path::new("/").join(rel),
+                    Err(_) => continue,
+                },
+                Err(_) => continue,
+            };
+            if !out.contains(&real) {
+                out.push(real);
+            }
+        }
+    }
+    out
+}
+
+/// `pattern` (with `*` for any run of characters) matches all of `name`.
+fn glob(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// Covers every masked path present in the new root (at `new`): a file by an empty
+/// read-only file, a directory by an empty read-only tmpfs.
+fn mask(profile: &Profile, new: &Path, host: &Path) -> Result<(), String> {
+    let paths = masked_paths(profile, host);
+    if paths.is_empty() {
+        return Ok(());
+    }
+    // The empty file every masked file is bound to, in the fresh /dev (writable until the
+    // end of `build`, whatever covers the root); unlinked once bound.
+    let empty = new.join("dev/.moat-masked");
+    let mut made = false;
+    for p in paths {
+        let target = new.join(p.strip_prefix("/").unwrap_or(&p));
+        let Ok(meta) = std::fs::symlink_metadata(&target) else {
+            continue;
+        };
+        let ro = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        if meta.is_dir() {
+            mount(
+                Some(c"tmpfs"),
+                &target,
+                Some(c"tmpfs"),
+                ro,
+                Some(c"mode=0755,size=4k"),
+            )?;
+            continue;
+        }
+        if !made {
+            std::fs::File::create(&empty).map_err(|e| format!("masking {}: {e}", p.display()))?;
+            made = true;
+        }
+        mount(Some(&cpath(&empty)?), &target, None, libc::MS_BIND, None)?;
+        mount(
+            None,
+            &target,
+            None,
+            libc::MS_REMOUNT | libc::MS_BIND | ro,
+            None,
+        )?;
+    }
+    if made {
+        std::fs::remove_file(&empty).map_err(|e| format!("masking: {e}"))?;
+    }
+    Ok(())
+}
+
 /// A tmpfs with the few device nodes of `host_dev` bound in (made read-only at the end of
 /// [`build`]).
 fn dev(target: &Path, host_dev: &Path) -> Result<(), String> {
@@ -431,4 +609,21 @@ fn mount(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob;
+
+    #[test]
+    fn globs_match_whole_names() {
+        assert!(glob("*_key", "ssh_host_ed25519_key"));
+        assert!(!glob("*_key", "ssh_host_ed25519_key.pub"));
+        assert!(glob("shadow", "shadow"));
+        assert!(!glob("shadow", "shadow-"));
+        assert!(glob("a*b*c", "aXXbYYc"));
+        assert!(!glob("a*b*c", "aXXcYYb"));
+        assert!(glob("*", ""));
+        assert!(!glob("ab*ba", "aba"));
+    }
 }

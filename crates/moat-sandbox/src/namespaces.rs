@@ -15,11 +15,57 @@
 //! When PID 1 exits, the kernel kills everything left in the namespace.
 //!
 //! Landlock is applied on top of the mount tree, as defence in depth.
+//!
+//! Ids. An unprivileged supervisor's run maps its own uid and gid (only those) and runs as
+//! them. A root supervisor's run never keeps root (unless the profile says `run_as_root`):
+//! PID 1 cannot map another uid than its own into its namespace, so the zygote, root in the
+//! parent namespace, writes the maps of the run's namespace itself — uid 0 (for PID 1's
+//! setup only: binding the profile's paths with root's permissions, making the tree) and the
+//! run's uid and gid (65534 by default) — and tells PID 1 on the sync pipe. Once the tree is
+//! built, the loopback up and the shim listening, PID 1 clears its supplementary groups and
+//! sets its real, effective and saved ids to the run's ([`crate::helper::drop_ids`]); the
+//! kernel then clears its capabilities, and the command, forked after, is that uid inside
+//! and outside. From then on no process of the run is uid 0 on the host, and the host's
+//! file permissions apply to it as to any process of that uid.
 
-use std::os::fd::BorrowedFd;
+use std::os::fd::{BorrowedFd, RawFd};
 
 use crate::helper::{Plan, REPORT_FD, SYNC_FD, fail};
 use crate::zygote::Prepared;
+
+/// Writes, from the zygote (root in the parent namespace), the id maps of `pid`'s new user
+/// namespace: with `run_as`, root (for PID 1's setup) and the run's ids, `setgroups`
+/// allowed (PID 1 clears its groups); without, root alone and `setgroups` denied, as a run
+/// that maps itself.
+pub(crate) fn write_maps(pid: i32, run_as: Option<(u32, u32)>) -> Result<(), String> {
+    let (setgroups, uids, gids) = match run_as {
+        Some((u, g)) => (
+            "allow",
+            format!("0 0 1\n{u} {u} 1\n"),
+            format!("0 0 1\n{g} {g} 1\n"),
+        ),
+        None => ("deny", "0 0 1\n".to_string(), "0 0 1\n".to_string()),
+    };
+    for (file, text) in [
+        ("setgroups", setgroups),
+        ("uid_map", &uids),
+        ("gid_map", &gids),
+    ] {
+        let path = format!("/proc/{pid}/{file}");
+        std::fs::write(&path, text).map_err(|e| format!("writing {path}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Waits for the zygote's next byte on the sync pipe (ids mapped, or cgroup joined).
+fn wait_for_zygote(what: &str) {
+    let mut b = [0u8; 1];
+    // SAFETY: SYNC_FD is the sync pipe's read end, open until exec or exit.
+    let sync = unsafe { BorrowedFd::borrow_raw(SYNC_FD) };
+    if !matches!(rustix::io::read(sync, &mut b), Ok(1)) {
+        fail(what);
+    }
+}
 
 /// Maps the zygote's user and group ids (only those) into the new user namespace, with
 /// `setgroups` denied.
@@ -37,7 +83,10 @@ pub(crate) fn map_ids(prepared: &Prepared) -> Result<(), String> {
 /// PID 1 of new user, mount, PID, IPC, UTS (and network) namespaces, ids mapped: build the
 /// mount tree, run the command as a child, reap, report the command's status. Never
 /// returns.
-pub(crate) fn init(prepared: &Prepared, plan: &Plan) -> ! {
+pub(crate) fn init(prepared: &Prepared, plan: &Plan, trees: &[(usize, RawFd)]) -> ! {
+    if plan.run_as.is_some() {
+        wait_for_zygote("the sandbox's ids could not be mapped");
+    }
     // SAFETY: a plain mount call with a NUL-terminated literal.
     unsafe {
         if libc::mount(
@@ -55,7 +104,7 @@ pub(crate) fn init(prepared: &Prepared, plan: &Plan) -> ! {
         }
     }
     // The new root: only the profile's paths, a fresh /tmp, /proc and a minimal /dev.
-    if let Err(e) = crate::mounts::build(&plan.profile, plan.proxy_dir.as_deref()) {
+    if let Err(e) = crate::mounts::build(&plan.profile, plan.proxy_dir.as_deref(), trees) {
         fail(&format!("mount tree: {e}"));
     }
     let _ = rustix::system::sethostname(b"moat-sandbox");
@@ -72,6 +121,12 @@ pub(crate) fn init(prepared: &Prepared, plan: &Plan) -> ! {
         }
         _ => None,
     };
+    // Root's work done: the rest of the run, PID 1 included, is the run's uid.
+    if let Some((uid, gid)) = plan.run_as
+        && let Err(e) = crate::helper::drop_ids(uid, gid)
+    {
+        fail(&e);
+    }
     if plan.probe {
         report_status(0, 0);
         // SAFETY: leaving the forked child without running the zygote's exit handlers.
@@ -80,14 +135,16 @@ pub(crate) fn init(prepared: &Prepared, plan: &Plan) -> ! {
     if !plan.cgroup_procs.is_empty() {
         // Wait until the zygote has moved this process into the cgroup: the command must
         // start inside it.
-        let mut b = [0u8; 1];
-        // SAFETY: SYNC_FD is the sync pipe's read end, open until exec or exit.
-        let sync = unsafe { BorrowedFd::borrow_raw(SYNC_FD) };
-        if !matches!(rustix::io::read(sync, &mut b), Ok(1)) {
-            fail("the cgroup could not be joined");
-        }
-        // SAFETY: closing our own descriptor.
+        wait_for_zygote("the cgroup could not be joined");
+    }
+    if plan.run_as.is_some() || !plan.cgroup_procs.is_empty() {
+        // SAFETY: closing our own descriptor (the sync pipe; without one, SYNC_FD may be
+        // anything opened since, such as the shim's listener).
         unsafe { libc::close(SYNC_FD) };
+    }
+    for &(_, fd) in trees {
+        // SAFETY: likewise; the trees are mounted by now.
+        unsafe { libc::close(fd) };
     }
     // SAFETY: this process is single-threaded.
     let child = unsafe { libc::fork() };

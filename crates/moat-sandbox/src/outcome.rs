@@ -70,6 +70,57 @@ pub struct Enforcement {
     pub memory_cgroup: bool,
     /// Protections the profile asked for that this kernel could not give, in words.
     pub not_enforced: Vec<String>,
+    /// The uid the command ran as, on the host (under a root supervisor: the profile's
+    /// `uid`, 65534 by default, unless it keeps root).
+    #[serde(default)]
+    pub uid: u32,
+    /// The gid the command ran as, on the host.
+    #[serde(default)]
+    pub gid: u32,
+}
+
+/// Fills in the ids a run gets (`run_as`, else the supervisor's own), and what the
+/// profile's id settings and masks could not give.
+pub(crate) fn note_ids(
+    e: &mut Enforcement,
+    profile: &crate::Profile,
+    run_as: Option<(u32, u32)>,
+    namespaces: bool,
+) {
+    let own = (
+        rustix::process::getuid().as_raw(),
+        rustix::process::getgid().as_raw(),
+    );
+    (e.uid, e.gid) = run_as.unwrap_or(own);
+    if own.0 == 0 && profile.run_as_root {
+        e.not_enforced.push(
+            "run_as_root: the command runs as root (uid 0 on the host, every capability \
+             dropped), with root's file permissions on everything the profile shows"
+                .into(),
+        );
+    } else if own.0 != 0 && (profile.uid.is_some() || profile.gid.is_some()) {
+        e.not_enforced.push(format!(
+            "uid/gid: the supervisor is not root, so the command runs as its uid {} and gid {}",
+            own.0, own.1
+        ));
+    }
+    if let Some((uid, _)) = run_as
+        && !namespaces
+        && !profile.rw.is_empty()
+    {
+        e.not_enforced.push(format!(
+            "write paths: without the namespaces they are not id-mapped: the command (uid \
+             {uid}) writes only where that uid's permissions allow, and what it creates \
+             belongs to it"
+        ));
+    }
+    if !namespaces && !profile.mask.is_empty() {
+        e.not_enforced.push(
+            "mask: masked files need the mount tree (the namespaces): they are readable as \
+             far as the command's uid may read them"
+                .into(),
+        );
+    }
 }
 
 /// How the sandbox asked the network proxy for a connection.

@@ -13,8 +13,10 @@ use crate::net::{HostPattern, PatternError};
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum Net {
-    /// No network: only Unix sockets can be created, TCP bind/connect are denied by Landlock
-    /// where the kernel supports it.
+    /// No network: a network namespace of its own whose only interface, loopback, is down;
+    /// only Unix sockets can be created (seccomp answers `EPERM` for the rest), and TCP
+    /// bind/connect are denied by Landlock where the kernel supports it. Nothing is
+    /// reachable, not even 127.0.0.1.
     #[default]
     None,
     /// The host's network, unrestricted.
@@ -126,7 +128,45 @@ pub struct Profile {
     pub cwd: Option<PathBuf>,
     /// Resource limits.
     pub limits: Limits,
+    /// The user id the command runs as when the supervising process is root (uid 0); default
+    /// [`NOBODY`]. Ignored otherwise: an unprivileged supervisor's commands run as itself.
+    pub uid: Option<u32>,
+    /// The group id the command runs as when the supervising process is root; default
+    /// [`NOBODY`]. Supplementary groups are always cleared.
+    pub gid: Option<u32>,
+    /// Keep root: when the supervising process is root, run the command as root too (inside
+    /// user namespaces, with every capability dropped, but with root's file permissions on
+    /// everything the profile shows). Off by default; callers should warn when it is set.
+    pub run_as_root: bool,
+    /// Paths hidden even where the profile shows their directory: each becomes an empty
+    /// read-only file (a directory: an empty read-only directory) in the mount tree. A `*` in
+    /// the last component matches any name there (`/etc/ssh/*_key`). Default: [`MASKED`];
+    /// a profile that sets it replaces that list (`[]`: nothing masked).
+    pub mask: Vec<String>,
 }
+
+/// The uid and gid a command runs as under a root supervisor, unless the profile says
+/// otherwise (`nobody`/`nogroup` on most distributions).
+pub const NOBODY: u32 = 65534;
+
+/// Sensitive system files masked by default (see [`Profile::mask`]): password and group
+/// hashes, sudo rules, SSH host keys, old passwords, TLS private keys, Kerberos keytabs,
+/// systemd credentials.
+pub const MASKED: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssh/*_key",
+    "/etc/security/opasswd",
+    "/etc/ssl/private",
+    "/etc/pki/tls/private",
+    "/etc/krb5.keytab",
+    "/etc/credstore",
+    "/etc/credstore.encrypted",
+];
 
 impl Default for Profile {
     fn default() -> Self {
@@ -141,6 +181,10 @@ impl Default for Profile {
             env: vec!["PATH".into(), "LANG".into(), "TERM".into()],
             cwd: None,
             limits: Limits::default(),
+            uid: None,
+            gid: None,
+            run_as_root: false,
+            mask: MASKED.iter().map(|m| m.to_string()).collect(),
         }
     }
 }
@@ -172,6 +216,16 @@ impl Profile {
         SYSTEM_RO.iter().any(|system| path.starts_with(system))
     }
 
+    /// The uid and gid a command of this profile runs as under a supervisor whose uid is
+    /// `supervisor_uid`: `None` when it keeps the supervisor's own ids (an unprivileged
+    /// supervisor, or [`Profile::run_as_root`]).
+    pub fn run_as(&self, supervisor_uid: u32) -> Option<(u32, u32)> {
+        if supervisor_uid != 0 || self.run_as_root {
+            return None;
+        }
+        Some((self.uid.unwrap_or(NOBODY), self.gid.unwrap_or(NOBODY)))
+    }
+
     /// Checks the profile: every named path exists, limits are non-zero. Returns the profile
     /// with its paths made absolute and symlinks resolved (Landlock rules follow the real
     /// directories).
@@ -198,6 +252,18 @@ impl Profile {
             if value == Some(0) {
                 return Err(crate::Error::InvalidLimit(format!(
                     "{name} must be at least 1"
+                )));
+            }
+        }
+        if !self.run_as_root && (self.uid == Some(0) || self.gid == Some(0)) {
+            return Err(crate::Error::InvalidProfile(
+                "uid and gid 0 are root: set run_as_root = true to keep root (not advised)".into(),
+            ));
+        }
+        for m in &self.mask {
+            if !m.starts_with('/') || m.contains('\0') {
+                return Err(crate::Error::InvalidProfile(format!(
+                    "mask: {m:?} is not an absolute path"
                 )));
             }
         }

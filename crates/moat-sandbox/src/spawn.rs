@@ -83,9 +83,11 @@ impl Sandbox {
                 argv: vec!["true".into()],
                 env: Vec::new(),
                 cgroup_procs: Vec::new(),
+                cgroup_pids: false,
                 namespaces: true,
                 probe: true,
                 proxy_dir: None,
+                run_as: Profile::default().run_as(rustix::process::getuid().as_raw()),
             };
             self.supervise(&plan, &Cgroup::default(), RunIo::Capture, None)
                 .is_ok_and(|r| r.termination == Termination::Exited(0))
@@ -181,16 +183,27 @@ impl Sandbox {
             ),
             _ => None,
         };
+        let run_as = profile.run_as(rustix::process::getuid().as_raw());
+        if let (Some((uid, gid)), Some(proxy)) = (run_as, &proxy) {
+            // PID 1, as the run's uid, connects to the proxy's socket for each connection.
+            let dir = proxy.dir();
+            for path in [dir.to_path_buf(), dir.join(crate::proxy::SOCKET_NAME)] {
+                std::os::unix::fs::chown(&path, Some(uid), Some(gid)).map_err(Error::Proxy)?;
+            }
+        }
         let cgroup = Cgroup::create(profile.limits.pids, profile.limits.memory_bytes);
-        let enforcement = enforcement(&profile, &cgroup, namespaces);
+        let mut enforcement = enforcement(&profile, &cgroup, namespaces);
+        crate::outcome::note_ids(&mut enforcement, &profile, run_as, namespaces);
         let plan = Plan {
             env: command_env(&profile, proxy.is_some()),
             profile: profile.clone(),
             argv: argv.to_vec(),
             cgroup_procs: cgroup.procs_files(),
+            cgroup_pids: cgroup.has_pids(),
             namespaces,
             probe: false,
             proxy_dir: proxy.as_ref().map(|p| p.dir().to_path_buf()),
+            run_as,
         };
         let run = self.supervise(&plan, &cgroup, io, control)?;
         drop(cgroup);
@@ -593,7 +606,7 @@ fn enforcement(profile: &Profile, cgroup: &Cgroup, namespaces: bool) -> Enforcem
         None => PidsEnforcement::NotRequested,
         Some(_) if cgroup.has_pids() => PidsEnforcement::Cgroup,
         Some(_) => {
-            if rustix::process::getuid().is_root() {
+            if rustix::process::getuid().is_root() && profile.run_as_root {
                 not.push(
                     "pids: no cgroup could be created and RLIMIT_NPROC does not bind root".into(),
                 );
@@ -609,6 +622,8 @@ fn enforcement(profile: &Profile, cgroup: &Cgroup, namespaces: bool) -> Enforcem
         pids,
         memory_cgroup: cgroup.has_memory(),
         not_enforced: not,
+        uid: 0,
+        gid: 0,
     }
 }
 

@@ -27,6 +27,14 @@
 //! `CLONE_PARENT`, so the spare is the zygote's child), so the zygote is never blocked on
 //! it. Spares that keep dying stop being made; [`SPARE_ENV`] turns them off.
 //!
+//! Ids: a root zygote never lets a run keep root unless its plan says so. For a run with
+//! namespaces that drops to other ids, the zygote writes the id maps of the run's user
+//! namespace itself (a PID 1 can only map its own uid) — right after the `clone`, or, for
+//! the spare, just before handing it the run — and says so on the sync pipe; it also hands
+//! over each write path as an id-mapped detached tree (`open_tree`, `mount_setattr`), with
+//! one user namespace per (owner, run ids) pair made once and kept. The spare of a root
+//! zygote is therefore made unmapped. See `namespaces.rs` and `mounts.rs`.
+//!
 //! On the run socket the supervisor may send [`KILL`]; it receives, in order, at most one
 //! [`SETUP_ERROR`] (the run could not be set up; the command never ran), at most one
 //! [`STATUS`] (PID 1 saw the command end: with namespaces and no cgroup, the end of the run
@@ -92,6 +100,9 @@ const SPARE_PID: u8 = b'P';
 
 /// Descriptors per run request: stdin, stdout, stderr, run socket, working directory.
 const RUN_FDS: usize = 5;
+/// At most this many write paths of a run get an id-mapped tree (the rest are bound as
+/// they are).
+const MAX_TREES: usize = 8;
 /// The largest plan accepted (a `SOCK_SEQPACKET` message must fit the socket buffer anyway).
 const MAX_PLAN: usize = 1 << 20;
 
@@ -361,6 +372,9 @@ struct State {
     /// Spares that died unused, or could not be made, in a row: past a few, none is made
     /// any more.
     spare_failures: u32,
+    /// User namespaces that map a write path's owner to a run's ids (owner uid and gid,
+    /// run's uid and gid), for id-mapped mounts; made once each.
+    idmaps: Vec<([u32; 4], OwnedFd)>,
 }
 
 /// Spares that may die unused in a row before the zygote stops making them.
@@ -414,6 +428,7 @@ pub(crate) fn serve(spares: bool) -> ! {
         spare: None,
         pending: None,
         spare_failures: if spares { 0 } else { MAX_SPARE_FAILURES },
+        idmaps: Vec::new(),
     };
     z.make_spare();
     let mut buf = vec![0u8; MAX_PLAN];
@@ -533,7 +548,8 @@ fn on_run_socket(run: &mut Run) {
 /// One request (from the control socket, or to a spare): the plan's length and its
 /// descriptors, or `None` at end of file.
 fn receive(sock: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<(usize, Vec<OwnedFd>)>> {
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(RUN_FDS + 1))];
+    let mut space =
+        [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(RUN_FDS + 1 + MAX_TREES))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
     let msg = rustix::net::recvmsg(
         sock,
@@ -677,6 +693,38 @@ impl State {
         }
     }
 
+    /// Id-mapped detached copies of the profile's write paths, for a run as `run_as`: each
+    /// path's owner on disk appears as the run's ids (see `mounts.rs`). A path already the
+    /// run's, or one whose file system cannot be id-mapped, gets none (it is bound as is).
+    fn trees(&mut self, profile: &crate::Profile, run_as: (u32, u32)) -> Vec<(usize, OwnedFd)> {
+        use std::os::unix::fs::MetadataExt;
+        let mut out = Vec::new();
+        for (i, path) in profile.rw.iter().enumerate().take(MAX_TREES) {
+            let Ok(meta) = std::fs::metadata(path) else {
+                continue;
+            };
+            let key = [meta.uid(), meta.gid(), run_as.0, run_as.1];
+            if (key[0], key[1]) == run_as {
+                continue;
+            }
+            let userns = match self.idmaps.iter().find(|(k, _)| *k == key) {
+                Some((_, fd)) => fd.as_raw_fd(),
+                None => match idmap_userns(key) {
+                    Ok(fd) => {
+                        let raw = fd.as_raw_fd();
+                        self.idmaps.push((key, fd));
+                        raw
+                    }
+                    Err(_) => continue,
+                },
+            };
+            if let Ok(tree) = idmapped_tree(path, userns) {
+                out.push((i, tree));
+            }
+        }
+        out
+    }
+
     /// The spare's maker sent its pid, or ended without a spare.
     fn spare_made(&mut self) {
         let Some(sock) = self.pending.take() else {
@@ -736,8 +784,10 @@ impl State {
             Err(e) => return fail(&sock, &format!("bad plan: {e}")),
         };
         // With a cgroup and namespaces the zygote moves PID 1 into the cgroup from outside,
-        // and PID 1 waits for that before it starts the command.
-        let sync = if plan.namespaces && !plan.cgroup_procs.is_empty() {
+        // and PID 1 waits for that before it starts the command; with ids to drop to, the
+        // zygote writes PID 1's id maps, and PID 1 waits for them before anything else.
+        let drops = plan.namespaces && plan.run_as.is_some();
+        let sync = if plan.namespaces && (!plan.cgroup_procs.is_empty() || drops) {
             match pipe() {
                 Ok(p) => Some(p),
                 Err(e) => return fail(&sock, &format!("pipe: {e}")),
@@ -745,11 +795,18 @@ impl State {
         } else {
             None
         };
+        let trees = match plan.run_as {
+            Some(ids) if drops => self.trees(&plan.profile, ids),
+            _ => Vec::new(),
+        };
         let mut pid = None;
         if plan.namespaces
             && plan.profile.net.is_isolated()
             && let Some(spare) = self.spare.take()
         {
+            // A root zygote maps the spare's ids now that it knows the run's.
+            let mapped = self.prepared.uid != 0
+                || crate::namespaces::write_maps(spare.pid, plan.run_as).is_ok();
             let mut passed = vec![
                 stdin.as_fd(),
                 stdout.as_fd(),
@@ -760,9 +817,16 @@ impl State {
             if let Some((r, _)) = &sync {
                 passed.push(r.as_fd());
             }
-            if send_with_fds(&spare.sock, plan_bytes, &passed).is_ok() {
+            passed.extend(trees.iter().map(|(_, fd)| fd.as_fd()));
+            // After the plan: the trees' indices in `rw`, and their count.
+            let mut message = plan_bytes.to_vec();
+            message.extend(trees.iter().map(|&(i, _)| i as u8));
+            message.push(trees.len() as u8);
+            if mapped && send_with_fds(&spare.sock, &message, &passed).is_ok() {
                 pid = Some(spare.pid);
                 self.spare_failures = 0;
+            } else {
+                kill_run(spare.pid);
             }
             // Else it is gone (its pid may be reaped already: not signalled); this run takes
             // the direct way.
@@ -796,10 +860,17 @@ impl State {
                             report: sock.as_raw_fd(),
                             cwd: cwd.as_raw_fd(),
                             sync: sync.as_ref().map(|(r, _)| r.as_raw_fd()),
+                            trees: trees.iter().map(|(i, fd)| (*i, fd.as_raw_fd())).collect(),
                         };
                         crate::helper::run_child(&self.prepared, &plan, fds)
                     }
-                    Ok(p) => p,
+                    Ok(p) => {
+                        if drops && let Err(e) = crate::namespaces::write_maps(p, plan.run_as) {
+                            kill_run(p);
+                            setup_error(&sock, &e);
+                        }
+                        p
+                    }
                     Err(e) => {
                         let what = if plan.namespaces {
                             "clone into new namespaces"
@@ -811,9 +882,13 @@ impl State {
                 }
             }
         };
-        drop((stdin, stdout, stderr, cwd));
+        drop((stdin, stdout, stderr, cwd, trees));
         if let Some((r, w)) = sync {
             drop(r);
+            if drops {
+                // The maps are written (or the run killed, and this byte goes nowhere).
+                let _ = rustix::io::write(&w, &[1]);
+            }
             let me = pid.to_string();
             for procs in &plan.cgroup_procs {
                 if let Err(e) = std::fs::write(procs, &me) {
@@ -833,9 +908,105 @@ impl State {
     }
 }
 
+/// A user namespace mapping `key`'s owner uid and gid (inside) to the run's (outside), to
+/// id-map a mount with: a child cloned into a new user namespace, its maps written from
+/// here, its namespace opened, then killed.
+fn idmap_userns(key: [u32; 4]) -> io::Result<OwnedFd> {
+    let [owner_uid, owner_gid, uid, gid] = key;
+    let pid = clone_into(libc::CLONE_NEWUSER)?;
+    if pid == 0 {
+        // SAFETY: waiting to be killed; nothing of the zygote runs here.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            loop {
+                libc::pause();
+            }
+        }
+    }
+    let opened = (|| {
+        std::fs::write(
+            format!("/proc/{pid}/uid_map"),
+            format!("{owner_uid} {uid} 1\n"),
+        )?;
+        std::fs::write(
+            format!("/proc/{pid}/gid_map"),
+            format!("{owner_gid} {gid} 1\n"),
+        )?;
+        rustix::fs::open(
+            format!("/proc/{pid}/ns/user"),
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(io::Error::from)
+    })();
+    // SAFETY: our own child, not yet reaped: kill and reap it here (the SIGCHLD loop then
+    // finds nothing).
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+    }
+    opened
+}
+
+/// A detached recursive copy of the mount tree at `path`, id-mapped by `userns`, `nosuid`
+/// and `nodev`.
+fn idmapped_tree(path: &Path, userns: RawFd) -> io::Result<OwnedFd> {
+    use std::os::unix::ffi::OsStrExt;
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    const AT_RECURSIVE: libc::c_uint = 0x8000;
+    const MOUNT_ATTR_NOSUID: u64 = 0x2;
+    const MOUNT_ATTR_NODEV: u64 = 0x4;
+    const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::other("NUL in path"))?;
+    // SAFETY: open_tree reads a NUL-terminated path; it returns a new descriptor or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | AT_RECURSIVE,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor owned by nobody else.
+    let tree = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns as u64,
+    };
+    // SAFETY: mount_setattr reads `attr` (of the size passed) and an empty path.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(tree)
+}
+
 /// Sends one message with descriptors.
 fn send_with_fds(sock: &OwnedFd, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(RUN_FDS + 1))];
+    let mut space =
+        [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(RUN_FDS + 1 + MAX_TREES))];
     let mut control = SendAncillaryBuffer::new(&mut space);
     if !control.push(SendAncillaryMessage::ScmRights(fds)) {
         return Err(io::Error::other("ancillary buffer too small"));
@@ -874,9 +1045,10 @@ fn make_spare(prepared: &Prepared, sock: RawFd) -> ! {
             0u32,
         );
     }
-    // SAFETY: unshare takes flags only; this process is single-threaded.
+    // SAFETY: unshare takes flags only; this process is single-threaded. A root zygote
+    // maps the spare's ids when it hands it a run (they depend on the run).
     if unsafe { libc::unshare(SPARE_NAMESPACES) } != 0
-        || crate::namespaces::map_ids(prepared).is_err()
+        || (prepared.uid != 0 && crate::namespaces::map_ids(prepared).is_err())
     {
         leave(SETUP_FAILED);
     }
@@ -935,13 +1107,26 @@ fn spare_main(prepared: &Prepared) -> ! {
         // SAFETY: as above.
         unsafe { libc::_exit(SETUP_FAILED) }
     };
-    if fds.len() < RUN_FDS {
+    // The message: the plan, the trees' indices in `rw`, their count.
+    let Some((&count, rest)) = buf[..len].split_last() else {
+        fail("bad request")
+    };
+    let count = usize::from(count);
+    if fds.len() < RUN_FDS + count || rest.len() < count {
         fail("bad request");
     }
-    let plan: Plan = match serde_json::from_slice(&buf[..len]) {
+    let (plan_bytes, indices) = rest.split_at(rest.len() - count);
+    let plan: Plan = match serde_json::from_slice(plan_bytes) {
         Ok(p) => p,
         Err(e) => fail(&format!("bad plan: {e}")),
     };
+    let has_sync = fds.len() == RUN_FDS + count + 1;
+    let first_tree = RUN_FDS + usize::from(has_sync);
+    let trees = indices
+        .iter()
+        .zip(&fds[first_tree..])
+        .map(|(&i, fd)| (usize::from(i), fd.as_raw_fd()))
+        .collect();
     // SAFETY: unshare takes flags only; this process is single-threaded.
     if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
         fail(&format!(
@@ -955,7 +1140,8 @@ fn spare_main(prepared: &Prepared) -> ! {
         stderr: fds[2].as_raw_fd(),
         report: fds[3].as_raw_fd(),
         cwd: fds[4].as_raw_fd(),
-        sync: fds.get(5).map(|fd| fd.as_raw_fd()),
+        sync: has_sync.then(|| fds[5].as_raw_fd()),
+        trees,
     };
     // The spare's own socket (fd 3) is replaced by the run's report socket there.
     std::mem::forget(sock);

@@ -7,7 +7,8 @@
 //!
 //! The allow-list needs user namespaces: where the kernel refuses them, the tests that run
 //! a command print `SKIPPED: …` and return, and the refusal itself is tested. A test that
-//! needs curl or python3 where they are missing says so the same way.
+//! needs curl or python3 where they are missing says so the same way. Under CI (`CI` set)
+//! a missing feature or tool fails the test instead: CI must run them all.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -21,13 +22,25 @@ use moat_sandbox::{
 
 const BODY: &str = "hello from the host\n";
 
+/// The helper binary: where cargo built it, or `MOAT_SANDBOX_TEST_HELPER` (a copy another
+/// user can reach, when CI runs this suite again as uid 65534).
+fn helper() -> std::path::PathBuf {
+    std::env::var_os("MOAT_SANDBOX_TEST_HELPER").map_or_else(
+        || env!("CARGO_BIN_EXE_moat-sandbox-init").into(),
+        Into::into,
+    )
+}
+
 fn sandbox() -> Sandbox {
-    Sandbox::with_helper(env!("CARGO_BIN_EXE_moat-sandbox-init"))
+    Sandbox::with_helper(helper())
 }
 
 /// Says why a test did not run, on the real stderr (libtest does not capture it), so a
-/// skip is seen in any run.
+/// skip is seen in any run. Under CI (`CI` set) it fails the test instead.
 fn skipped(why: &str) {
+    if std::env::var_os("CI").is_some() {
+        panic!("CI is set, so this test must run, but {why}");
+    }
     let _ = writeln!(
         std::io::stderr(),
         "SKIPPED ({}): {why}",

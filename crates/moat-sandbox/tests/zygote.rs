@@ -13,8 +13,17 @@ use moat_sandbox::{Outcome, Profile, Sandbox, Termination};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// The helper binary: where cargo built it, or `MOAT_SANDBOX_TEST_HELPER` (a copy another
+/// user can reach, when CI runs this suite again as uid 65534).
+fn helper() -> std::path::PathBuf {
+    std::env::var_os("MOAT_SANDBOX_TEST_HELPER").map_or_else(
+        || env!("CARGO_BIN_EXE_moat-sandbox-init").into(),
+        Into::into,
+    )
+}
+
 fn sandbox() -> Sandbox {
-    Sandbox::with_helper(env!("CARGO_BIN_EXE_moat-sandbox-init"))
+    Sandbox::with_helper(helper())
 }
 
 fn profile(namespaces: bool) -> Profile {
@@ -99,7 +108,8 @@ fn concurrent_runs_keep_their_output_and_status_apart() {
 #[test]
 fn a_zygote_that_dies_is_replaced() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let helper = env!("CARGO_BIN_EXE_moat-sandbox-init");
+    let helper = helper();
+    let helper = helper.to_str().expect("a UTF-8 helper path");
     assert!(run(true, &["true"]).success());
     let me = std::process::id() as i32;
     let ours = |z: &(i32, i32)| z.1 == me;

@@ -17,6 +17,10 @@
 //! with an `outputSchema` ([`RunResult`]), says the exit status or signal, whether the
 //! timeout or another limit was hit, the output and whether it was truncated.
 //!
+//! A root supervisor's commands never run as root: the sandbox runs them as uid 65534 (or
+//! the profile's `uid`/`gid`; `run_as_root` keeps root), with sensitive system files
+//! masked; what they create in a write path belongs on disk to that path's owner.
+//!
 //! What the sandbox cannot give: stdin (commands read end of file; the sandbox passes no
 //! input to captured runs), and the output as it is written (it is counted as it arrives,
 //! returned at the end).

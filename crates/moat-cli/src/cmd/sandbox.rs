@@ -43,6 +43,16 @@ pub async fn run(args: SandboxArgs) -> Result<(), Failure> {
         println!("cgroup pids:    {}", yes(support.cgroup_pids));
         println!("cgroup memory:  {}", yes(support.cgroup_memory));
         println!("running as root: {}", yes(support.root));
+        let (uid, gid) = support.run_as;
+        println!(
+            "sandbox runs as: uid {uid}, gid {gid} ({})",
+            if support.root {
+                "moat runs as root, its commands do not: uid/gid in the profile choose the ids; \
+                 --as-root or run_as_root = true keeps root"
+            } else {
+                "moat's own ids"
+            }
+        );
         for layer in &support.not_built {
             println!("not built yet:  {layer}");
         }
@@ -54,6 +64,13 @@ pub async fn run(args: SandboxArgs) -> Result<(), Failure> {
         )));
     }
     let profile = profile(&args).map_err(Failure::Usage)?;
+    if profile.run_as_root && running_as_root() {
+        eprintln!(
+            "moat sandbox: warning: the command runs as root (--as-root or run_as_root): \
+             every capability is dropped, but it reads and writes whatever root may among \
+             the paths it is shown"
+        );
+    }
     let json = args.json;
     let stdio = args.stdio;
     let command = args.command;
@@ -73,6 +90,7 @@ pub async fn run(args: SandboxArgs) -> Result<(), Failure> {
         Err(
             e @ (moat_sandbox::Error::Path { .. }
             | moat_sandbox::Error::InvalidLimit(_)
+            | moat_sandbox::Error::InvalidProfile(_)
             | moat_sandbox::Error::Unsupported(_)),
         ) => {
             return Err(Failure::Usage(e.into()));
@@ -130,6 +148,12 @@ pub async fn run(args: SandboxArgs) -> Result<(), Failure> {
     std::process::exit(code)
 }
 
+/// Whether this process runs as root (then commands run as another uid unless told).
+fn running_as_root() -> bool {
+    // SAFETY: getuid cannot fail.
+    unsafe { libc::getuid() == 0 }
+}
+
 fn yes(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
@@ -158,6 +182,9 @@ fn profile(args: &SandboxArgs) -> anyhow::Result<Profile> {
             p
         }
     };
+    if args.as_root {
+        p.run_as_root = true;
+    }
     p.ro.extend(args.ro.iter().cloned());
     p.rw.extend(args.rw.iter().cloned());
     p.env.extend(args.env.iter().cloned());
