@@ -75,7 +75,13 @@ fn verify_tampered(trail: &Trail, name: &str, sql: &str) -> (Output, Value) {
     drop(conn);
     let out = moat(
         trail,
-        &["audit", "verify", "--json", "--store", copy.to_str().unwrap()],
+        &[
+            "audit",
+            "verify",
+            "--json",
+            "--store",
+            copy.to_str().unwrap(),
+        ],
     );
     let json: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     (out, json)
@@ -261,7 +267,11 @@ fn a_legacy_prefix_is_reported() {
     let store = |p: &Path| p.to_str().unwrap().to_owned();
     let out = moat(&trail, &["audit", "verify", "--store", &store(&old)]);
     assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("no chained records yet"), "{}", text(&out));
+    assert!(
+        text(&out).contains("no chained records yet"),
+        "{}",
+        text(&out)
+    );
 
     let log = AuditLog::open(&old).unwrap();
     log.record(AuditRecord {
@@ -275,7 +285,13 @@ fn a_legacy_prefix_is_reported() {
     assert!(shown.contains("1 record(s) chained (3 … 3)"), "{shown}");
     assert!(shown.contains("2 record(s) before the chain"), "{shown}");
     assert!(shown.contains("legacy prefix"), "{shown}");
-    let out = moat(&trail, &["audit", "verify", "--json", "--store", &store(&old)]);
+    let out = moat(
+        &trail,
+        &["audit", "verify", "--json", "--store", &store(&old)],
+    );
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!((json["legacy"].as_i64(), json["chained"].as_i64()), (Some(2), Some(1)));
+    assert_eq!(
+        (json["legacy"].as_i64(), json["chained"].as_i64()),
+        (Some(2), Some(1))
+    );
 }

@@ -569,7 +569,9 @@ fn an_intact_chain_verifies_and_exports() {
                 assert_eq!(hash.as_deref(), Some(chain::to_hex(&prev).as_str()));
                 records += 1;
             }
-            ExportLine::Checkpoint { record_id, head, .. } => {
+            ExportLine::Checkpoint {
+                record_id, head, ..
+            } => {
                 assert_eq!(*record_id, records);
                 assert_eq!(head, &chain::to_hex(&prev));
                 heads += 1;
@@ -579,7 +581,10 @@ fn an_intact_chain_verifies_and_exports() {
     }
     assert_eq!((records, heads), (12, report.checkpoints as i64));
     assert!(lines[2].contains(r#""type":"record""#), "{}", lines[2]);
-    assert!(lines.iter().any(|l| l.contains(r#""arguments":"{"#)), "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.contains(r#""arguments":"{"#)),
+        "{lines:?}"
+    );
     // Only what follows a given record.
     let mut tail = 0;
     read_only(&path)
@@ -599,21 +604,45 @@ fn each_kind_of_tampering_is_named() {
     assert!(verify(&path, &key).ok());
 
     // A changed field.
-    let r = tampered(&path, "changed.db", &key, "UPDATE audit SET decision = 'deny' WHERE id = 4");
+    let r = tampered(
+        &path,
+        "changed.db",
+        &key,
+        "UPDATE audit SET decision = 'deny' WHERE id = 4",
+    );
     assert_eq!(r.problem, Some(Break::Altered { id: 4 }), "{r:?}");
-    let r = tampered(&path, "kind.db", &key, "UPDATE audit SET kind = 'call' WHERE id = 6");
+    let r = tampered(
+        &path,
+        "kind.db",
+        &key,
+        "UPDATE audit SET kind = 'call' WHERE id = 6",
+    );
     assert_eq!(r.problem, Some(Break::Altered { id: 6 }), "{r:?}");
-    let r = tampered(&path, "null.db", &key, "UPDATE audit SET client = NULL WHERE id = 2");
+    let r = tampered(
+        &path,
+        "null.db",
+        &key,
+        "UPDATE audit SET client = NULL WHERE id = 2",
+    );
     assert_eq!(r.problem, Some(Break::Altered { id: 2 }), "{r:?}");
 
     // A deleted record.
     let r = tampered(&path, "deleted.db", &key, "DELETE FROM audit WHERE id = 5");
     assert_eq!(
         r.problem,
-        Some(Break::Missing { missing: 5, id: 6, prev_id: 4 }),
+        Some(Break::Missing {
+            missing: 5,
+            id: 6,
+            prev_id: 4
+        }),
         "{r:?}"
     );
-    assert!(r.problem.unwrap().to_string().contains("record 5 is missing"));
+    assert!(
+        r.problem
+            .unwrap()
+            .to_string()
+            .contains("record 5 is missing")
+    );
 
     // A deleted record and the ids after it renumbered.
     let r = tampered(
@@ -623,7 +652,11 @@ fn each_kind_of_tampering_is_named() {
         "DELETE FROM audit WHERE id = 5;
          UPDATE audit SET id = id + 100 WHERE id > 5; UPDATE audit SET id = id - 101 WHERE id > 100;",
     );
-    assert_eq!(r.problem, Some(Break::Unlinked { id: 5, prev_id: 4 }), "{r:?}");
+    assert_eq!(
+        r.problem,
+        Some(Break::Unlinked { id: 5, prev_id: 4 }),
+        "{r:?}"
+    );
 
     // An inserted record: at the end without a hash, and in the middle with a hash forged
     // to follow the record before it.
@@ -631,8 +664,10 @@ fn each_kind_of_tampering_is_named() {
         &path,
         "appended.db",
         &key,
-        &format!("INSERT INTO audit (id, {COLUMNS}) SELECT 11, {COLUMNS} FROM audit WHERE id = 3;
-                  UPDATE audit SET hash = NULL, prev_hash = NULL WHERE id = 11"),
+        &format!(
+            "INSERT INTO audit (id, {COLUMNS}) SELECT 11, {COLUMNS} FROM audit WHERE id = 3;
+                  UPDATE audit SET hash = NULL, prev_hash = NULL WHERE id = 11"
+        ),
     );
     assert_eq!(r.problem, Some(Break::Unchained { id: 11 }), "{r:?}");
     let forged = {
@@ -676,7 +711,11 @@ fn each_kind_of_tampering_is_named() {
          INSERT INTO audit (id, {COLUMNS}) SELECT 9 - id, {COLUMNS} FROM t;"
     );
     let r = tampered(&path, "swapped.db", &key, &swap);
-    assert_eq!(r.problem, Some(Break::Unlinked { id: 4, prev_id: 3 }), "{r:?}");
+    assert_eq!(
+        r.problem,
+        Some(Break::Unlinked { id: 4, prev_id: 3 }),
+        "{r:?}"
+    );
     assert_eq!(r.problem.as_ref().map(Break::record_id), Some(4));
 
     // A signed head's signature altered (one hex digit of the last checkpoint).
@@ -774,10 +813,28 @@ fn a_legacy_store_then_new_records_verifies_with_a_legacy_prefix() {
     assert_eq!(r.signed_through, Some(5));
 
     // Legacy records are covered from the moment the chain starts after them.
-    let r = tampered(&path, "legacy-changed.db", &public, "UPDATE audit SET decision = 'allow' WHERE id = 2");
-    assert_eq!(r.problem, Some(Break::LegacyChanged { id: 4, legacy: 3 }), "{r:?}");
-    let r = tampered(&path, "legacy-deleted.db", &public, "DELETE FROM audit WHERE id = 1");
-    assert_eq!(r.problem, Some(Break::LegacyChanged { id: 4, legacy: 2 }), "{r:?}");
+    let r = tampered(
+        &path,
+        "legacy-changed.db",
+        &public,
+        "UPDATE audit SET decision = 'allow' WHERE id = 2",
+    );
+    assert_eq!(
+        r.problem,
+        Some(Break::LegacyChanged { id: 4, legacy: 3 }),
+        "{r:?}"
+    );
+    let r = tampered(
+        &path,
+        "legacy-deleted.db",
+        &public,
+        "DELETE FROM audit WHERE id = 1",
+    );
+    assert_eq!(
+        r.problem,
+        Some(Break::LegacyChanged { id: 4, legacy: 2 }),
+        "{r:?}"
+    );
 }
 
 /// Two processes append to one store at once: one chain, no two records on one predecessor.
@@ -827,13 +884,17 @@ fn a_store_copied_while_a_writer_runs_verifies() {
         wait_for(300 * (round + 1));
         let vacuumed = dir.path().join(format!("vacuum-{round}.db"));
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
-        conn.execute("VACUUM INTO ?1", [vacuumed.to_str().unwrap()]).unwrap();
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .unwrap();
+        conn.execute("VACUUM INTO ?1", [vacuumed.to_str().unwrap()])
+            .unwrap();
 
         let raw = dir.path().join(format!("raw-{round}"));
         std::fs::create_dir(&raw).unwrap();
         let tx = conn.unchecked_transaction().unwrap();
-        let _: i64 = tx.query_row("SELECT count(*) FROM audit", [], |r| r.get(0)).unwrap();
+        let _: i64 = tx
+            .query_row("SELECT count(*) FROM audit", [], |r| r.get(0))
+            .unwrap();
         std::fs::copy(&path, raw.join("live.db")).unwrap();
         let wal = path.with_file_name("live.db-wal");
         if wal.exists() {

@@ -53,7 +53,9 @@ fn audit_verify(path: &Path, dir: &Path, keys: &[String], json: bool) -> Result<
         keys.iter()
             .map(|k| {
                 audit::key::parse_public_key(k).ok_or_else(|| {
-                    Failure::Usage(anyhow!("--key {k}: not an Ed25519 public key (64 hex digits)"))
+                    Failure::Usage(anyhow!(
+                        "--key {k}: not an Ed25519 public key (64 hex digits)"
+                    ))
                 })
             })
             .collect::<Result<_, _>>()?

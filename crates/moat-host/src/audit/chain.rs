@@ -255,9 +255,7 @@ pub enum Break {
         what: &'static str,
     },
     /// Records between two consecutive ids are gone.
-    #[error(
-        "record {missing} is missing (deleted): record {id} follows record {prev_id} directly"
-    )]
+    #[error("record {missing} is missing (deleted): record {id} follows record {prev_id} directly")]
     Missing {
         /// The first missing id.
         missing: i64,
@@ -268,7 +266,9 @@ pub enum Break {
     },
     /// A record has no hash after the chain started (written by something other than a
     /// chaining moat).
-    #[error("record {id} has no hash but comes after chained records (inserted by hand, or by an older moat)")]
+    #[error(
+        "record {id} has no hash but comes after chained records (inserted by hand, or by an older moat)"
+    )]
     Unchained {
         /// The record.
         id: i64,
@@ -300,7 +300,9 @@ pub enum Break {
         id: i64,
     },
     /// A checkpoint's signature does not verify.
-    #[error("the signed head at record {record_id} (checkpoint {checkpoint}) has an invalid signature")]
+    #[error(
+        "the signed head at record {record_id} (checkpoint {checkpoint}) has an invalid signature"
+    )]
     BadSignature {
         /// The checkpoint.
         checkpoint: i64,
@@ -574,6 +576,8 @@ impl Verifier {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
+// Lines are made and written one at a time, never held in bulk: boxing buys nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum ExportLine {
     /// A record.
     Record {
@@ -641,7 +645,11 @@ pub fn from_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
     if bytes.len() != N * 2 {
         return None;
     }
-    let digit = |c: u8| char::from(c).to_digit(16).and_then(|d| u8::try_from(d).ok());
+    let digit = |c: u8| {
+        char::from(c)
+            .to_digit(16)
+            .and_then(|d| u8::try_from(d).ok())
+    };
     let mut out = [0u8; N];
     for (o, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
         *o = digit(pair[0])? << 4 | digit(pair[1])?;
@@ -697,31 +705,90 @@ mod tests {
         let base = record(1);
         let h = base.hash(&GENESIS);
         let variants = [
-            StoredRecord { id: 2, ..base.clone() },
-            StoredRecord { time_ms: 0, ..base.clone() },
-            StoredRecord { kind: "sampling".into(), ..base.clone() },
-            StoredRecord { session: "t".into(), ..base.clone() },
-            StoredRecord { client: Some(String::new()), ..base.clone() },
-            StoredRecord { server: "fs2".into(), ..base.clone() },
-            StoredRecord { tool: "read2".into(), ..base.clone() },
-            StoredRecord { exposed_name: "x".into(), ..base.clone() },
-            StoredRecord { args_digest: "e".into(), ..base.clone() },
-            StoredRecord { arguments: Some("{}".into()), ..base.clone() },
-            StoredRecord { decision: "deny".into(), ..base.clone() },
-            StoredRecord { rule: "rule 1".into(), ..base.clone() },
-            StoredRecord { consent: Some("yes".into()), ..base.clone() },
-            StoredRecord { outcome: "failed".into(), ..base.clone() },
-            StoredRecord { duration_us: 1, ..base.clone() },
-            StoredRecord { result_bytes: 1, ..base.clone() },
-            StoredRecord { error: Some(String::new()), ..base.clone() },
+            StoredRecord {
+                id: 2,
+                ..base.clone()
+            },
+            StoredRecord {
+                time_ms: 0,
+                ..base.clone()
+            },
+            StoredRecord {
+                kind: "sampling".into(),
+                ..base.clone()
+            },
+            StoredRecord {
+                session: "t".into(),
+                ..base.clone()
+            },
+            StoredRecord {
+                client: Some(String::new()),
+                ..base.clone()
+            },
+            StoredRecord {
+                server: "fs2".into(),
+                ..base.clone()
+            },
+            StoredRecord {
+                tool: "read2".into(),
+                ..base.clone()
+            },
+            StoredRecord {
+                exposed_name: "x".into(),
+                ..base.clone()
+            },
+            StoredRecord {
+                args_digest: "e".into(),
+                ..base.clone()
+            },
+            StoredRecord {
+                arguments: Some("{}".into()),
+                ..base.clone()
+            },
+            StoredRecord {
+                decision: "deny".into(),
+                ..base.clone()
+            },
+            StoredRecord {
+                rule: "rule 1".into(),
+                ..base.clone()
+            },
+            StoredRecord {
+                consent: Some("yes".into()),
+                ..base.clone()
+            },
+            StoredRecord {
+                outcome: "failed".into(),
+                ..base.clone()
+            },
+            StoredRecord {
+                duration_us: 1,
+                ..base.clone()
+            },
+            StoredRecord {
+                result_bytes: 1,
+                ..base.clone()
+            },
+            StoredRecord {
+                error: Some(String::new()),
+                ..base.clone()
+            },
         ];
         for v in &variants {
             assert_ne!(v.hash(&GENESIS), h, "{v:?}");
         }
         assert_ne!(base.hash(&[1; 32]), h);
         // Length prefixes: moving bytes between adjacent fields changes the hash.
-        let a = StoredRecord { server: "fs".into(), tool: "xread".into(), ..base.clone() };
-        let b = StoredRecord { server: "fsx".into(), tool: "read".into(), ..base.clone() };
+        let a = StoredRecord {
+            server: "fs".into(),
+            tool: "xread".into(),
+            ..base.clone()
+        };
+        let b = StoredRecord {
+            server: "fsx".into(),
+            tool: "read".into(),
+            ..base.clone()
+        };
         assert_ne!(a.hash(&GENESIS), b.hash(&GENESIS));
     }
 
@@ -740,19 +807,29 @@ mod tests {
     #[test]
     fn intact_chain_with_legacy_prefix() {
         let legacy: Vec<ChainEntry> = (1..=3)
-            .map(|id| ChainEntry { record: record(id), prev_hash: None, hash: None })
+            .map(|id| ChainEntry {
+                record: record(id),
+                prev_hash: None,
+                hash: None,
+            })
             .collect();
         let anchor = legacy_head(legacy.iter().map(|e| &e.record));
         let mut all = legacy.clone();
         all.extend(chain(4..=10, anchor));
         let report = verify(&all, Vec::new());
         assert!(report.ok(), "{report:?}");
-        assert_eq!((report.legacy, report.chained, report.first_chained), (3, 7, Some(4)));
+        assert_eq!(
+            (report.legacy, report.chained, report.first_chained),
+            (3, 7, Some(4))
+        );
 
         // A legacy record changed after chaining started shows at the first chained record.
         all[1].record.tool = "write".into();
         let report = verify(&all, Vec::new());
-        assert_eq!(report.problem, Some(Break::LegacyChanged { id: 4, legacy: 3 }));
+        assert_eq!(
+            report.problem,
+            Some(Break::LegacyChanged { id: 4, legacy: 3 })
+        );
     }
 
     #[test]
@@ -760,20 +837,32 @@ mod tests {
         let good = chain(1..=6, GENESIS);
         let mut altered = good.clone();
         altered[2].record.decision = "deny".into();
-        assert_eq!(verify(&altered, vec![]).problem, Some(Break::Altered { id: 3 }));
+        assert_eq!(
+            verify(&altered, vec![]).problem,
+            Some(Break::Altered { id: 3 })
+        );
 
         let mut deleted = good.clone();
         deleted.remove(2);
-        assert_eq!(verify(&deleted, vec![]).problem.map(|b| b.record_id()), Some(3));
+        assert_eq!(
+            verify(&deleted, vec![]).problem.map(|b| b.record_id()),
+            Some(3)
+        );
 
         let mut swapped = good.clone();
         swapped.swap(2, 3);
         (swapped[2].record.id, swapped[3].record.id) = (3, 4);
-        assert_eq!(verify(&swapped, vec![]).problem, Some(Break::Unlinked { id: 3, prev_id: 2 }));
+        assert_eq!(
+            verify(&swapped, vec![]).problem,
+            Some(Break::Unlinked { id: 3, prev_id: 2 })
+        );
 
         let mut unchained = good.clone();
         unchained[4].hash = None;
-        assert_eq!(verify(&unchained, vec![]).problem, Some(Break::Unchained { id: 5 }));
+        assert_eq!(
+            verify(&unchained, vec![]).problem,
+            Some(Break::Unchained { id: 5 })
+        );
     }
 
     #[test]
@@ -791,17 +880,26 @@ mod tests {
         bad.signature[10] ^= 1;
         assert_eq!(
             verify(&entries, vec![bad]).problem,
-            Some(Break::BadSignature { checkpoint: 1, record_id: 4 })
+            Some(Break::BadSignature {
+                checkpoint: 1,
+                record_id: 4
+            })
         );
         assert_eq!(
             verify(&entries[..3], vec![cp.clone()]).problem,
-            Some(Break::HeadMissing { checkpoint: 1, record_id: 4 })
+            Some(Break::HeadMissing {
+                checkpoint: 1,
+                record_id: 4
+            })
         );
         // A trusted key that is not the signer's.
         let other = SigningKey::from_bytes(&[8; 32]).verifying_key();
         let mut v = Verifier::new(vec![cp], vec![other]);
         entries.iter().for_each(|e| v.push(e));
-        assert!(matches!(v.finish().problem, Some(Break::UnknownKey { record_id: 4, .. })));
+        assert!(matches!(
+            v.finish().problem,
+            Some(Break::UnknownKey { record_id: 4, .. })
+        ));
     }
 
     #[test]

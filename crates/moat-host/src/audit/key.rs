@@ -113,7 +113,10 @@ mod tests {
             Some(made.verifying_key())
         );
         // No temporary file is left behind.
-        assert_eq!(std::fs::read_dir(path.parent().unwrap()).unwrap().count(), 1);
+        assert_eq!(
+            std::fs::read_dir(path.parent().unwrap()).unwrap().count(),
+            1
+        );
 
         std::fs::write(&path, "garbage").unwrap();
         assert!(matches!(load_or_create(&path), Err(AuditError::Key { .. })));

@@ -6,11 +6,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use globset::{Glob, GlobMatcher};
 use ed25519_dalek::{SigningKey, VerifyingKey};
+use globset::{Glob, GlobMatcher};
 use rusqlite::{Connection, OpenFlags, OptionalExtension as _, Row, TransactionBehavior, params};
 
-use super::chain::{self, ChainEntry, Checkpoint, ExportLine, Hash, Report, StoredRecord, Verifier, to_hex};
+use super::chain::{
+    self, ChainEntry, Checkpoint, ExportLine, Hash, Report, StoredRecord, Verifier, to_hex,
+};
 use super::{AuditError, AuditQuery, AuditRecord};
 
 /// How long a statement waits for another connection's lock before failing.
@@ -354,21 +356,22 @@ fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<Result<ChainEntry, chain::B
         }
         Err(e) => return Err(e),
     };
-    let link = |i: usize, what: &'static str| -> rusqlite::Result<Result<Option<Hash>, chain::Break>> {
-        let text: Option<String> = match row.get(i) {
-            Ok(text) => text,
-            Err(rusqlite::Error::InvalidColumnType(..)) => {
-                return Ok(Err(chain::Break::Malformed { id, what }));
-            }
-            Err(e) => return Err(e),
+    let link =
+        |i: usize, what: &'static str| -> rusqlite::Result<Result<Option<Hash>, chain::Break>> {
+            let text: Option<String> = match row.get(i) {
+                Ok(text) => text,
+                Err(rusqlite::Error::InvalidColumnType(..)) => {
+                    return Ok(Err(chain::Break::Malformed { id, what }));
+                }
+                Err(e) => return Err(e),
+            };
+            Ok(match text {
+                None => Ok(None),
+                Some(text) => chain::from_hex(&text)
+                    .map(Some)
+                    .ok_or(chain::Break::Malformed { id, what }),
+            })
         };
-        Ok(match text {
-            None => Ok(None),
-            Some(text) => chain::from_hex(&text)
-                .map(Some)
-                .ok_or(chain::Break::Malformed { id, what }),
-        })
-    };
     let prev_hash = match link(17, "prev_hash")? {
         Ok(h) => h,
         Err(b) => return Ok(Err(b)),
@@ -388,7 +391,11 @@ fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<Result<ChainEntry, chain::B
 /// then reports the checkpoint instead of overlooking it.
 fn checkpoint_from_row(row: &Row<'_>) -> rusqlite::Result<Checkpoint> {
     let text = |i: usize| -> rusqlite::Result<String> {
-        Ok(row.get::<_, Option<String>>(i).ok().flatten().unwrap_or_default())
+        Ok(row
+            .get::<_, Option<String>>(i)
+            .ok()
+            .flatten()
+            .unwrap_or_default())
     };
     Ok(Checkpoint {
         id: row.get(0)?,
