@@ -43,7 +43,7 @@
 //! write transaction that reads that record's hash. The first chained record follows the
 //! records written before chaining existed (the *legacy prefix*, which has no hashes): its
 //! `prev_hash` is the hash those records would have had, chained from [`GENESIS`] (32 zero
-//! bytes); with no legacy records, [`GENESIS`] itself. Changing a legacy record after that
+//! bytes); with no legacy records, the chain starts at id 1 from [`GENESIS`] itself. Changing a legacy record after that
 //! breaks the chain at the first chained record.
 //!
 //! # Signed heads
@@ -264,6 +264,12 @@ pub enum Break {
         /// The record before the gap.
         prev_id: i64,
     },
+    /// The store's first records are gone (a chain with no legacy prefix starts at id 1).
+    #[error("records before record {id} are missing (deleted from the start of the trail)")]
+    MissingStart {
+        /// The first record left.
+        id: i64,
+    },
     /// A record has no hash after the chain started (written by something other than a
     /// chaining moat).
     #[error(
@@ -347,6 +353,7 @@ impl Break {
         match self {
             Break::Malformed { id, .. }
             | Break::Unchained { id }
+            | Break::MissingStart { id }
             | Break::Unlinked { id, .. }
             | Break::LegacyChanged { id, .. }
             | Break::Altered { id } => *id,
@@ -488,8 +495,9 @@ impl Verifier {
                     _ => {}
                 }
             }
+            // The first record of the store claims a predecessor: the ones before it are gone.
+            None if id != 1 => return Err(Break::MissingStart { id }),
             None if prev_hash != GENESIS => {
-                // The first record of the store claims a predecessor: the ones before it are gone.
                 return Err(Break::LegacyChanged { id, legacy: 0 });
             }
             None => {}
@@ -855,6 +863,11 @@ mod tests {
         assert_eq!(
             verify(&swapped, vec![]).problem,
             Some(Break::Unlinked { id: 3, prev_id: 2 })
+        );
+
+        assert_eq!(
+            verify(&good[2..], vec![]).problem,
+            Some(Break::MissingStart { id: 3 })
         );
 
         let mut unchained = good.clone();
