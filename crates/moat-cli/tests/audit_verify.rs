@@ -295,3 +295,51 @@ fn a_legacy_prefix_is_reported() {
         (Some(2), Some(1))
     );
 }
+
+/// The gateway itself, with `[audit] sign = true`: it makes the key (mode 0600) in its state
+/// directory on first start, chains and signs each call, and the trail verifies.
+#[test]
+fn a_signing_gateway_leaves_a_verified_trail() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let config = dir.path().join("moat.toml");
+    let moat_bin = env!("CARGO_BIN_EXE_moat");
+    std::fs::write(
+        &config,
+        format!(
+            "state_dir = {state:?}\n[audit]\nsign = true\n[policy]\ndefault = \"allow\"\n\
+             [servers.ev]\ncommand = {moat_bin:?}\nargs = [\"serve\", \"everything\"]\nsandbox = false\n"
+        ),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    for _ in 0..2 {
+        let out = Command::new(moat_bin)
+            .args([
+                "call",
+                "ev__test_simple_text",
+                "--",
+                moat_bin,
+                "gateway",
+                "--config",
+                config,
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let key_file = key::key_path(&state);
+    let mode = std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    let out = Command::new(moat_bin)
+        .args(["audit", "verify", "--json", "--config", config])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["chained"], 2, "{json}");
+    assert_eq!(json["signed_through"], 2, "{json}");
+    assert_eq!(json["key_trusted"], true, "{json}");
+}
