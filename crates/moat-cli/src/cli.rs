@@ -191,6 +191,10 @@ pub enum AuditAction {
         /// repeatable) instead of the key in the state directory.
         #[arg(long, value_name = "HEX")]
         key: Vec<String>,
+        /// Verify a file written by `moat audit export` instead of the store (one that starts
+        /// after record 1, from `--after`, is checked from its first record on).
+        #[arg(long, value_name = "FILE")]
+        from: Option<std::path::PathBuf>,
     },
     /// Write the records with their chain, and the signed heads, as JSON Lines on stdout.
     Export {

@@ -343,3 +343,72 @@ fn a_signing_gateway_leaves_a_verified_trail() {
     assert_eq!(json["signed_through"], 2, "{json}");
     assert_eq!(json["key_trusted"], true, "{json}");
 }
+
+/// An export verifies on its own, whole or from where `--after` started it; an edited
+/// export fails naming the record.
+#[test]
+fn an_export_verifies_with_from() {
+    let trail = trail();
+    let dir = trail.store.parent().unwrap();
+    let whole = dir.join("whole.jsonl");
+    let tail = dir.join("tail.jsonl");
+    for (file, args) in [
+        (&whole, vec!["audit", "export"]),
+        (&tail, vec!["audit", "export", "--after", "5"]),
+    ] {
+        let out = moat(&trail, &args);
+        assert!(out.status.success(), "{}", text(&out));
+        std::fs::write(file, &out.stdout).unwrap();
+    }
+    let from = |file: &Path| {
+        moat(
+            &trail,
+            &[
+                "audit",
+                "verify",
+                "--json",
+                "--from",
+                file.to_str().unwrap(),
+            ],
+        )
+    };
+    let out = from(&whole);
+    assert!(out.status.success(), "{}", text(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (json["chained"].as_i64(), json["signed_through"].as_i64()),
+        (Some(RECORDS), Some(RECORDS))
+    );
+    let out = from(&tail);
+    assert!(out.status.success(), "{}", text(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (json["chained"].as_i64(), json["anchored_after"].as_i64()),
+        (Some(4), Some(5))
+    );
+
+    // One field of record 7 edited in the file.
+    let edited = dir.join("edited.jsonl");
+    let text_in = std::fs::read_to_string(&whole).unwrap();
+    let changed: Vec<String> = text_in
+        .lines()
+        .map(|l| {
+            if l.contains(r#""type":"record","id":7,"#) {
+                l.replace(r#""decision":"allow""#, r#""decision":"deny""#)
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    assert_ne!(changed.join("\n") + "\n", text_in);
+    std::fs::write(&edited, changed.join("\n")).unwrap();
+    let out = from(&edited);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["record"], 7, "{json}");
+
+    std::fs::write(&edited, "not json\n").unwrap();
+    let out = from(&edited);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("line 1"), "{}", text(&out));
+}

@@ -37,7 +37,13 @@ fn open_store(path: &Path) -> Result<audit::AuditReader, Failure> {
 }
 
 /// `moat audit verify`: exit 0 when the chain is intact, 3 when it is broken.
-fn audit_verify(path: &Path, dir: &Path, keys: &[String], json: bool) -> Result<(), Failure> {
+fn audit_verify(
+    path: &Path,
+    dir: &Path,
+    keys: &[String],
+    from: Option<&Path>,
+    json: bool,
+) -> Result<(), Failure> {
     let key_file = audit::key::key_path(dir);
     let trusted = if keys.is_empty() {
         match audit::key::public_key(&key_file) {
@@ -60,9 +66,15 @@ fn audit_verify(path: &Path, dir: &Path, keys: &[String], json: bool) -> Result<
             })
             .collect::<Result<_, _>>()?
     };
-    let report = open_store(path)?
-        .verify(trusted)
-        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let (report, path) = match from {
+        Some(file) => (verify_file(file, trusted)?, file),
+        None => {
+            let report = open_store(path)?
+                .verify(trusted)
+                .map_err(|e| Failure::Usage(anyhow!(e)))?;
+            (report, path)
+        }
+    };
     if json {
         let mut value = serde_json::to_value(&report).map_err(|e| Failure::Connection(e.into()))?;
         if let Some(obj) = value.as_object_mut() {
@@ -85,6 +97,30 @@ fn audit_verify(path: &Path, dir: &Path, keys: &[String], json: bool) -> Result<
     }
 }
 
+/// Verifies an export file (JSON Lines from `moat audit export`).
+fn verify_file(
+    file: &Path,
+    trusted: Vec<audit::key::VerifyingKey>,
+) -> Result<audit::chain::Report, Failure> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Failure::Usage(anyhow!("--from {}: {e}", file.display())))?;
+    let lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(n, l)| {
+            serde_json::from_str(l).map_err(|e| {
+                Failure::Usage(anyhow!(
+                    "--from {} line {}: not a line of `moat audit export`: {e}",
+                    file.display(),
+                    n + 1
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(audit::chain::verify_export(&lines, trusted))
+}
+
 fn print_verify(report: &audit::chain::Report, path: &Path) {
     if let Some(problem) = &report.problem {
         println!(
@@ -104,6 +140,11 @@ fn print_verify(report: &audit::chain::Report, path: &Path) {
             crate::output::dim(&head.hash[..16])
         ),
         None => println!("audit trail intact: no chained records yet"),
+    }
+    if let Some(after) = report.anchored_after {
+        println!(
+            "  an export starting after record {after}: the records before it were not checked"
+        );
     }
     if report.legacy > 0 {
         println!(
@@ -185,7 +226,9 @@ pub fn audit(args: AuditArgs) -> Result<(), Failure> {
         (None, None) => moat_host::state::audit_path(&dir),
     };
     match &args.action {
-        Some(AuditAction::Verify { key }) => return audit_verify(&path, &dir, key, args.json),
+        Some(AuditAction::Verify { key, from }) => {
+            return audit_verify(&path, &dir, key, from.as_deref(), args.json);
+        }
         Some(AuditAction::Export { after }) => return audit_export(&path, *after),
         Some(AuditAction::Key) => return audit_key(&dir, args.json),
         None => {}

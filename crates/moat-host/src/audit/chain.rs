@@ -385,6 +385,9 @@ pub struct Report {
     /// Whether the checkpoints' key was given as trusted (else they were checked against the
     /// key they name, which finds an altered signature but not a re-signed chain).
     pub key_trusted: bool,
+    /// For an export written with `--after`: the record it continues from, whose hash is
+    /// taken from the export's first record as given.
+    pub anchored_after: Option<i64>,
     /// The first thing wrong; `None` when the chain is intact.
     pub problem: Option<Break>,
 }
@@ -625,6 +628,76 @@ impl From<&Checkpoint> for ExportLine {
             signature: to_hex(&c.signature),
         }
     }
+}
+
+/// Verifies an export (`moat audit export` lines, in their order). An export that starts
+/// after record 1 (`--after`) is taken from its first record's `prev_hash` on, which it
+/// cannot check: [`Report::anchored_after`] says so.
+pub fn verify_export(lines: &[ExportLine], trusted: Vec<VerifyingKey>) -> Report {
+    let checkpoints = lines
+        .iter()
+        .filter_map(|line| match line {
+            ExportLine::Checkpoint {
+                id,
+                record_id,
+                head,
+                time_ms,
+                public_key,
+                signature,
+            } => Some(Checkpoint {
+                id: *id,
+                record_id: *record_id,
+                // Kept zeroed when they do not parse: reported, never skipped.
+                head: from_hex(head).unwrap_or([0; 32]),
+                time_ms: *time_ms,
+                public_key: from_hex(public_key).unwrap_or([0; 32]),
+                signature: from_hex(signature).unwrap_or([0; 64]),
+            }),
+            ExportLine::Record { .. } => None,
+        })
+        .collect();
+    let mut verifier = Verifier::new(checkpoints, trusted);
+    for line in lines {
+        let ExportLine::Record {
+            record,
+            prev_hash,
+            hash,
+        } = line
+        else {
+            continue;
+        };
+        let link = |text: &Option<String>, what| match text {
+            None => Ok(None),
+            Some(t) => from_hex(t).map(Some).ok_or(Break::Malformed {
+                id: record.id,
+                what,
+            }),
+        };
+        let entry = link(prev_hash, "prev_hash").and_then(|prev_hash| {
+            Ok(ChainEntry {
+                record: record.clone(),
+                prev_hash,
+                hash: link(hash, "hash")?,
+            })
+        });
+        match entry {
+            Ok(entry) => {
+                if verifier.prev.is_none()
+                    && entry.record.id > 1
+                    && let Some(prev) = entry.prev_hash
+                {
+                    verifier.prev = Some((entry.record.id - 1, Some(prev)));
+                    verifier.report.anchored_after = Some(entry.record.id - 1);
+                }
+                verifier.push(&entry);
+            }
+            Err(problem) => verifier.fail(problem),
+        }
+        if verifier.failed() {
+            break;
+        }
+    }
+    verifier.finish()
 }
 
 /// The hash the next record of a chain follows, given the store's newest record (`None`:
@@ -913,6 +986,46 @@ mod tests {
             v.finish().problem,
             Some(Break::UnknownKey { record_id: 4, .. })
         ));
+    }
+
+    #[test]
+    fn exports_verify_whole_or_from_where_they_start() {
+        let key = SigningKey::from_bytes(&[5; 32]);
+        let entries = chain(1..=6, GENESIS);
+        let mut cp = Checkpoint::sign(&key, 6, entries[5].hash.unwrap(), 1);
+        cp.id = 1;
+        let line = |e: &ChainEntry| ExportLine::Record {
+            record: e.record.clone(),
+            prev_hash: e.prev_hash.map(|h| to_hex(&h)),
+            hash: e.hash.map(|h| to_hex(&h)),
+        };
+        let mut lines: Vec<ExportLine> = entries.iter().map(line).collect();
+        lines.push(ExportLine::from(&cp));
+        let trusted = vec![key.verifying_key()];
+        let whole = verify_export(&lines, trusted.clone());
+        assert!(whole.ok() && whole.anchored_after.is_none(), "{whole:?}");
+        assert_eq!(whole.signed_through, Some(6));
+
+        let tail = verify_export(&lines[3..], trusted.clone());
+        assert!(tail.ok(), "{tail:?}");
+        assert_eq!((tail.anchored_after, tail.chained), (Some(3), 3));
+
+        let mut altered = lines.clone();
+        if let ExportLine::Record { record, .. } = &mut altered[4] {
+            record.outcome = "failed".into();
+        }
+        assert_eq!(
+            verify_export(&altered, trusted.clone()).problem,
+            Some(Break::Altered { id: 5 })
+        );
+        let mut dropped = lines.clone();
+        dropped.remove(2);
+        assert_eq!(
+            verify_export(&dropped, trusted)
+                .problem
+                .map(|b| b.record_id()),
+            Some(3)
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::io::Write as _;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
-use ed25519_dalek::{SigningKey, VerifyingKey};
+pub use ed25519_dalek::{SigningKey, VerifyingKey};
 
 use super::AuditError;
 use super::chain::{from_hex, to_hex};
