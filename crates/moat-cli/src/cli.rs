@@ -65,11 +65,15 @@ pub enum Command {
     /// Supervise MCP servers: one MCP server towards your client, every call checked.
     #[command(after_help = GATEWAY_HELP)]
     Gateway(GatewayArgs),
-    /// Show the gateway's audit trail: every tool call, its decision and outcome.
+    /// Show the gateway's audit trail: every tool call, its decision and outcome; verify
+    /// its hash chain, export it.
     #[command(after_help = "Examples:\n  \
         moat audit                       # the last 50 calls\n  \
         moat audit --since 1h --tool 'fs__*'\n  \
-        moat audit --since 2d --json | jq '.[] | select(.decision == \"deny\")'")]
+        moat audit --since 2d --json | jq '.[] | select(.decision == \"deny\")'\n  \
+        moat audit verify                # the whole chain; exit 3 naming the first bad record\n  \
+        moat audit export --after 1200 >> trail.jsonl   # records after id 1200, with their chain\n  \
+        moat audit key                   # the public key that signs the chain's head")]
     Audit(AuditArgs),
     /// Review and approve tool definitions that changed since they were approved.
     #[command(after_help = "Examples:\n  \
@@ -157,6 +161,8 @@ pub struct GatewayArgs {
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
+    #[command(subcommand)]
+    pub action: Option<AuditAction>,
     /// Only calls newer than this: 90s, 15m, 1h, 2d, 1h30m.
     #[arg(long, value_name = "DURATION")]
     pub since: Option<String>,
@@ -166,12 +172,40 @@ pub struct AuditArgs {
     /// At most this many records (the newest).
     #[arg(long, value_name = "N", default_value_t = 50)]
     pub limit: usize,
-    /// Print JSON (an array of records) instead of a table.
-    #[arg(long)]
+    /// Print JSON (an array of records; for verify and key, an object) instead of text.
+    #[arg(long, global = true)]
     pub json: bool,
     /// The gateway's configuration, to find its state directory or audit path.
-    #[arg(long, short, value_name = "FILE")]
+    #[arg(long, short, value_name = "FILE", global = true)]
     pub config: Option<std::path::PathBuf>,
+    /// Read this audit store instead of the configured one (a copy, a backup).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub store: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditAction {
+    /// Check the whole hash chain and every signed head. Exit 0 when intact, 3 naming the
+    /// first bad record when one was altered, deleted, inserted or moved, or a signature
+    /// does not verify.
+    Verify {
+        /// Trust heads signed by this public key (hex, as `moat audit key` prints it;
+        /// repeatable) instead of the key in the state directory.
+        #[arg(long, value_name = "HEX")]
+        key: Vec<String>,
+        /// Verify a file written by `moat audit export` instead of the store (one that starts
+        /// after record 1, from `--after`, is checked from its first record on).
+        #[arg(long, value_name = "FILE")]
+        from: Option<std::path::PathBuf>,
+    },
+    /// Write the records with their chain, and the signed heads, as JSON Lines on stdout.
+    Export {
+        /// Only records after this id (the newest one already exported).
+        #[arg(long, value_name = "ID")]
+        after: Option<i64>,
+    },
+    /// Print the public half of the key that signs the chain's head (`[audit] sign`).
+    Key,
 }
 
 #[derive(Debug, Args)]

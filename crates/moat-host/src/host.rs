@@ -502,16 +502,8 @@ fn open_state(
     let pins_path = state::pins_path(&dir);
     let pins = PinStore::open(&pins_path)?;
     let decisions = Decisions::open(&pins_path)?;
-    let audit = if audit_enabled {
-        let path = config
-            .audit
-            .path
-            .clone()
-            .unwrap_or_else(|| state::audit_path(&dir));
-        Some(AuditLog::open(&path)?)
-    } else {
-        None
-    };
+    // The store (and, with `[audit] sign`, the signing key) where the configuration says.
+    let audit = AuditLog::from_config(&config.audit, &dir)?;
     Ok((pins, decisions, audit))
 }
 

@@ -1,5 +1,5 @@
 //! `moat audit` and `moat pins`: reading and changing the gateway's state from another
-//! terminal while it runs.
+//! terminal while it runs (`moat audit verify` and `export` too: they read one snapshot).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use moat_host::audit::{self, AuditQuery};
 use moat_host::pins::PinStore;
 
 use crate::Failure;
-use crate::cli::{AuditArgs, PinsAction, PinsArgs};
+use crate::cli::{AuditAction, AuditArgs, PinsAction, PinsArgs};
 
 /// The configuration named, if any (it may move the state directory or the audit file).
 fn load_config(path: Option<&Path>) -> Result<Option<Config>, Failure> {
@@ -27,13 +27,212 @@ fn state_dir(config: Option<&Config>) -> Result<PathBuf, Failure> {
         .map_err(|e| Failure::Usage(anyhow!(e)))
 }
 
+fn open_store(path: &Path) -> Result<audit::AuditReader, Failure> {
+    audit::read_only(path).map_err(|e| {
+        Failure::Usage(anyhow!(
+            "{e}\n(the gateway writes its audit trail there once it has handled a call; \
+             pass --config FILE if its configuration moves it, or --store FILE)"
+        ))
+    })
+}
+
+/// `moat audit verify`: exit 0 when the chain is intact, 3 when it is broken.
+fn audit_verify(
+    path: &Path,
+    dir: &Path,
+    keys: &[String],
+    from: Option<&Path>,
+    json: bool,
+) -> Result<(), Failure> {
+    let key_file = audit::key::key_path(dir);
+    let trusted = if keys.is_empty() {
+        match audit::key::public_key(&key_file) {
+            Ok(key) => vec![key],
+            Err(e) if key_file.exists() => {
+                return Err(Failure::Usage(anyhow!(
+                    "{e}\n(pass the public key with --key HEX, as `moat audit key` printed it)"
+                )));
+            }
+            Err(_) => Vec::new(),
+        }
+    } else {
+        keys.iter()
+            .map(|k| {
+                audit::key::parse_public_key(k).ok_or_else(|| {
+                    Failure::Usage(anyhow!(
+                        "--key {k}: not an Ed25519 public key (64 hex digits)"
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let (report, path) = match from {
+        Some(file) => (verify_file(file, trusted)?, file),
+        None => {
+            let report = open_store(path)?
+                .verify(trusted)
+                .map_err(|e| Failure::Usage(anyhow!(e)))?;
+            (report, path)
+        }
+    };
+    if json {
+        let mut value = serde_json::to_value(&report).map_err(|e| Failure::Connection(e.into()))?;
+        if let Some(obj) = value.as_object_mut() {
+            obj.insert("ok".into(), report.ok().into());
+            obj.insert("store".into(), path.display().to_string().into());
+            if let Some(problem) = &report.problem {
+                obj.insert("record".into(), problem.record_id().into());
+                obj.insert("message".into(), problem.to_string().into());
+            }
+        }
+        crate::output::print_json(&value);
+    } else {
+        print_verify(&report, path);
+    }
+    if report.ok() {
+        Ok(())
+    } else {
+        // Already printed; exit 3 tells a broken chain from a store that could not be read (1).
+        Err(Failure::ToolError)
+    }
+}
+
+/// Verifies an export file (JSON Lines from `moat audit export`).
+fn verify_file(
+    file: &Path,
+    trusted: Vec<audit::key::VerifyingKey>,
+) -> Result<audit::chain::Report, Failure> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Failure::Usage(anyhow!("--from {}: {e}", file.display())))?;
+    let lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(n, l)| {
+            serde_json::from_str(l).map_err(|e| {
+                Failure::Usage(anyhow!(
+                    "--from {} line {}: not a line of `moat audit export`: {e}",
+                    file.display(),
+                    n + 1
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(audit::chain::verify_export(&lines, trusted))
+}
+
+fn print_verify(report: &audit::chain::Report, path: &Path) {
+    if let Some(problem) = &report.problem {
+        println!(
+            "{} at record {}: {problem}",
+            crate::output::bold("audit trail BROKEN"),
+            problem.record_id()
+        );
+        println!("  store: {}", path.display());
+        return;
+    }
+    match &report.head {
+        Some(head) => println!(
+            "audit trail intact: {} record(s) chained ({} … {}), head {}",
+            report.chained,
+            report.first_chained.unwrap_or(head.id),
+            head.id,
+            crate::output::dim(&head.hash[..16])
+        ),
+        None => println!("audit trail intact: no chained records yet"),
+    }
+    if let Some(after) = report.anchored_after {
+        println!(
+            "  an export starting after record {after}: the records before it were not checked"
+        );
+    }
+    if report.legacy > 0 {
+        println!(
+            "  {} record(s) before the chain (written by an older moat): a legacy prefix, \
+             covered from the first chained record on",
+            report.legacy
+        );
+    }
+    match report.signed_through {
+        Some(signed) => {
+            let after = report.head.as_ref().map_or(0, |h| h.id - signed);
+            println!(
+                "  {} signed head(s) checked{}, the newest at record {signed}{}",
+                report.checkpoints,
+                if report.key_trusted {
+                    ""
+                } else {
+                    " against the key each names (no trusted key: pass --key, or run where the gateway's audit.key is)"
+                },
+                if after > 0 {
+                    format!("; {after} record(s) after it not signed yet")
+                } else {
+                    String::new()
+                }
+            );
+        }
+        None => println!(
+            "  no signed heads (set `[audit] sign = true` to have the gateway sign the chain)"
+        ),
+    }
+}
+
+/// `moat audit export`: JSON Lines on stdout, a count on stderr.
+fn audit_export(path: &Path, after: Option<i64>) -> Result<(), Failure> {
+    use std::io::Write as _;
+    let reader = open_store(path)?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let count = reader
+        .export(after, |line| {
+            serde_json::to_writer(&mut out, line).map_err(std::io::Error::other)?;
+            out.write_all(b"\n")
+        })
+        .map_err(|e| Failure::Connection(e.into()))?;
+    out.flush().map_err(|e| Failure::Connection(e.into()))?;
+    eprintln!("exported {count} record(s)");
+    Ok(())
+}
+
+/// `moat audit key`: the public half of the signing key.
+fn audit_key(dir: &Path, json: bool) -> Result<(), Failure> {
+    let path = audit::key::key_path(dir);
+    if !path.exists() {
+        return Err(Failure::Usage(anyhow!(
+            "no audit signing key at {} (set `[audit] sign = true` and start the gateway once: \
+             it makes the key there)",
+            path.display()
+        )));
+    }
+    let key = audit::key::public_key(&path).map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let hex = audit::chain::to_hex(key.as_bytes());
+    if json {
+        crate::output::print_json(&serde_json::json!({
+            "public_key": hex,
+            "path": path.display().to_string(),
+        }));
+    } else {
+        println!("{hex}");
+    }
+    Ok(())
+}
+
 pub fn audit(args: AuditArgs) -> Result<(), Failure> {
     let config = load_config(args.config.as_deref())?;
     let dir = state_dir(config.as_ref())?;
-    let path = match &config {
-        Some(c) => c.audit.store_path(&dir),
-        None => moat_host::state::audit_path(&dir),
+    let path = match (&args.store, &config) {
+        (Some(store), _) => store.clone(),
+        (None, Some(c)) => c.audit.store_path(&dir),
+        (None, None) => moat_host::state::audit_path(&dir),
     };
+    match &args.action {
+        Some(AuditAction::Verify { key, from }) => {
+            return audit_verify(&path, &dir, key, from.as_deref(), args.json);
+        }
+        Some(AuditAction::Export { after }) => return audit_export(&path, *after),
+        Some(AuditAction::Key) => return audit_key(&dir, args.json),
+        None => {}
+    }
     let since_ms = match &args.since {
         Some(text) => {
             let ago = audit::parse_duration(text)
@@ -42,12 +241,7 @@ pub fn audit(args: AuditArgs) -> Result<(), Failure> {
         }
         None => None,
     };
-    let reader = audit::read_only(&path).map_err(|e| {
-        Failure::Usage(anyhow!(
-            "{e}\n(the gateway writes its audit trail there once it has handled a call; \
-             pass --config FILE if its configuration moves it)"
-        ))
-    })?;
+    let reader = open_store(&path)?;
     let query = AuditQuery {
         since_ms,
         tool: args.tool.clone(),

@@ -6,6 +6,10 @@
 //! is committed. The store is a table named `audit` in a SQLite file (WAL, `synchronous=NORMAL`)
 //! that other modules may share; `moat audit` reads it back through [`read_only`].
 //!
+//! The records form a hash chain ([`chain`]: the canonical encoding, hashing and verifying,
+//! independent of SQLite), optionally with signed heads ([`key`]); [`AuditReader::verify`]
+//! checks it and [`AuditReader::export`] writes it out.
+//!
 //! ```no_run
 //! use moat_host::audit::{AuditLog, AuditQuery, AuditRecord};
 //! # fn main() -> Result<(), moat_host::audit::AuditError> {
@@ -16,8 +20,10 @@
 //! # Ok(()) }
 //! ```
 
+pub mod chain;
 mod duration;
 mod format;
+pub mod key;
 mod redact;
 mod store;
 mod writer;
@@ -35,6 +41,9 @@ pub use store::AuditReader;
 /// The file name of the store inside the host's state directory when `[audit] path` is unset.
 pub const DEFAULT_FILE_NAME: &str = "audit.db";
 
+/// How many records at most follow a signed head before the next is signed, by default.
+pub const DEFAULT_SIGN_EVERY: u64 = 100;
+
 /// The `[audit]` table of the configuration.
 ///
 /// ```toml
@@ -43,6 +52,8 @@ pub const DEFAULT_FILE_NAME: &str = "audit.db";
 /// path = "/var/lib/moat/audit.db" # default: <state dir>/audit.db
 /// full_arguments = false         # default: store only a digest of the arguments
 /// redact = ["customer_id", "x-*"]  # extra argument keys (globs) to redact
+/// sign = false                   # default: sign the chain's head with <state dir>/audit.key
+/// sign_every = 100               # default: sign at least every this many records
 /// ```
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -56,6 +67,12 @@ pub struct AuditConfig {
     pub full_arguments: bool,
     /// Extra argument key names or globs to redact, case-insensitive, on top of the built-in list.
     pub redact: Vec<String>,
+    /// Sign the chain's head (Ed25519) with the key in the state directory, made on first
+    /// start: every [`sign_every`](Self::sign_every) records, a minute after the last
+    /// signature when records followed it, and at flush and shutdown.
+    pub sign: bool,
+    /// With `sign`: sign once this many records follow the last signed head (at least 1).
+    pub sign_every: u64,
 }
 
 // Written out rather than derived: auditing is on unless the configuration turns it off.
@@ -66,6 +83,8 @@ impl Default for AuditConfig {
             path: None,
             full_arguments: false,
             redact: Vec::new(),
+            sign: false,
+            sign_every: DEFAULT_SIGN_EVERY,
         }
     }
 }
@@ -171,6 +190,20 @@ pub struct AuditQuery {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AuditError {
+    /// The signing key could not be read or made.
+    #[error("audit signing key {path}: {reason}")]
+    Key {
+        /// The key file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// Writing exported records failed.
+    #[error("cannot write the export: {source}")]
+    Write {
+        /// Why.
+        source: std::io::Error,
+    },
     /// The directory for the store could not be created.
     #[error("cannot create the audit store's directory {path}: {source}")]
     CreateDir {
@@ -235,13 +268,29 @@ impl AuditLog {
     /// Opens (creating it and its parent directories if needed) the store at `path`.
     pub fn open(path: &Path) -> Result<AuditLog, AuditError> {
         let conn = store::open_writable(path)?;
-        Ok(AuditLog::start(conn, path.to_path_buf()))
+        Ok(AuditLog::start(conn, path.to_path_buf(), None))
+    }
+
+    /// Opens the store at `path` like [`open`](Self::open), and signs the chain's head with
+    /// `key` once `every` records follow the last signed head, a minute after it when any
+    /// do, and at each [`flush`](Self::flush) and when the log is dropped.
+    pub fn open_signing(
+        path: &Path,
+        key: ed25519_dalek::SigningKey,
+        every: u64,
+    ) -> Result<AuditLog, AuditError> {
+        let conn = store::open_writable(path)?;
+        let signer = store::Signer {
+            key,
+            every: i64::try_from(every.max(1)).unwrap_or(i64::MAX),
+        };
+        Ok(AuditLog::start(conn, path.to_path_buf(), Some(signer)))
     }
 
     /// A store that lives in memory only, gone when the last clone is dropped (for tests).
     pub fn open_in_memory() -> Result<AuditLog, AuditError> {
         let conn = store::open_in_memory()?;
-        Ok(AuditLog::start(conn, PathBuf::from(":memory:")))
+        Ok(AuditLog::start(conn, PathBuf::from(":memory:"), None))
     }
 
     /// The log a configuration asks for: `None` when auditing is disabled.
@@ -252,12 +301,17 @@ impl AuditLog {
         if !config.enabled {
             return Ok(None);
         }
-        AuditLog::open(&config.store_path(state_dir)).map(Some)
+        let path = config.store_path(state_dir);
+        if config.sign {
+            let key = key::load_or_create(&key::key_path(state_dir))?;
+            return AuditLog::open_signing(&path, key, config.sign_every).map(Some);
+        }
+        AuditLog::open(&path).map(Some)
     }
 
-    fn start(conn: rusqlite::Connection, path: PathBuf) -> AuditLog {
+    fn start(conn: rusqlite::Connection, path: PathBuf, signer: Option<store::Signer>) -> AuditLog {
         AuditLog {
-            inner: Arc::new(writer::Writer::spawn(conn, path)),
+            inner: Arc::new(writer::Writer::spawn(conn, path, signer)),
         }
     }
 
@@ -268,8 +322,8 @@ impl AuditLog {
         self.inner.record(record);
     }
 
-    /// Waits until every record handed over so far is committed; reports records lost since the
-    /// last flush. Blocks the calling thread (from async code: at shutdown, or in `spawn_blocking`).
+    /// Waits until every record handed over so far is committed (and, when signing, the
+    /// head signed); reports records lost since the last flush. Blocks the calling thread (from async code: at shutdown, or in `spawn_blocking`).
     pub fn flush(&self) -> Result<(), AuditError> {
         self.inner.flush()
     }

@@ -45,12 +45,12 @@ pub(super) struct Writer {
 }
 
 impl Writer {
-    pub(super) fn spawn(conn: Connection, path: PathBuf) -> Writer {
+    pub(super) fn spawn(conn: Connection, path: PathBuf, signer: Option<store::Signer>) -> Writer {
         let (tx, rx) = mpsc::channel();
         let thread_path = path.clone();
         let thread = std::thread::Builder::new()
             .name("moat-audit".into())
-            .spawn(move || run(conn, thread_path, rx));
+            .spawn(move || run(conn, thread_path, rx, signer));
         let thread = match thread {
             Ok(handle) => Some(handle),
             Err(e) => {
@@ -114,7 +114,8 @@ struct Lost {
     first: Option<String>,
 }
 
-fn run(mut conn: Connection, path: PathBuf, rx: Receiver<Msg>) {
+fn run(mut conn: Connection, path: PathBuf, rx: Receiver<Msg>, signer: Option<store::Signer>) {
+    let signer = signer.as_ref();
     let mut lost = Lost::default();
     let mut batch: Vec<AuditRecord> = Vec::new();
     let mut busy_until: Option<Instant> = None;
@@ -155,10 +156,11 @@ fn run(mut conn: Connection, path: PathBuf, rx: Receiver<Msg>) {
                 next = rx.try_recv().ok();
             }
         }
-        commit(&mut conn, &path, &mut batch, &mut lost);
+        commit(&mut conn, &path, &mut batch, &mut lost, signer);
         match request {
             Some(Msg::Flush(reply)) => {
-                let _ = reply.send(take_lost(&mut lost, &path));
+                let signed = sign_head(&mut conn, &path, signer);
+                let _ = reply.send(take_lost(&mut lost, &path).and(signed));
             }
             Some(Msg::Query(q, reply)) => {
                 let _ = reply.send(store::query(&conn, &path, &q));
@@ -166,14 +168,36 @@ fn run(mut conn: Connection, path: PathBuf, rx: Receiver<Msg>) {
             Some(Msg::Record(_)) | None => {}
         }
     }
-    commit(&mut conn, &path, &mut batch, &mut lost);
+    commit(&mut conn, &path, &mut batch, &mut lost, signer);
+    // The head at shutdown is signed, so records since the last signature are covered too.
+    if let Err(e) = sign_head(&mut conn, &path, signer) {
+        tracing::warn!(error = %e, "audit: could not sign the chain's head");
+    }
 }
 
-fn commit(conn: &mut Connection, path: &Path, batch: &mut Vec<AuditRecord>, lost: &mut Lost) {
+fn sign_head(
+    conn: &mut Connection,
+    path: &Path,
+    signer: Option<&store::Signer>,
+) -> Result<(), AuditError> {
+    let Some(signer) = signer else { return Ok(()) };
+    store::sign_head(conn, signer).map_err(|source| AuditError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn commit(
+    conn: &mut Connection,
+    path: &Path,
+    batch: &mut Vec<AuditRecord>,
+    lost: &mut Lost,
+    signer: Option<&store::Signer>,
+) {
     if batch.is_empty() {
         return;
     }
-    if let Err(e) = store::insert_all(conn, batch) {
+    if let Err(e) = store::insert_all(conn, batch, signer) {
         tracing::warn!(path = %path.display(), records = batch.len(), error = %e,
             "audit: could not write records");
         lost.count += batch.len() as u64;
@@ -220,7 +244,7 @@ mod tests {
         let conn = store::open_writable(&path).unwrap();
         // No waiting for the lock below, so the failure is immediate.
         conn.busy_timeout(std::time::Duration::ZERO).unwrap();
-        let writer = Writer::spawn(conn, path.clone());
+        let writer = Writer::spawn(conn, path.clone(), None);
 
         let holder = Connection::open(&path).unwrap();
         holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
