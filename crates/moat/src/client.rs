@@ -523,8 +523,10 @@ impl ClientBuilder {
         let mut retried = false;
         loop {
             peer.set_modern_meta(Some(self.modern_meta(asked)));
-            let mut options = RequestOptions::default();
-            options.timeout = timeout.or(self.handshake_deadline());
+            let options = RequestOptions {
+                timeout: timeout.or(self.handshake_deadline()),
+                ..RequestOptions::default()
+            };
             let answer: Result<DiscoverResult> = peer
                 .request_with(methods::SERVER_DISCOVER, &RequestParams::default(), options)
                 .await;
@@ -608,8 +610,10 @@ impl ClientBuilder {
             client_info: self.info.clone(),
             meta: None,
         };
-        let mut options = RequestOptions::default();
-        options.timeout = self.handshake_deadline();
+        let options = RequestOptions {
+            timeout: self.handshake_deadline(),
+            ..RequestOptions::default()
+        };
         let result: InitializeResult = match peer
             .request_with(methods::INITIALIZE, &params, options)
             .await
