@@ -44,6 +44,15 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if let Command::Sandbox(args) = &cli.command
+        && !args.check
+    {
+        // One command to run: its sandbox helper (the zygote) is forked from this process,
+        // still single-threaded here, rather than exec'd (loading this binary again), and
+        // gets ready while the rest starts; no spare PID 1 for a single run. If it cannot
+        // be, the first run execs the helper as usual.
+        let _ = moat_sandbox::Sandbox::new().and_then(|s| s.start_here(false));
+    }
     init_tracing(cli.verbose);
     if dies_of_sigpipe(&cli.command) {
         // `moat audit` and `moat pins` print with `println!` and write to no other pipe:
@@ -57,7 +66,7 @@ fn main() -> ExitCode {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
-    let mut builder = if one_peer_over_stdio(&cli.command) {
+    let mut builder = if one_peer_over_stdio(&cli.command) || one_thread_enough(&cli.command) {
         tokio::runtime::Builder::new_current_thread()
     } else {
         tokio::runtime::Builder::new_multi_thread()
@@ -110,6 +119,12 @@ fn one_peer_over_stdio(command: &Command) -> bool {
         Command::Serve(args) => args.http.is_none(),
         _ => false,
     }
+}
+
+/// Whether the command does nothing worker threads would speed up: `moat sandbox` waits
+/// for its command on one blocking thread, and starting workers would only delay it.
+fn one_thread_enough(command: &Command) -> bool {
+    matches!(command, Command::Sandbox(_))
 }
 
 /// Whether the command may simply die of SIGPIPE when its stdout is closed: it prints a
