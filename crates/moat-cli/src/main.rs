@@ -54,6 +54,10 @@ fn main() -> ExitCode {
         let _ = moat_sandbox::Sandbox::new().and_then(|s| s.start_here(false));
     }
     init_tracing(cli.verbose);
+    if let Command::Sandbox(args) = cli.command {
+        // No async runtime: the run is supervised on this thread (see cmd::sandbox).
+        return exit_code(cmd::sandbox::run(args));
+    }
     if dies_of_sigpipe(&cli.command) {
         // `moat audit` and `moat pins` print with `println!` and write to no other pipe:
         // like Unix filters, they end quietly when their reader goes away (`moat audit |
@@ -66,7 +70,7 @@ fn main() -> ExitCode {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
-    let mut builder = if one_peer_over_stdio(&cli.command) || one_thread_enough(&cli.command) {
+    let mut builder = if one_peer_over_stdio(&cli.command) {
         tokio::runtime::Builder::new_current_thread()
     } else {
         tokio::runtime::Builder::new_multi_thread()
@@ -94,6 +98,11 @@ fn main() -> ExitCode {
     let outcome = runtime.block_on(run(cli.command));
     // Do not wait for tasks still blocked on stdin reads.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    exit_code(outcome)
+}
+
+/// The exit code of a command's outcome, the error printed.
+fn exit_code(outcome: Result<(), Failure>) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Usage(e)) => {
@@ -121,12 +130,6 @@ fn one_peer_over_stdio(command: &Command) -> bool {
     }
 }
 
-/// Whether the command does nothing worker threads would speed up: `moat sandbox` waits
-/// for its command on one blocking thread, and starting workers would only delay it.
-fn one_thread_enough(command: &Command) -> bool {
-    matches!(command, Command::Sandbox(_))
-}
-
 /// Whether the command may simply die of SIGPIPE when its stdout is closed: it prints a
 /// result and never writes to another process (the client commands do: see `main`).
 fn dies_of_sigpipe(command: &Command) -> bool {
@@ -143,7 +146,7 @@ async fn run(command: Command) -> Result<(), Failure> {
         Command::Read(args) => cmd::client::read(args).await,
         Command::Prompts(args) => cmd::client::prompts(args).await,
         Command::Prompt(args) => cmd::client::prompt(args).await,
-        Command::Sandbox(args) => cmd::sandbox::run(args).await,
+        Command::Sandbox(args) => cmd::sandbox::run(args),
         Command::Gateway(args) => cmd::gateway::run(args).await,
         Command::Audit(args) => cmd::state::audit(args),
         Command::Pins(args) => cmd::state::pins(args),
