@@ -40,6 +40,12 @@
 //! zygote sets itself non-dumpable (no same-user `ptrace` or `/proc/<pid>/mem`); its
 //! children are dumpable again.
 //!
+//! A single-threaded supervisor that runs a command or two (the `moat sandbox` command line)
+//! may fork the zygote from itself instead of exec'ing the helper ([`start_forked`]): the
+//! child of that `fork` takes the control socket as stdin, `/dev/null` as stdout and stderr,
+//! an empty environment, and enters the same loop; the supervisor does not wait for it
+//! (its first run does). It is then a copy of the supervising process, memory included.
+//!
 //! The zygote is started with the supervising process's umask, resource limits and
 //! scheduling as they are at its first run; later changes to those in the supervising
 //! process do not reach sandboxed commands.
