@@ -87,7 +87,8 @@ impl Sandbox {
     ///
     /// Refused ([`Error::Unsupported`]) when the process has more than one thread: call it
     /// before starting any (an async runtime, a logger). Does nothing when this helper's
-    /// zygote runs already. Returns without waiting for the zygote: the first run does.
+    /// zygote runs already. Returns without waiting for the zygote: the first run is queued
+    /// for it and sent at once.
     pub fn start_here(&self, spare: bool) -> Result<()> {
         let spare = spare && std::env::var_os(crate::SPARE_ENV).is_none_or(|v| v != "0");
         crate::zygote::start_forked(&self.helper, spare)

@@ -43,8 +43,8 @@
 //! A single-threaded supervisor that runs a command or two (the `moat sandbox` command line)
 //! may fork the zygote from itself instead of exec'ing the helper ([`start_forked`]): the
 //! child of that `fork` takes the control socket as stdin, `/dev/null` as stdout and stderr,
-//! an empty environment, and enters the same loop; the supervisor does not wait for it
-//! (its first run does). It is then a copy of the supervising process, memory included.
+//! an empty environment, and enters the same loop; the supervisor does not wait for it to be
+//! ready (its first run is queued on the socket meanwhile). It is then a copy of the supervising process, memory included.
 //!
 //! The zygote is started with the supervising process's umask, resource limits and
 //! scheduling as they are at its first run; later changes to those in the supervising
@@ -108,8 +108,6 @@ pub(crate) struct Zygote {
     ctl: OwnedFd,
     process: Mutex<Process>,
     dead: AtomicBool,
-    /// Its first message (ready) was received.
-    ready: AtomicBool,
 }
 
 /// The zygotes of this process, one per helper binary.
@@ -230,20 +228,17 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(io::Error::from)
 }
 
-/// The live zygote for `helper`, started if needed (and its first message awaited).
+/// The live zygote for `helper`, started if needed (an exec'd one's first message awaited).
 fn get(helper: &Path) -> Result<Arc<Zygote>> {
     let mut all = ZYGOTES.lock().unwrap_or_else(|e| e.into_inner());
     all.retain(|(_, z)| !z.dead.load(Ordering::Relaxed));
-    if let Some(i) = all.iter().position(|(p, _)| p == helper) {
-        let z = Arc::clone(&all[i].1);
-        if !z.ready.load(Ordering::Relaxed) {
-            // Started by `start_forked`, whose caller did not wait for it.
-            if let Err(e) = z.await_ready(helper) {
-                all.swap_remove(i);
-                return Err(e);
-            }
-        }
-        return Ok(z);
+    if let Some((_, z)) = all.iter().find(|(p, _)| p == helper) {
+        // One forked by `start_forked` is not waited for: the run is sent at once and
+        // queued, so that the zygote, once it runs, finds it without another hand-off. Its
+        // first message (ready, or why not) stays unread; if it could not start, its end of
+        // the socket is closed and the run ends with "the zygote ended during the run", the
+        // next send fails, and an exec'd helper replaces it.
+        return Ok(Arc::clone(z));
     }
     let z = Arc::new(Zygote::start(helper)?);
     z.await_ready(helper)?;
@@ -252,8 +247,8 @@ fn get(helper: &Path) -> Result<Arc<Zygote>> {
 }
 
 /// Starts the zygote for `helper` as a fork of this process (rather than an exec of the
-/// helper binary), unless one runs already; returns at once, without waiting for it to be
-/// ready (the first run does). Refused when this process has other threads: the zygote's
+/// helper binary), unless one runs already; returns at once: nothing waits for it to be ready
+/// (see [`get`]). Refused when this process has other threads: the zygote's
 /// code runs in the child of the `fork`, which must not inherit locks held by threads that
 /// do not exist there.
 pub(crate) fn start_forked(helper: &Path, spares: bool) -> Result<()> {
@@ -309,7 +304,6 @@ pub(crate) fn start_forked(helper: &Path, spares: bool) -> Result<()> {
         ctl,
         process: Mutex::new(Process::Forked(pid)),
         dead: AtomicBool::new(false),
-        ready: AtomicBool::new(false),
     };
     all.push((helper.to_path_buf(), Arc::new(zygote)));
     Ok(())
@@ -365,7 +359,6 @@ impl Zygote {
             ctl,
             process: Mutex::new(Process::Spawned(child)),
             dead: AtomicBool::new(false),
-            ready: AtomicBool::new(false),
         })
     }
 
@@ -385,10 +378,7 @@ impl Zygote {
             }
         };
         match buf[..n].split_first() {
-            Some((&READY, _)) => {
-                self.ready.store(true, Ordering::Relaxed);
-                Ok(())
-            }
+            Some((&READY, _)) => Ok(()),
             Some((&FAILED, msg)) => {
                 self.bury();
                 Err(Error::Setup(String::from_utf8_lossy(msg).into_owned()))
