@@ -44,7 +44,8 @@
 //! may fork the zygote from itself instead of exec'ing the helper ([`start_forked`]): the
 //! child of that `fork` takes the control socket as stdin, `/dev/null` as stdout and stderr,
 //! an empty environment, and enters the same loop; the supervisor does not wait for it to be
-//! ready (its first run is queued on the socket meanwhile). It is then a copy of the supervising process, memory included.
+//! ready (its first run is queued on the socket meanwhile). It is then a copy of the
+//! supervising process, memory included.
 //!
 //! The zygote is started with the supervising process's umask, resource limits and
 //! scheduling as they are at its first run; later changes to those in the supervising
