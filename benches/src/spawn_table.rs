@@ -373,12 +373,12 @@ pub fn main() {
                 f(sum.map(|s| s.mean)),
                 f(sum.map(|s| s.p90)),
                 f(sum.map(|s| s.min)),
-                if *row == BWRAP {
+                if *row == BWRAP && sum.is_some() {
                     "1".into()
                 } else {
                     f(ratio.map(|r| r.0))
                 },
-                if *row == BWRAP {
+                if *row == BWRAP && sum.is_some() {
                     "1".into()
                 } else {
                     f(ratio.map(|r| r.1))
