@@ -110,7 +110,7 @@ fn settings() -> Settings {
 
 /// `MOAT_BIN`, else the `moat` binary next to this one, built first with the same profile
 /// (Cargo passes its target directory on through the environment).
-fn moat_binary() -> PathBuf {
+pub(crate) fn moat_binary() -> PathBuf {
     if let Some(path) = std::env::var_os("MOAT_BIN") {
         // Absolute: it is written into the gateway's configuration.
         return std::fs::canonicalize(&path).unwrap_or_else(|e| panic!("MOAT_BIN {path:?}: {e}"));

@@ -7,12 +7,15 @@
 //! cargo run --release -p moat-bench --bin moat-bench -- http [--json] [--calls N] [--rounds N] [--window-ms N] [--clients N] [--only ROW]
 //! cargo run --release -p moat-bench --bin moat-bench -- gateway [--json] [--calls N] [--rounds N] [--only ROW] (see --help)
 //! cargo run --release -p moat-bench --bin moat-bench -- all [--json] [--plots DIR] [--rounds N] (see --help)
+//! cargo run --release -p moat-bench --bin moat-bench -- spawn [--json] [--rounds N]
 //! ```
 //!
 //! `all` runs every comparison in one go — moat, rmcp, the TypeScript and the Python SDK —
 //! with a progress display, and prints one set of tables (see `all_table`).
 //! `http` (or `--http`) prints the Streamable HTTP table instead (see `http_table`);
-//! `gateway` the cost of `moat gateway` in front of a server (see `gateway_table`).
+//! `gateway` the cost of `moat gateway` in front of a server (see `gateway_table`);
+//! `spawn` a sandboxed command started by `moat sandbox` and by `moat serve exec` against
+//! bubblewrap (see `spawn_table`).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -54,7 +57,7 @@ fn settings() -> Settings {
                     "moat-bench [--json] [--calls N (sequential calls, default 3000)] \
                      [--inflight N (pipelined calls per round, default 1000)] [--rounds N (default 7)] [--only ROW (one round-trip row, no decode; for profiling)]\n\
                      Other tables: `moat-bench all --help` (everything against rmcp, TypeScript and Python), \
-                     `moat-bench http --help`, `moat-bench gateway --help`."
+                     `moat-bench http --help`, `moat-bench gateway --help`, `moat-bench spawn --help`."
                 );
                 std::process::exit(0);
             }
@@ -118,6 +121,7 @@ fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("http" | "--http") => return http_table::main(),
         Some("gateway" | "--gateway") => return gateway_table::main(),
+        Some("spawn" | "--spawn") => return spawn_table::main(),
         Some("all" | "--all") => return all_table::main(),
         _ => {}
     }
@@ -387,3 +391,5 @@ mod all_table;
 mod gateway_table;
 #[path = "../http_table.rs"]
 mod http_table;
+#[path = "../spawn_table.rs"]
+mod spawn_table;

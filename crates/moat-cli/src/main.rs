@@ -44,7 +44,20 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if let Command::Sandbox(args) = &cli.command
+        && !args.check
+    {
+        // One command to run: its sandbox helper (the zygote) is forked from this process,
+        // still single-threaded here, rather than exec'd (loading this binary again), and
+        // gets ready while the rest starts; no spare PID 1 for a single run. If it cannot
+        // be, the first run execs the helper as usual.
+        let _ = moat_sandbox::Sandbox::new().and_then(|s| s.start_here(false));
+    }
     init_tracing(cli.verbose);
+    if let Command::Sandbox(args) = cli.command {
+        // No async runtime: the run is supervised on this thread (see cmd::sandbox).
+        return exit_code(cmd::sandbox::run(args));
+    }
     if dies_of_sigpipe(&cli.command) {
         // `moat audit` and `moat pins` print with `println!` and write to no other pipe:
         // like Unix filters, they end quietly when their reader goes away (`moat audit |
@@ -85,6 +98,11 @@ fn main() -> ExitCode {
     let outcome = runtime.block_on(run(cli.command));
     // Do not wait for tasks still blocked on stdin reads.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    exit_code(outcome)
+}
+
+/// The exit code of a command's outcome, the error printed.
+fn exit_code(outcome: Result<(), Failure>) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Usage(e)) => {
@@ -128,7 +146,7 @@ async fn run(command: Command) -> Result<(), Failure> {
         Command::Read(args) => cmd::client::read(args).await,
         Command::Prompts(args) => cmd::client::prompts(args).await,
         Command::Prompt(args) => cmd::client::prompt(args).await,
-        Command::Sandbox(args) => cmd::sandbox::run(args).await,
+        Command::Sandbox(args) => cmd::sandbox::run(args),
         Command::Gateway(args) => cmd::gateway::run(args).await,
         Command::Audit(args) => cmd::state::audit(args),
         Command::Pins(args) => cmd::state::pins(args),

@@ -10,8 +10,9 @@
 //! that a long-lived program (an MCP server on stdio) is spoken to as it runs. Either runs
 //! the command through a helper: a binary that calls [`helper_main`] first thing in `main`
 //! (the `moat` binary by default, through its hidden `__sandbox-init` subcommand; or this
-//! crate's `moat-sandbox-init`). The helper is exec'd once per supervising process, as a
-//! single-threaded *zygote* that forks every run (see `zygote.rs`): a run costs a `fork`,
+//! crate's `moat-sandbox-init`). The helper is exec'd once per supervising process (or, by
+//! [`Sandbox::start_here`], forked from a single-threaded caller that runs a command or two),
+//! as a single-threaded *zygote* that forks every run (see `zygote.rs`): a run costs a `fork`,
 //! or a `clone` straight into its new namespaces, not an `exec` of the helper, and the
 //! seccomp programs are built once. The zygote keeps one PID 1 ready in fresh user, PID,
 //! network, IPC and UTS namespaces (a *spare*: making a network namespace is most of a

@@ -73,11 +73,32 @@ impl Sandbox {
         support
     }
 
+    /// Starts this sandbox's helper (the zygote) now, as a fork of the calling process
+    /// rather than an exec of the helper binary. For a short-lived program that runs a
+    /// command or two (the `moat sandbox` command line) this takes the helper's own start
+    /// (loading and relocating a large binary: 1–2 ms) off the first run, and the zygote
+    /// gets ready while the caller goes on. The zygote is then a copy of the calling
+    /// process (memory included), so a process that runs many commands, or holds much
+    /// memory, is better served by the exec'd helper (the default).
+    ///
+    /// `spare`: whether the zygote keeps a spare PID 1 ready (see the crate's docs). For one
+    /// or two runs it is not worth it: it is made while the first run starts, competing
+    /// with it for the CPU. [`crate::SPARE_ENV`] set to `0` turns it off either way.
+    ///
+    /// Refused ([`Error::Unsupported`]) when the process has more than one thread: call it
+    /// before starting any (an async runtime, a logger). Does nothing when this helper's
+    /// zygote runs already. Returns without waiting for the zygote: the first run is queued
+    /// for it and sent at once.
+    pub fn start_here(&self, spare: bool) -> Result<()> {
+        let spare = spare && std::env::var_os(crate::SPARE_ENV).is_none_or(|v| v != "0");
+        crate::zygote::start_forked(&self.helper, spare)
+    }
+
     /// Whether the helper can enter new namespaces and build the mount tree on this machine
-    /// (asked once per process, by a probe run through the zygote).
+    /// (asked once per process, by a probe run through the zygote, unless a run with
+    /// namespaces already showed that they work).
     pub fn namespaces_work(&self) -> bool {
-        static WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *WORKS.get_or_init(|| {
+        *NAMESPACES_WORK.get_or_init(|| {
             let plan = Plan {
                 profile: Profile::default(),
                 argv: vec!["true".into()],
@@ -165,7 +186,41 @@ impl Sandbox {
             return Err(Error::EmptyCommand);
         }
         let profile = profile.resolved()?;
+        // Until a run shows whether the namespaces work here, a run that asks for them
+        // tries them (rather than waiting for a probe run first); only if its setup fails
+        // does the probe decide, and the run is made again without them if they do not
+        // work. A run that fails at setup never started its command, so nothing runs twice.
+        let untested = profile.namespaces
+            && NAMESPACES_WORK.get().is_none()
+            && !matches!(profile.net, Net::Allow(_));
+        if untested {
+            match self.run_once(&profile, argv, io, control, true) {
+                // Not the profile's fault: the namespaces are refused here.
+                Err(Error::Setup(_)) if !self.namespaces_work() => {}
+                Ok((outcome, started)) => {
+                    if started {
+                        let _ = NAMESPACES_WORK.set(true);
+                    }
+                    return Ok(outcome);
+                }
+                Err(e) => return Err(e),
+            }
+        }
         let namespaces = profile.namespaces && self.namespaces_work();
+        self.run_once(&profile, argv, io, control, namespaces)
+            .map(|(outcome, _)| outcome)
+    }
+
+    /// One run of `argv` under `profile` (resolved), with or without the namespaces; and
+    /// whether, with namespaces, PID 1 got as far as starting the command.
+    fn run_once(
+        &self,
+        profile: &Profile,
+        argv: &[String],
+        io: RunIo,
+        control: Option<&RunControl>,
+        namespaces: bool,
+    ) -> Result<(Outcome, bool)> {
         let proxy = match &profile.net {
             Net::Allow(_) if !namespaces => {
                 return Err(Error::Unsupported(if profile.namespaces {
@@ -192,10 +247,10 @@ impl Sandbox {
             }
         }
         let cgroup = Cgroup::create(profile.limits.pids, profile.limits.memory_bytes);
-        let mut enforcement = enforcement(&profile, &cgroup, namespaces);
-        crate::outcome::note_ids(&mut enforcement, &profile, run_as, namespaces);
+        let mut enforcement = enforcement(profile, &cgroup, namespaces);
+        crate::outcome::note_ids(&mut enforcement, profile, run_as, namespaces);
         let plan = Plan {
-            env: command_env(&profile, proxy.is_some()),
+            env: command_env(profile, proxy.is_some()),
             profile: profile.clone(),
             argv: argv.to_vec(),
             cgroup_procs: cgroup.procs_files(),
@@ -208,7 +263,7 @@ impl Sandbox {
         let run = self.supervise(&plan, &cgroup, io, control)?;
         drop(cgroup);
         let (connections, connections_omitted) = proxy.map(Proxy::finish).unwrap_or_default();
-        Ok(Outcome {
+        let outcome = Outcome {
             termination: run.termination,
             limit_hit: run.limit_hit,
             stdout: run.stdout,
@@ -218,7 +273,8 @@ impl Sandbox {
             enforcement,
             connections,
             connections_omitted,
-        })
+        };
+        Ok((outcome, run.started))
     }
 
     /// Starts `plan` in the zygote and supervises it: output (captured and capped, unless
@@ -404,6 +460,7 @@ impl Sandbox {
         }
         let [stdout, stderr] = bufs;
         Ok(Supervised {
+            started: reported.is_some(),
             termination,
             limit_hit,
             stdout,
@@ -479,11 +536,17 @@ impl RunControl {
     }
 }
 
+/// Whether the namespaces and the mount tree work on this machine, once known: by a probe
+/// run, or by a run with namespaces that got as far as its command.
+static NAMESPACES_WORK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
 /// How long the output is read after the run ended, at most.
 const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 
 /// What a supervised run gave.
 struct Supervised {
+    /// PID 1 (of a run with namespaces) reported the command's end: it had started it.
+    started: bool,
     termination: Termination,
     limit_hit: Option<LimitHit>,
     stdout: Vec<u8>,

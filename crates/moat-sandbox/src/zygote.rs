@@ -48,6 +48,13 @@
 //! zygote sets itself non-dumpable (no same-user `ptrace` or `/proc/<pid>/mem`); its
 //! children are dumpable again.
 //!
+//! A single-threaded supervisor that runs a command or two (the `moat sandbox` command line)
+//! may fork the zygote from itself instead of exec'ing the helper ([`start_forked`]): the
+//! child of that `fork` takes the control socket as stdin, `/dev/null` as stdout and stderr,
+//! an empty environment, and enters the same loop; the supervisor does not wait for it to be
+//! ready (its first run is queued on the socket meanwhile). It is then a copy of the
+//! supervising process, memory included.
+//!
 //! The zygote is started with the supervising process's umask, resource limits and
 //! scheduling as they are at its first run; later changes to those in the supervising
 //! process do not reach sandboxed commands.
@@ -111,7 +118,7 @@ const MAX_PLAN: usize = 1 << 20;
 /// A running zygote, as the supervising process sees it.
 pub(crate) struct Zygote {
     ctl: OwnedFd,
-    child: Mutex<Child>,
+    process: Mutex<Process>,
     dead: AtomicBool,
 }
 
@@ -233,16 +240,105 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(io::Error::from)
 }
 
-/// The live zygote for `helper`, started if needed.
+/// The live zygote for `helper`, started if needed (an exec'd one's first message awaited).
 fn get(helper: &Path) -> Result<Arc<Zygote>> {
     let mut all = ZYGOTES.lock().unwrap_or_else(|e| e.into_inner());
     all.retain(|(_, z)| !z.dead.load(Ordering::Relaxed));
     if let Some((_, z)) = all.iter().find(|(p, _)| p == helper) {
+        // One forked by `start_forked` is not waited for: the run is sent at once and
+        // queued, so that the zygote, once it runs, finds it without another hand-off. Its
+        // first message (ready, or why not) stays unread; if it could not start, its end of
+        // the socket is closed and the run ends with "the zygote ended during the run", the
+        // next send fails, and an exec'd helper replaces it.
         return Ok(Arc::clone(z));
     }
     let z = Arc::new(Zygote::start(helper)?);
+    z.await_ready(helper)?;
     all.push((helper.to_path_buf(), Arc::clone(&z)));
     Ok(z)
+}
+
+/// Starts the zygote for `helper` as a fork of this process (rather than an exec of the
+/// helper binary), unless one runs already; returns at once: nothing waits for it to be ready
+/// (see [`get`]). Refused when this process has other threads: the zygote's
+/// code runs in the child of the `fork`, which must not inherit locks held by threads that
+/// do not exist there.
+pub(crate) fn start_forked(helper: &Path, spares: bool) -> Result<()> {
+    let mut all = ZYGOTES.lock().unwrap_or_else(|e| e.into_inner());
+    all.retain(|(_, z)| !z.dead.load(Ordering::Relaxed));
+    if all.iter().any(|(p, _)| p == helper) {
+        return Ok(());
+    }
+    if !single_threaded() {
+        return Err(Error::Unsupported(
+            "the sandbox helper can be forked only from a single-threaded process".into(),
+        ));
+    }
+    let err = |error: io::Error| Error::Helper {
+        helper: helper.to_path_buf(),
+        error,
+    };
+    let (ctl, theirs) = rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .map_err(|e| err(e.into()))?;
+    let null = open_null(rustix::fs::OFlags::RDWR).map_err(err)?;
+    // SAFETY: fork in a single-threaded process (checked above; the lock held is this
+    // thread's own, and the child never returns to code that would release it twice).
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(err(io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        // What an exec'd helper would have: the control socket as stdin, /dev/null as
+        // stdout and stderr (so that nothing waiting for this program's output waits for
+        // the zygote too), an empty environment. `serve` closes every other descriptor.
+        // SAFETY: descriptor juggling and clearenv in the single-threaded child.
+        unsafe {
+            if libc::dup2(theirs.as_raw_fd(), 0) < 0
+                || libc::dup2(null.as_raw_fd(), 1) < 0
+                || libc::dup2(null.as_raw_fd(), 2) < 0
+            {
+                libc::_exit(SETUP_FAILED);
+            }
+            libc::clearenv();
+        }
+        // Never back into the caller's code, whatever happens in the zygote.
+        let _ = std::panic::catch_unwind(|| serve(spares));
+        // SAFETY: leaving the forked child without running the caller's exit handlers.
+        unsafe { libc::_exit(SETUP_FAILED) }
+    }
+    drop((theirs, null));
+    let zygote = Zygote {
+        ctl,
+        process: Mutex::new(Process::Forked(pid)),
+        dead: AtomicBool::new(false),
+    };
+    all.push((helper.to_path_buf(), Arc::new(zygote)));
+    Ok(())
+}
+
+/// Whether this process has one thread (`/proc/self/stat`'s `num_threads`).
+fn single_threaded() -> bool {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return false;
+    };
+    // The fields after the command name (which may hold spaces and parentheses): state is
+    // the first of them, num_threads the 18th.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(17))
+        .is_some_and(|n| n == "1")
+}
+
+/// How the zygote was started, to reap it.
+enum Process {
+    /// Exec'd (`Command`).
+    Spawned(Child),
+    /// Forked from this process.
+    Forked(libc::pid_t),
 }
 
 impl Zygote {
@@ -271,23 +367,36 @@ impl Zygote {
             .stderr(Stdio::null())
             .spawn()
             .map_err(err)?;
-        let zygote = Zygote {
+        Ok(Zygote {
             ctl,
-            child: Mutex::new(child),
+            process: Mutex::new(Process::Spawned(child)),
             dead: AtomicBool::new(false),
+        })
+    }
+
+    /// Waits for its first message, which says whether it is ready; a binary that is no
+    /// sandbox helper just ends (end of file). Buries it if it is not.
+    fn await_ready(&self, helper: &Path) -> Result<()> {
+        let err = |error: io::Error| Error::Helper {
+            helper: helper.to_path_buf(),
+            error,
         };
-        // The first message says whether it is ready; a binary that is no sandbox helper
-        // just ends (end of file).
         let mut buf = [0u8; 4096];
-        let n = recv_timeout(&zygote.ctl, &mut buf, Duration::from_secs(30)).map_err(err)?;
+        let n = match recv_timeout(&self.ctl, &mut buf, Duration::from_secs(30)) {
+            Ok(n) => n,
+            Err(e) => {
+                self.bury();
+                return Err(err(e));
+            }
+        };
         match buf[..n].split_first() {
-            Some((&READY, _)) => Ok(zygote),
+            Some((&READY, _)) => Ok(()),
             Some((&FAILED, msg)) => {
-                zygote.bury();
+                self.bury();
                 Err(Error::Setup(String::from_utf8_lossy(msg).into_owned()))
             }
             _ => {
-                zygote.bury();
+                self.bury();
                 Err(err(io::Error::other(
                     "it did not start as a sandbox helper (does it call \
                      moat_sandbox::helper_main() first thing in main?)",
@@ -303,11 +412,30 @@ impl Zygote {
     /// Marks it dead and reaps it (killing it if it still runs).
     fn bury(&self) {
         self.dead.store(true, Ordering::Relaxed);
-        if let Ok(mut child) = self.child.lock() {
-            if matches!(child.try_wait(), Ok(None)) {
-                let _ = child.kill();
+        let Ok(mut process) = self.process.lock() else {
+            return;
+        };
+        match &mut *process {
+            Process::Spawned(child) => {
+                if matches!(child.try_wait(), Ok(None)) {
+                    let _ = child.kill();
+                }
+                let _ = child.wait();
             }
-            let _ = child.wait();
+            Process::Forked(pid) => {
+                let mut status = 0;
+                // SAFETY: our own child, not reaped yet (only `bury` reaps it, and marks
+                // it reaped by setting the pid to 0).
+                unsafe {
+                    if *pid > 0 {
+                        if libc::waitpid(*pid, &mut status, libc::WNOHANG) == 0 {
+                            libc::kill(*pid, libc::SIGKILL);
+                            libc::waitpid(*pid, &mut status, 0);
+                        }
+                        *pid = 0;
+                    }
+                }
+            }
         }
     }
 }

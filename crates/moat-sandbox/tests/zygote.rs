@@ -178,3 +178,19 @@ fn runs_die_with_the_process_that_supervises_them() {
         );
     }
 }
+
+#[test]
+fn the_helper_is_forked_only_from_a_single_threaded_process() {
+    // A test binary always has more than one thread (the harness's and the test's): a fork
+    // here could copy a lock another thread holds. Refused, and runs still work (the
+    // helper is exec'd as usual).
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let err = Sandbox::with_helper("/definitely/not/a/helper")
+        .start_here(false)
+        .expect_err("refused with threads");
+    assert!(
+        matches!(err, moat_sandbox::Error::Unsupported(_)),
+        "{err:?}"
+    );
+    assert!(run(true, &["true"]).success());
+}

@@ -11,12 +11,12 @@ use moat_sandbox::{HostPattern, Net, Profile, Sandbox, Termination, Verdict};
 use crate::Failure;
 use crate::cli::{SandboxArgs, SandboxNet};
 
-/// Runs the command (or the check) and exits with the command's status.
-pub async fn run(args: SandboxArgs) -> Result<(), Failure> {
+/// Runs the command (or the check) and exits with the command's status. Synchronous, on the
+/// calling thread: `main` calls it before starting an async runtime (nothing here needs one,
+/// and a thread to hand the run to would only delay it).
+pub fn run(args: SandboxArgs) -> Result<(), Failure> {
     if args.check {
-        let support = tokio::task::spawn_blocking(|| Sandbox::new().map(|s| s.check()))
-            .await
-            .context("the sandbox task failed")??;
+        let support = Sandbox::new()?.check();
         let abi = support
             .landlock_abi
             .map_or("unavailable".to_string(), |v| format!("ABI {v}"));
@@ -75,16 +75,13 @@ pub async fn run(args: SandboxArgs) -> Result<(), Failure> {
     let stdio = args.stdio;
     let command = args.command;
     // With --stdio nothing here reads stdin or writes stdout: the command has them.
-    let outcome = tokio::task::spawn_blocking(move || {
-        let sandbox = Sandbox::new()?;
+    let outcome = Sandbox::new().and_then(|sandbox| {
         if stdio {
             sandbox.spawn_stdio(&profile, &command)
         } else {
             sandbox.spawn(&profile, &command)
         }
-    })
-    .await
-    .context("the sandbox task failed")?;
+    });
     let outcome = match outcome {
         Ok(o) => o,
         Err(
