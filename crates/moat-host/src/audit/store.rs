@@ -166,12 +166,10 @@ impl Signer {
 /// The newest record's id and the hash the next record follows. Read inside the write
 /// transaction, so records of other connections and processes are chained too.
 fn chain_head(conn: &Connection) -> rusqlite::Result<(i64, Hash)> {
+    // Once per committed batch: the statement is kept prepared.
     let newest: Option<(i64, Option<String>)> = conn
-        .query_row(
-            "SELECT id, hash FROM audit ORDER BY id DESC LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        .prepare_cached("SELECT id, hash FROM audit ORDER BY id DESC LIMIT 1")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     let Some((id, hash)) = newest else {
         return Ok((0, chain::GENESIS));

@@ -110,12 +110,10 @@ impl Batch<'_> {
     /// are told only if the order changed.
     pub fn sort_tools_by_key<K: Ord>(&mut self, mut key: impl FnMut(&Tool) -> K) {
         let reg = &mut *self.registry;
-        if reg.tools.is_sorted_by_key(|t| key(&t.def)) {
-            return;
+        if sort_if_needed(&mut reg.tools, |t| key(&t.def)) {
+            reg.tool_index = index_of(reg.tools.iter().map(|t| t.def.name.clone()));
+            self.changed.tools = true;
         }
-        reg.tools.sort_by_key(|t| key(&t.def));
-        reg.tool_index = index_of(reg.tools.iter().map(|t| t.def.name.clone()));
-        self.changed.tools = true;
     }
 
     /// Register (or replace, keeping its place) a fixed resource; see
@@ -129,32 +127,23 @@ impl Batch<'_> {
     {
         let read = make_read(def.mime_type.clone(), f);
         let entry = ResourceEntry { def, read };
-        let list = &mut self.registry.resources;
-        match list.iter_mut().find(|r| r.def.uri == entry.def.uri) {
-            Some(slot) => *slot = entry,
-            None => list.push(entry),
-        }
+        upsert(&mut self.registry.resources, entry, |a, b| {
+            a.def.uri == b.def.uri
+        });
         self.changed.resources = true;
         self
     }
 
     /// Remove the fixed resource at `uri`. Returns whether it existed.
     pub fn remove_resource(&mut self, uri: &str) -> bool {
-        let list = &mut self.registry.resources;
-        let before = list.len();
-        list.retain(|r| r.def.uri != uri);
-        let removed = list.len() != before;
+        let removed = remove_where(&mut self.registry.resources, |r| r.def.uri == uri);
         self.changed.resources |= removed;
         removed
     }
 
     /// Put the fixed resources in the order of `key` (stable).
     pub fn sort_resources_by_key<K: Ord>(&mut self, mut key: impl FnMut(&Resource) -> K) {
-        let list = &mut self.registry.resources;
-        if !list.is_sorted_by_key(|r| key(&r.def)) {
-            list.sort_by_key(|r| key(&r.def));
-            self.changed.resources = true;
-        }
+        self.changed.resources |= sort_if_needed(&mut self.registry.resources, |r| key(&r.def));
     }
 
     /// Register (or replace, keeping its place) a resource template, refusing a malformed
@@ -177,24 +166,18 @@ impl Batch<'_> {
             template,
             read,
         };
-        let list = &mut self.registry.templates;
-        match list
-            .iter_mut()
-            .find(|t| t.def.uri_template == entry.def.uri_template)
-        {
-            Some(slot) => *slot = entry,
-            None => list.push(entry),
-        }
+        upsert(&mut self.registry.templates, entry, |a, b| {
+            a.def.uri_template == b.def.uri_template
+        });
         self.changed.resources = true;
         Ok(self)
     }
 
     /// Remove the resource template `uri_template`. Returns whether it existed.
     pub fn remove_resource_template(&mut self, uri_template: &str) -> bool {
-        let list = &mut self.registry.templates;
-        let before = list.len();
-        list.retain(|t| t.def.uri_template != uri_template);
-        let removed = list.len() != before;
+        let removed = remove_where(&mut self.registry.templates, |t| {
+            t.def.uri_template == uri_template
+        });
         self.changed.resources |= removed;
         removed
     }
@@ -204,11 +187,7 @@ impl Batch<'_> {
         &mut self,
         mut key: impl FnMut(&ResourceTemplate) -> K,
     ) {
-        let list = &mut self.registry.templates;
-        if !list.is_sorted_by_key(|t| key(&t.def)) {
-            list.sort_by_key(|t| key(&t.def));
-            self.changed.resources = true;
-        }
+        self.changed.resources |= sort_if_needed(&mut self.registry.templates, |t| key(&t.def));
     }
 
     /// Register (or replace, keeping its place) a prompt from a full definition; see
@@ -241,33 +220,48 @@ impl Batch<'_> {
             })
         });
         let entry = PromptEntry { def, get };
-        let list = &mut self.registry.prompts;
-        match list.iter_mut().find(|p| p.def.name == entry.def.name) {
-            Some(slot) => *slot = entry,
-            None => list.push(entry),
-        }
+        upsert(&mut self.registry.prompts, entry, |a, b| {
+            a.def.name == b.def.name
+        });
         self.changed.prompts = true;
         self
     }
 
     /// Remove a prompt. Returns whether it existed.
     pub fn remove_prompt(&mut self, name: &str) -> bool {
-        let list = &mut self.registry.prompts;
-        let before = list.len();
-        list.retain(|p| p.def.name != name);
-        let removed = list.len() != before;
+        let removed = remove_where(&mut self.registry.prompts, |p| p.def.name == name);
         self.changed.prompts |= removed;
         removed
     }
 
     /// Put the prompts in the order of `key` (stable).
     pub fn sort_prompts_by_key<K: Ord>(&mut self, mut key: impl FnMut(&Prompt) -> K) {
-        let list = &mut self.registry.prompts;
-        if !list.is_sorted_by_key(|p| key(&p.def)) {
-            list.sort_by_key(|p| key(&p.def));
-            self.changed.prompts = true;
-        }
+        self.changed.prompts |= sort_if_needed(&mut self.registry.prompts, |p| key(&p.def));
     }
+}
+
+/// Put `entry` in the place of the item `same` pairs it with, else at the end.
+fn upsert<T>(list: &mut Vec<T>, entry: T, same: impl Fn(&T, &T) -> bool) {
+    match list.iter_mut().find(|item| same(item, &entry)) {
+        Some(slot) => *slot = entry,
+        None => list.push(entry),
+    }
+}
+
+/// Remove the items `gone` picks; whether there were any.
+fn remove_where<T>(list: &mut Vec<T>, gone: impl Fn(&T) -> bool) -> bool {
+    let before = list.len();
+    list.retain(|item| !gone(item));
+    list.len() != before
+}
+
+/// Sort `list` by `key` (stable) unless it already is; whether the order changed.
+fn sort_if_needed<T, K: Ord>(list: &mut [T], mut key: impl FnMut(&T) -> K) -> bool {
+    if list.is_sorted_by_key(&mut key) {
+        return false;
+    }
+    list.sort_by_key(key);
+    true
 }
 
 fn index_of(names: impl Iterator<Item = String>) -> HashMap<String, usize> {
