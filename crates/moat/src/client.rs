@@ -397,7 +397,7 @@ impl ClientBuilder {
             VersionPreference::Exact(v) if v.era() == Era::Handshake => {
                 self.handshake(peer, handler, v).await
             }
-            VersionPreference::Exact(v) => self.discover(peer, handler, v, None).await,
+            VersionPreference::Exact(v) => self.discover(peer, handler, v).await,
             _ => {
                 let modern = self
                     .versions
@@ -432,7 +432,7 @@ impl ClientBuilder {
         modern: ProtocolVersion,
         handshake_version: ProtocolVersion,
     ) -> Result<Client> {
-        let asking = self.ask_discover(peer, modern, self.handshake_deadline());
+        let asking = self.ask_discover(peer, modern);
         tokio::pin!(asking);
         match tokio::time::timeout(self.discover_timeout, &mut asking).await {
             Ok(Ok(result)) => return self.enter_modern(peer, handler, result),
@@ -505,26 +505,20 @@ impl ClientBuilder {
         peer: &Peer,
         handler: &Arc<ClientHandler>,
         v: ProtocolVersion,
-        timeout: Option<Duration>,
     ) -> Result<Client> {
-        let result = self.ask_discover(peer, v, timeout).await?;
+        let result = self.ask_discover(peer, v).await?;
         self.enter_modern(peer, handler, result)
     }
 
     /// Send `server/discover` naming `v` (asking once more with a shared revision when the
     /// server refuses it with -32022).
-    async fn ask_discover(
-        &self,
-        peer: &Peer,
-        v: ProtocolVersion,
-        timeout: Option<Duration>,
-    ) -> Result<DiscoverResult> {
+    async fn ask_discover(&self, peer: &Peer, v: ProtocolVersion) -> Result<DiscoverResult> {
         let mut asked = v;
         let mut retried = false;
         loop {
             peer.set_modern_meta(Some(self.modern_meta(asked)));
             let options = RequestOptions {
-                timeout: timeout.or(self.handshake_deadline()),
+                timeout: self.handshake_deadline(),
                 ..RequestOptions::default()
             };
             let answer: Result<DiscoverResult> = peer
