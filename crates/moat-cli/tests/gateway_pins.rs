@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use moat::Client;
+use moat::{Client, ProtocolVersion, VersionPreference};
 
 mod support;
 use support::{Leftovers, Run, run};
@@ -127,6 +127,78 @@ fn wait_for_file(path: &Path, what: &str) {
     }
 }
 
+/// The first log message about the held server `shell`.
+async fn held_message(
+    notifications: &mut tokio::sync::broadcast::Receiver<moat::ServerNotification>,
+) -> String {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match notifications.recv().await {
+                Ok(n) if n.method == "notifications/message" => {
+                    let text = n.params.map(|p| p["data"].to_string()).unwrap_or_default();
+                    if text.contains("server shell") {
+                        return text;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => panic!("notifications ended: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("a log message about the held server")
+}
+
+/// A 2026-07-28 `tools/list` to a gateway on `toml`, asking for warnings: the log
+/// messages that came with the answer.
+fn modern_list_messages(toml: &Path) -> Vec<String> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = std::process::Command::new(MOAT)
+        .args(["gateway", "--config"])
+        .arg(toml)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the gateway starts");
+    let meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/logLevel": "warning",
+    });
+    let request = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta},
+    });
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "{request}").expect("send tools/list");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut messages = Vec::new();
+    loop {
+        let line = rx
+            .recv_timeout(TIMEOUT)
+            .expect("the gateway answers tools/list");
+        let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+        if v["method"] == "notifications/message" {
+            messages.push(v["params"]["data"].to_string());
+        } else if v["id"] == 1 {
+            assert!(v["result"]["tools"].is_array(), "{line}");
+            break;
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    messages
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_swapped_command_in_an_imported_vscode_file_never_runs_until_approved() {
     let ws = Workspace::new();
@@ -152,22 +224,7 @@ async fn a_swapped_command_in_an_imported_vscode_file_never_runs_until_approved(
     })
     .await;
     // The client is told why and what to run.
-    let told = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            match notifications.recv().await {
-                Ok(n) if n.method == "notifications/message" => {
-                    let text = n.params.map(|p| p["data"].to_string()).unwrap_or_default();
-                    if text.contains("server shell") {
-                        return text;
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => panic!("notifications ended: {e}"),
-            }
-        }
-    })
-    .await
-    .expect("a log message about the held server");
+    let told = held_message(&mut notifications).await;
     assert!(
         told.contains("moat pins approve server:shell"),
         "the message says what to run: {told}"
@@ -202,6 +259,29 @@ async fn a_swapped_command_in_an_imported_vscode_file_never_runs_until_approved(
         check.stdout.contains("held server (not started): shell"),
         "{}",
         check.describe()
+    );
+    // Clients that connect while it is held are told too: a handshake-era client after
+    // its `initialized`, a 2026-07-28 client with a `tools/list` that asks for messages.
+    let builder =
+        Client::builder().protocol(VersionPreference::Exact(ProtocolVersion::V2025_11_25));
+    let mut later_notes = builder.notifications();
+    let later = builder
+        .connect_command([
+            MOAT,
+            "gateway",
+            "--config",
+            ws.toml.to_str().expect("utf-8 path"),
+        ])
+        .await
+        .expect("a second gateway starts");
+    let told = held_message(&mut later_notes).await;
+    assert!(told.contains("moat pins approve server:shell"), "{told}");
+    later.close().await;
+    let told = modern_list_messages(&ws.toml);
+    assert!(
+        told.iter()
+            .any(|m| m.contains("server shell") && m.contains("moat pins approve server:shell")),
+        "a 2026-07-28 tools/list asking for warnings hears of the held server: {told:?}"
     );
     std::thread::sleep(Duration::from_secs(1));
     assert!(

@@ -130,6 +130,18 @@ struct HeldServer {
     reason: String,
 }
 
+/// The log message that tells a client why server `name` is held and what to run.
+fn held_notice(name: &str, reason: &str) -> LoggingMessageNotificationParams {
+    LoggingMessageNotificationParams {
+        level: LoggingLevel::Warning,
+        logger: Some("moat".into()),
+        data: Value::String(format!(
+            "moat: server {name} is held, not started: {reason}"
+        )),
+        meta: None,
+    }
+}
+
 struct Running {
     cfg: ServerConfig,
     live: Live,
@@ -513,6 +525,7 @@ fn install_upstream_hooks(inner: &Arc<Inner>) {
     let hook_weak = weak.clone();
     let ready_weak = weak.clone();
     let roots_weak = weak.clone();
+    let notices_weak = weak.clone();
     // Clients connect while servers start: what the catalog will hold is declared now.
     let server = inner
         .server
@@ -523,6 +536,12 @@ fn install_upstream_hooks(inner: &Arc<Inner>) {
             if let Some(inner) = roots_weak.upgrade() {
                 crate::requests::roots_changed(&inner);
             }
+        })
+        .standing_notices(move || {
+            notices_weak
+                .upgrade()
+                .map(|inner| inner.held_notices())
+                .unwrap_or_default()
         });
     let server = server.on_subscribe(move |uri, on| {
         if let Some(inner) = hook_weak.upgrade() {
@@ -661,15 +680,9 @@ impl Inner {
             return;
         }
         tracing::warn!(server = %name, "server held, not started: {reason}");
-        let text = format!("moat: server {name} is held, not started: {reason}");
+        let params = held_notice(&name, &reason);
         let peers = self.server.connections();
         tokio::spawn(async move {
-            let params = LoggingMessageNotificationParams {
-                level: LoggingLevel::Warning,
-                logger: Some("moat".into()),
-                data: Value::String(text),
-                meta: None,
-            };
             for peer in peers {
                 if peer.log_level().is_some_and(|l| l > LoggingLevel::Warning) {
                     continue;
@@ -677,6 +690,17 @@ impl Inner {
                 let _ = peer.notify("notifications/message", &params).await;
             }
         });
+    }
+
+    /// What a client that arrives now is told about the servers held back.
+    fn held_notices(&self) -> Vec<LoggingMessageNotificationParams> {
+        let held = lock(&self.held_servers);
+        let mut names: Vec<&String> = held.keys().collect();
+        names.sort();
+        names
+            .into_iter()
+            .map(|name| held_notice(name, &held[name].reason))
+            .collect()
     }
 
     /// Looks again at every held server (after an approval, or a reload): those whose

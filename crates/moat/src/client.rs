@@ -180,6 +180,9 @@ pub struct ClientBuilder {
     input: Option<InputFn>,
     discover_timeout: Duration,
     handshake_timeout: Option<Duration>,
+    /// Made before connecting, so that [`notifications`](Self::notifications) can be
+    /// subscribed to before the server says anything.
+    notifications: broadcast::Sender<ServerNotification>,
 }
 
 impl ClientBuilder {
@@ -197,7 +200,17 @@ impl ClientBuilder {
             input: None,
             discover_timeout: Duration::from_secs(5),
             handshake_timeout: None,
+            // Notifications waiting for a slow subscriber; past this it skips the oldest
+            // (and is told so). Each slot is allocated up front, for every client.
+            notifications: broadcast::channel(256).0,
         }
+    }
+
+    /// The server's notifications, subscribed to before connecting: nothing it says right
+    /// after the handshake (a log message, a `list_changed`) is missed, as it can be by
+    /// [`Client::notifications`] called once `connect` has returned.
+    pub fn notifications(&self) -> broadcast::Receiver<ServerNotification> {
+        self.notifications.subscribe()
     }
 
     /// Which revision to speak: one, or `Auto` (modern first, then the handshake).
@@ -372,11 +385,8 @@ impl ClientBuilder {
     }
 
     fn start(&self, conn: Connection) -> (Peer, Arc<ClientHandler>) {
-        // Notifications waiting for a slow subscriber; past this it skips the oldest (and
-        // is told so). Each slot is allocated up front, for every client.
-        let (tx, _) = broadcast::channel(256);
         let handler = Arc::new(ClientHandler {
-            notifications: tx,
+            notifications: self.notifications.clone(),
             handlers: Arc::new(Handlers {
                 sampling: self.sampling.clone(),
                 elicitation: self.elicitation.clone(),

@@ -893,6 +893,7 @@ fn on_notification(
     match method {
         methods::NOTIFICATIONS_INITIALIZED => {
             peer.with_lifecycle(|l| l.initialized_received());
+            handler.on_notification(method, params, peer);
         }
         methods::NOTIFICATIONS_CANCELLED => {
             if let Ok(p) = decode_params::<CancelledNotificationParams>(params)

@@ -1,6 +1,7 @@
 //! `RequestContext::log` sends a message only when the client asked for that level: with
 //! `logging/setLevel` in the handshake era, with the request's `_meta` log level in
-//! 2026-07-28. Never otherwise.
+//! 2026-07-28. Never otherwise. A server's standing notices reach a handshake-era client
+//! after `initialized`, and a 2026-07-28 client with a `tools/list` that asks for their level.
 
 mod support;
 use support::pair;
@@ -83,4 +84,61 @@ async fn handshake_sessions_log_only_after_set_level() {
     assert!(logged(&client, call()).await.is_empty());
     client.set_log_level(LoggingLevel::Info).await.unwrap();
     assert_eq!(logged(&client, call()).await, ["info line"]);
+}
+
+/// A server with one standing notice, at warning level.
+fn noticing_server() -> Server {
+    server().standing_notices(|| {
+        vec![moat::types::LoggingMessageNotificationParams {
+            level: LoggingLevel::Warning,
+            logger: Some("test".into()),
+            data: json!("standing notice"),
+            meta: None,
+        }]
+    })
+}
+
+#[tokio::test]
+async fn standing_notices_reach_a_handshake_client_after_initialized() {
+    let (s, c) = pair();
+    let _peer = noticing_server().start(s);
+    let builder =
+        Client::builder().protocol(VersionPreference::Exact(ProtocolVersion::V2025_11_25));
+    let mut rx = builder.notifications();
+    let _client = builder.connect(c).await.unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .expect("a notice in time")
+        .unwrap();
+    assert_eq!(n.method, "notifications/message");
+    assert_eq!(n.params.unwrap()["data"], "standing notice");
+}
+
+#[tokio::test]
+async fn standing_notices_come_with_a_modern_tools_list_that_asks_for_them() {
+    let (s, c) = pair();
+    let _peer = noticing_server().start(s);
+    let client = Client::builder()
+        .protocol(VersionPreference::Exact(ProtocolVersion::V2026_07_28))
+        .connect(c)
+        .await
+        .unwrap();
+    let list = |meta: serde_json::Value| {
+        let peer = client.peer().clone();
+        async move {
+            let out: serde_json::Value = peer
+                .request("tools/list", &json!({ "_meta": meta }))
+                .await
+                .unwrap();
+            assert!(out["tools"].is_array());
+        }
+    };
+    assert!(logged(&client, list(json!({}))).await.is_empty());
+    let error = json!({ "io.modelcontextprotocol/logLevel": "error" });
+    assert!(
+        logged(&client, list(error)).await.is_empty(),
+        "below the level asked"
+    );
+    let warning = json!({ "io.modelcontextprotocol/logLevel": "warning" });
+    assert_eq!(logged(&client, list(warning)).await, ["standing notice"]);
 }

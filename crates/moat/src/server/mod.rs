@@ -34,8 +34,9 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use moat_protocol::ErrorObject;
 use moat_protocol::lifecycle::Role;
 use moat_protocol::types::{
-    CompleteRequestParams, Completion, GetPromptResult, Implementation, Prompt, ReadResourceResult,
-    Resource, ResourceTemplate, TaskSupport, Tool, methods,
+    CompleteRequestParams, Completion, GetPromptResult, Implementation,
+    LoggingMessageNotificationParams, Prompt, ReadResourceResult, Resource, ResourceTemplate,
+    TaskSupport, Tool, methods,
 };
 use moat_protocol::version::SupportedVersions;
 use moat_transport::{Connection, Limits};
@@ -126,6 +127,9 @@ type RootsHook = Arc<dyn Fn() + Send + Sync>;
 /// What requests that read the registry wait for first: `None` when there is nothing to wait for.
 type ReadyHook = Arc<dyn Fn() -> Option<BoxFuture<()>> + Send + Sync>;
 
+/// The log messages about the server's state that every client should see.
+type NoticesHook = Arc<dyn Fn() -> Vec<LoggingMessageNotificationParams> + Send + Sync>;
+
 pub(crate) struct ServerInner {
     info: Implementation,
     subscribe_hook: RwLock<Option<SubscribeHook>>,
@@ -133,6 +137,7 @@ pub(crate) struct ServerInner {
     /// Declare resources, prompts and tasks even while none is registered.
     declare_all: std::sync::atomic::AtomicBool,
     roots_hook: RwLock<Option<RootsHook>>,
+    notices_hook: RwLock<Option<NoticesHook>>,
     instructions: RwLock<Option<String>>,
     registry: RwLock<Registry>,
     /// Shared, so that reading the options on every request is a reference count, not a copy.
@@ -185,6 +190,16 @@ impl ServerInner {
         if let Some(hook) = hook {
             hook();
         }
+    }
+
+    /// The standing notices of [`Server::standing_notices`] (none without a hook).
+    pub(crate) fn notices(&self) -> Vec<LoggingMessageNotificationParams> {
+        let hook = self
+            .notices_hook
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        hook.map(|hook| hook()).unwrap_or_default()
     }
 
     /// Waits for the hook set by [`Server::ready_when`], if any.
@@ -253,6 +268,7 @@ impl Server {
                 ready_hook: RwLock::new(None),
                 declare_all: std::sync::atomic::AtomicBool::new(false),
                 roots_hook: RwLock::new(None),
+                notices_hook: RwLock::new(None),
                 instructions: RwLock::new(None),
                 registry: RwLock::new(Registry::default()),
                 options: RwLock::new(Arc::new(ServerOptions::default())),
@@ -618,6 +634,25 @@ impl Server {
         *self
             .inner
             .roots_hook
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(hook));
+        self
+    }
+
+    /// Log messages about the server's state that every client should see, whenever it
+    /// arrives — such as a gateway's "this server is held back, and here is what to run".
+    /// `hook` is asked each time: a handshake-era client gets them once, right after
+    /// `notifications/initialized` (at its log level once it has set one); a 2026-07-28
+    /// client, which has no start, gets them on each `tools/list` that asks for messages of
+    /// their level. Messages to the clients connected when the state changes are the
+    /// caller's to send.
+    pub fn standing_notices<F>(self, hook: F) -> Self
+    where
+        F: Fn() -> Vec<LoggingMessageNotificationParams> + Send + Sync + 'static,
+    {
+        *self
+            .inner
+            .notices_hook
             .write()
             .unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(hook));
         self

@@ -374,9 +374,28 @@ impl Handler for SessionHandler {
         Box::pin(async move { dispatch(server, session, request, ctx).await })
     }
 
-    fn on_notification(&self, method: &str, _params: Option<&RawValue>, _peer: &Peer) {
-        if method == methods::NOTIFICATIONS_ROOTS_LIST_CHANGED {
-            self.server.roots_changed();
+    fn on_notification(&self, method: &str, _params: Option<&RawValue>, peer: &Peer) {
+        match method {
+            methods::NOTIFICATIONS_ROOTS_LIST_CHANGED => self.server.roots_changed(),
+            methods::NOTIFICATIONS_INITIALIZED => {
+                let notices = self.server.notices();
+                if notices.is_empty() {
+                    return;
+                }
+                let peer = peer.clone();
+                let Ok(rt) = tokio::runtime::Handle::try_current() else {
+                    return;
+                };
+                rt.spawn(async move {
+                    for notice in notices {
+                        if peer.log_level().is_some_and(|l| notice.level < l) {
+                            continue;
+                        }
+                        let _ = peer.notify(methods::NOTIFICATIONS_MESSAGE, &notice).await;
+                    }
+                });
+            }
+            _ => {}
         }
     }
 
@@ -452,6 +471,18 @@ async fn dispatch(
                     .collect();
                 (tools, next)
             };
+            // A 2026-07-28 client has no start to be told at: it hears the standing
+            // notices with each list it asks for messages on.
+            if ctx
+                .protocol_version()
+                .is_some_and(|v| v.era() == Era::Modern)
+                && ctx.log_level().is_some()
+            {
+                for notice in server.notices() {
+                    ctx.log(notice.level, notice.logger.as_deref(), notice.data)
+                        .await;
+                }
+            }
             let (result_type, ttl_ms, cache_scope) = server.cache_hints(&ctx);
             encode(&ListToolsResult {
                 tools,
