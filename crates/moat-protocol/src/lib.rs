@@ -21,6 +21,7 @@ pub mod id;
 pub mod jsonrpc;
 pub mod lifecycle;
 pub mod pending;
+pub mod session;
 pub mod types;
 pub mod version;
 

@@ -38,6 +38,9 @@ pub struct IncomingRequest {
     pub method: String,
     /// The params, undecoded.
     pub params: Option<Box<RawValue>>,
+    /// The params' named fields (`name`, `uri`, `arguments`, …) as the session read them,
+    /// or why they could not be read: use them rather than reading the params again.
+    pub fields: Result<moat_protocol::session::RequestFields, ErrorObject>,
 }
 
 /// Answers requests and takes notifications on behalf of one side of a connection.

@@ -5,21 +5,21 @@
 //! and deadlines, and asks the sans-IO [`Lifecycle`] what is allowed. When the connection ends,
 //! for whatever reason, every pending call fails at once with [`Error::Closed`]; nothing hangs.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use moat_protocol::error::{ErrorObject, INVALID_REQUEST, PARSE_ERROR};
-use moat_protocol::jsonrpc::{self, Message, decode_params};
+use moat_protocol::error::ErrorObject;
+use moat_protocol::jsonrpc;
 use moat_protocol::lifecycle::{Lifecycle, Role, State};
 use moat_protocol::pending::PendingTable;
+use moat_protocol::session::{Incoming, Notice, NoticeKind, Reply, RequestHead, Session};
 use moat_protocol::types::{
-    CancelledNotificationParams, ClientCapabilities, Implementation, LoggingLevel,
-    LoggingMessageNotificationParams, ProgressNotificationParams, methods,
+    ClientCapabilities, Implementation, LoggingLevel, LoggingMessageNotificationParams,
+    ProgressNotificationParams, methods,
 };
-use moat_protocol::version::{META_PROTOCOL_VERSION, SupportedVersions};
-use moat_protocol::{Era, JsonObject, ProgressToken, ProtocolVersion, RequestId};
+use moat_protocol::version::SupportedVersions;
+use moat_protocol::{Era, JsonObject, ProtocolVersion, RequestId};
 use moat_transport::{Closer, Connection, Frame, Inbound, Outgoing};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -139,7 +139,8 @@ struct Slot {
 }
 
 struct State_ {
-    lifecycle: Lifecycle,
+    /// The sans-IO session: lifecycle, revisions, what each message means.
+    session: Session,
     pending: PendingTable<Slot>,
     inflight: HashMap<RequestId, CancellationToken>,
     closed: Option<String>,
@@ -178,8 +179,8 @@ impl std::fmt::Debug for Peer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let state = self.state();
         f.debug_struct("Peer")
-            .field("state", &state.lifecycle.state())
-            .field("version", &state.lifecycle.version())
+            .field("state", &state.session.lifecycle().state())
+            .field("version", &state.session.lifecycle().version())
             .field("pending", &state.pending.len())
             .finish()
     }
@@ -202,7 +203,7 @@ impl Peer {
             single_request: conn.single_request,
             outbound: conn.outbound.clone(),
             state: Mutex::new(State_ {
-                lifecycle: Lifecycle::new(role),
+                session: Session::new(role, options.versions.clone(), options.max_message_bytes),
                 pending: PendingTable::new(options.max_pending),
                 inflight: HashMap::new(),
                 closed: None,
@@ -230,12 +231,12 @@ impl Peer {
 
     /// The revision in use, once negotiated.
     pub fn protocol_version(&self) -> Option<ProtocolVersion> {
-        self.state().lifecycle.version()
+        self.state().session.lifecycle().version()
     }
 
     /// Where the connection is in its lifecycle.
     pub fn lifecycle_state(&self) -> State {
-        self.state().lifecycle.state()
+        self.state().session.lifecycle().state()
     }
 
     /// The revisions this side speaks.
@@ -294,7 +295,7 @@ impl Peer {
     }
 
     pub(crate) fn with_lifecycle<T>(&self, f: impl FnOnce(&mut Lifecycle) -> T) -> T {
-        f(&mut self.state().lifecycle)
+        f(self.state().session.lifecycle_mut())
     }
 
     /// The client capabilities a modern-era client puts on every request, if any.
@@ -355,7 +356,7 @@ impl Peer {
             if let Some(why) = &state.closed {
                 return Err(Error::Closed(why.clone()));
             }
-            state.lifecycle.check_outgoing_request(method)?;
+            state.session.lifecycle().check_outgoing_request(method)?;
             let deadline = timeout.map(|t| Instant::now() + t);
             let slot = Slot {
                 answer: tx,
@@ -422,7 +423,7 @@ impl Peer {
         related: Option<&RequestId>,
     ) -> Result<()> {
         // Allowed while the other side's last requests drain, until SHUTDOWN.
-        if self.state().lifecycle.state() == State::Shutdown {
+        if self.state().session.lifecycle().state() == State::Shutdown {
             return Err(Error::Closed(self.close_reason()));
         }
         let line = jsonrpc::encode_notification(method, Some(params))?;
@@ -431,6 +432,11 @@ impl Peer {
             .send(Outgoing::new(line, related.cloned()))
             .await
             .map_err(|_| Error::Closed(self.close_reason()))
+    }
+
+    /// Send a reply the session decided on.
+    async fn send_reply(&self, reply: Reply) {
+        self.send_line(reply.line, reply.to).await;
     }
 
     /// Send an already-encoded message as is.
@@ -545,10 +551,10 @@ impl Peer {
         self.fail_pending(&reason);
         let inflight = {
             let mut state = self.state();
-            if state.lifecycle.state() == State::Shutdown {
+            if state.session.lifecycle().state() == State::Shutdown {
                 return;
             }
-            state.lifecycle.shutdown();
+            state.session.lifecycle_mut().shutdown();
             std::mem::take(&mut state.inflight)
         };
         for token in inflight.into_values() {
@@ -663,38 +669,6 @@ struct ModernMeta {
     members: String,
 }
 
-/// What the reading task pulls out of a request's `_meta` before dispatching it.
-#[derive(serde::Deserialize, Default)]
-struct ParamsPeek<'a> {
-    #[serde(rename = "_meta", borrow, default)]
-    meta: Option<MetaPeek<'a>>,
-}
-
-#[derive(serde::Deserialize, Default)]
-struct MetaPeek<'a> {
-    #[serde(rename = "progressToken", default)]
-    progress_token: Option<ProgressToken>,
-    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
-    protocol_version: Option<Cow<'a, str>>,
-    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
-    client_capabilities: Option<&'a RawValue>,
-    #[serde(rename = "io.modelcontextprotocol/clientInfo", borrow, default)]
-    client_info: Option<&'a RawValue>,
-    #[serde(rename = "io.modelcontextprotocol/logLevel", default)]
-    log_level: Option<LoggingLevel>,
-}
-
-fn peek_meta(params: Option<&RawValue>) -> MetaPeek<'_> {
-    // Most requests carry no `_meta`; skip the second look at their params entirely.
-    match params {
-        Some(p) if p.get().contains("\"_meta\"") => serde_json::from_str::<ParamsPeek>(p.get())
-            .ok()
-            .and_then(|p| p.meta)
-            .unwrap_or_default(),
-        _ => MetaPeek::default(),
-    }
-}
-
 async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Arc<dyn Handler>) {
     let reason = loop {
         let Some(item) = inbound.recv().await else {
@@ -703,20 +677,12 @@ async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Ar
         match item {
             Inbound::Frame(Frame::Line(line)) => on_line(&peer, &handler, line).await,
             Inbound::Frame(Frame::Oversized(n)) => {
-                let err = ErrorObject::new(
-                    INVALID_REQUEST,
-                    format!(
-                        "Invalid request: message of {n} bytes exceeds the limit of {} bytes",
-                        peer.shared.options.max_message_bytes
-                    ),
-                );
-                peer.send_line(jsonrpc::encode_error(None, &err), None)
-                    .await;
+                let reply = peer.state().session.oversized(n);
+                peer.send_reply(reply).await;
             }
             Inbound::Frame(Frame::InvalidUtf8) => {
-                let err = ErrorObject::new(PARSE_ERROR, "Parse error: message is not valid UTF-8");
-                peer.send_line(jsonrpc::encode_error(None, &err), None)
-                    .await;
+                let reply = peer.state().session.invalid_utf8();
+                peer.send_reply(reply).await;
             }
             Inbound::Failed(e) => break format!("reading from the peer failed: {e}"),
             Inbound::Ended(why) => break why,
@@ -747,25 +713,12 @@ async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Ar
 }
 
 async fn on_line(peer: &Peer, handler: &Arc<dyn Handler>, line: String) {
-    if jsonrpc::is_batch(&line) {
-        return on_batch(peer, handler, &line).await;
-    }
-    match Message::parse(&line) {
-        Ok(message) => {
-            let related = match &message {
-                Message::Request(req) => Some(req.id.clone()),
-                _ => None,
-            };
-            if let Some(reply) = on_message(peer, handler, message, None) {
-                peer.send_line(reply, related).await;
-            }
-        }
-        Err(e) => {
-            if e.respond {
-                peer.send_line(jsonrpc::encode_error(e.id.as_ref(), &e.error), e.id.clone())
-                    .await;
-            } else {
-                tracing::debug!(error = %e, "ignored a malformed message that wants no answer");
+    let incoming = peer.state().session.handle_incoming(&line);
+    match incoming {
+        Incoming::Batch { items, related } => on_batch(peer, handler, items, related),
+        incoming => {
+            if let Some(reply) = act(peer, handler, incoming, None) {
+                peer.send_reply(reply).await;
             }
         }
     }
@@ -774,46 +727,17 @@ async fn on_line(peer: &Peer, handler: &Arc<dyn Handler>, line: String) {
 /// Where the answer to a request goes: straight to the wire, or into a batch's answer.
 type BatchSlot = Option<(usize, mpsc::UnboundedSender<(usize, String)>)>;
 
-async fn on_batch(peer: &Peer, handler: &Arc<dyn Handler>, line: &str) {
-    let allowed = peer
-        .protocol_version()
-        .is_some_and(ProtocolVersion::supports_batches);
-    if !allowed {
-        let err = ErrorObject::invalid_request(format!(
-            "Invalid request: JSON-RPC batches are only allowed in protocol revision 2025-03-26 (this connection: {})",
-            peer.protocol_version()
-                .map_or("not negotiated", ProtocolVersion::as_str)
-        ));
-        return peer
-            .send_line(jsonrpc::encode_error(None, &err), None)
-            .await;
-    }
-    let items = match Message::parse_batch(line) {
-        Ok(items) => items,
-        Err(e) => {
-            return peer
-                .send_line(jsonrpc::encode_error(e.id.as_ref(), &e.error), None)
-                .await;
-        }
-    };
-    // Streamable HTTP sends a batch's answer on the stream of its first request.
-    let related = items.iter().find_map(|item| match item {
-        Ok(Message::Request(req)) => Some(req.id.clone()),
-        _ => None,
-    });
-    // Answer a batch with one array holding the responses to its requests, in order.
+/// Answers a batch with one array holding the answers to its requests, in order.
+fn on_batch(
+    peer: &Peer,
+    handler: &Arc<dyn Handler>,
+    items: Vec<Incoming<'_>>,
+    related: Option<RequestId>,
+) {
     let (tx, mut rx) = mpsc::unbounded_channel::<(usize, String)>();
     for (index, item) in items.into_iter().enumerate() {
-        match item {
-            Err(e) if e.respond => {
-                let _ = tx.send((index, jsonrpc::encode_error(e.id.as_ref(), &e.error)));
-            }
-            Err(_) => {}
-            Ok(message) => {
-                if let Some(reply) = on_message(peer, handler, message, Some((index, tx.clone()))) {
-                    let _ = tx.send((index, reply));
-                }
-            }
+        if let Some(reply) = act(peer, handler, item, Some((index, tx.clone()))) {
+            let _ = tx.send((index, reply.line));
         }
     }
     drop(tx);
@@ -833,33 +757,43 @@ async fn on_batch(peer: &Peer, handler: &Arc<dyn Handler>, line: &str) {
     });
 }
 
-/// Handle one message. Returns an answer that is ready at once (sent in order, before the
-/// next message is read); answers computed by handlers are sent by their tasks.
-fn on_message(
+/// Does what the session decided about one message. Returns an answer that is ready at
+/// once (sent in order, before the next message is read); answers computed by handlers
+/// are sent by their tasks.
+fn act(
     peer: &Peer,
     handler: &Arc<dyn Handler>,
-    message: Message<'_>,
+    incoming: Incoming<'_>,
     batch: BatchSlot,
-) -> Option<String> {
-    match message {
-        Message::Request(req) => dispatch_request(peer, handler, req, batch),
-        Message::Notification(n) => {
-            on_notification(peer, handler, &n.method, n.params);
+) -> Option<Reply> {
+    match incoming {
+        Incoming::Request(head) => run_request(peer, handler, head, batch),
+        Incoming::Initialize { id, params } => {
+            let outcome = handler.initialize(params, peer).map(|(result, v)| {
+                peer.state().session.initialize_answered(v);
+                result
+            });
+            Some(Reply {
+                line: encode_answer(&id, outcome),
+                to: Some(id),
+            })
+        }
+        Incoming::Reply(reply) => Some(reply),
+        Incoming::Notification(notice) => {
+            on_notice(peer, handler, notice);
             None
         }
-        Message::Response(resp) => {
-            let entry = peer.state().pending.complete(&resp.id);
+        Incoming::Response { id, result } => {
+            let entry = peer.state().pending.complete(&id);
             match entry {
                 Some(entry) => {
-                    let _ = entry.data.answer.send(Ok(resp.result.to_owned()));
+                    let _ = entry.data.answer.send(Ok(result.to_owned()));
                 }
-                None => {
-                    tracing::warn!(id = %resp.id, "ignored a response to an unknown request id")
-                }
+                None => tracing::warn!(%id, "ignored a response to an unknown request id"),
             }
             None
         }
-        Message::Error(resp) => {
+        Incoming::Error(resp) => {
             let entry = resp
                 .id
                 .as_ref()
@@ -880,45 +814,39 @@ fn on_message(
             }
             None
         }
+        Incoming::Ignored => {
+            tracing::debug!("ignored a malformed message that wants no answer");
+            None
+        }
         _ => None,
     }
 }
 
-fn on_notification(
-    peer: &Peer,
-    handler: &Arc<dyn Handler>,
-    method: &str,
-    params: Option<&RawValue>,
-) {
-    match method {
-        methods::NOTIFICATIONS_INITIALIZED => {
-            peer.with_lifecycle(|l| l.initialized_received());
-            handler.on_notification(method, params, peer);
-        }
-        methods::NOTIFICATIONS_CANCELLED => {
-            if let Ok(p) = decode_params::<CancelledNotificationParams>(params)
-                && let Some(id) = p.request_id
-            {
-                let token = peer.state().inflight.remove(&id);
-                if let Some(token) = token {
-                    tracing::debug!(%id, reason = ?p.reason, "request cancelled by the peer");
-                    token.cancel();
-                }
+fn on_notice(peer: &Peer, handler: &Arc<dyn Handler>, notice: Notice<'_>) {
+    let Notice {
+        method,
+        params,
+        kind,
+    } = notice;
+    match kind {
+        NoticeKind::Cancelled { id, reason } => {
+            let token = peer.state().inflight.remove(&id);
+            if let Some(token) = token {
+                tracing::debug!(%id, ?reason, "request cancelled by the peer");
+                token.cancel();
             }
         }
-        methods::NOTIFICATIONS_PROGRESS => {
-            if let Ok(p) = decode_params::<ProgressNotificationParams>(params) {
-                let mut state = peer.state();
-                if let Some((_, entry)) = state.pending.by_progress_token(&p.progress_token)
-                    && let Some(tx) = &entry.data.progress
-                {
-                    let _ = tx.send(p);
-                }
+        NoticeKind::Progress(p) => {
+            let mut state = peer.state();
+            if let Some((_, entry)) = state.pending.by_progress_token(&p.progress_token)
+                && let Some(tx) = &entry.data.progress
+            {
+                let _ = tx.send(p);
             }
         }
         // A log message goes to the one request in flight that asked for them, if only one
         // did (a line transport does not say which request it belongs to).
-        methods::NOTIFICATIONS_MESSAGE => {
+        NoticeKind::Log(p) => {
             let taker = {
                 let state = peer.state();
                 let mut wanting = state.pending.values().filter_map(|e| e.data.logs.as_ref());
@@ -927,17 +855,14 @@ fn on_notification(
                     _ => None,
                 }
             };
-            match (
-                taker,
-                decode_params::<LoggingMessageNotificationParams>(params),
-            ) {
-                (Some(tx), Ok(p)) => {
+            match taker {
+                Some(tx) => {
                     let _ = tx.send(p);
                 }
-                _ => handler.on_notification(method, params, peer),
+                None => handler.on_notification(&method, params, peer),
             }
         }
-        _ => handler.on_notification(method, params, peer),
+        _ => handler.on_notification(&method, params, peer),
     }
 }
 
@@ -953,106 +878,33 @@ fn encode_answer(id: &RequestId, outcome: Result<Box<RawValue>, ErrorObject>) ->
     }
 }
 
-/// Check a request against the lifecycle and the revision, then run it: `ping`,
-/// `initialize` and refusals are answered at once (returned), everything else runs in a
-/// task of its own that sends its answer (or puts it in the batch's).
-fn dispatch_request(
+/// Runs a request the session let through in a task of its own that sends its answer (or
+/// puts it in the batch's); refused at once when too many are running.
+fn run_request(
     peer: &Peer,
     handler: &Arc<dyn Handler>,
-    req: jsonrpc::Request<'_>,
+    head: RequestHead<'_>,
     batch: BatchSlot,
-) -> Option<String> {
-    let refuse = |err: ErrorObject| Some(jsonrpc::encode_error(Some(&req.id), &err));
-    let method: &str = &req.method;
-    let meta = peek_meta(req.params);
-    let (state, era, role) = {
-        let st = peer.state();
-        (
-            st.lifecycle.state(),
-            st.lifecycle.era(),
-            st.lifecycle.role(),
-        )
-    };
-
-    // Which revision is this request made in? In the modern era each request says so in
-    // `_meta`; a request that does so on a fresh connection makes it a modern one.
-    let mut version = peer.protocol_version();
-    match meta.protocol_version.as_deref() {
-        Some(requested)
-            if method != methods::INITIALIZE
-                && (state == State::Uninitialized || era == Some(Era::Modern)) =>
-        {
-            match peer.shared.options.versions.check_modern(requested) {
-                // `server/discover` on a fresh connection answers in the modern era but
-                // commits the connection to nothing: a client that gives up waiting for
-                // the answer may fall back to `initialize` (the revisions' backward
-                // compatibility), and that must still work when the answer was only slow.
-                Ok(v) if method == methods::SERVER_DISCOVER && state == State::Uninitialized => {
-                    version = Some(v);
-                }
-                Ok(v) => {
-                    if let Err(e) = peer.with_lifecycle(|l| l.enter_modern(v)) {
-                        return refuse(ErrorObject::invalid_request(e.to_string()));
-                    }
-                    version = Some(v);
-                }
-                Err(err) => return refuse(err),
-            }
-        }
-        None if era == Some(Era::Modern) && role == Role::Server => {
-            return refuse(ErrorObject::invalid_params(format!(
-                "Invalid params: a {} request must carry _meta[\"{META_PROTOCOL_VERSION}\"]",
-                version.map_or("2026-07-28", ProtocolVersion::as_str)
-            )));
-        }
-        _ => {}
-    }
-    let modern = version.map(ProtocolVersion::era) == Some(Era::Modern);
-    if modern && role == Role::Server && version.is_some_and(|v| !v.defines_client_request(method))
-    {
-        return refuse(ErrorObject::method_not_found(method));
-    }
-
-    if method == methods::PING {
-        return Some(
-            match peer.state().lifecycle.check_incoming_request(method) {
-                Ok(()) => encode_answer(
-                    &req.id,
-                    serde_json::value::to_raw_value(&serde_json::json!({}))
-                        .map_err(|_| ErrorObject::internal("encode")),
-                ),
-                Err(err) => jsonrpc::encode_error(Some(&req.id), &err),
-            },
-        );
-    }
-    if method != methods::SERVER_DISCOVER
-        && !modern
-        && let Err(err) = peer.state().lifecycle.check_incoming_request(method)
-    {
-        return refuse(err);
-    }
-    if method == methods::INITIALIZE {
-        let outcome = handler.initialize(req.params, peer).map(|(result, v)| {
-            peer.with_lifecycle(|l| l.initialize_answered(v));
-            result
-        });
-        return Some(encode_answer(&req.id, outcome));
-    }
-
+) -> Option<Reply> {
     let token = CancellationToken::new();
     {
         let mut st = peer.state();
         if st.inflight.len() >= peer.shared.options.max_inflight {
             drop(st);
-            return refuse(ErrorObject::internal(
-                "Server busy: too many requests in flight; retry later",
-            ));
+            let error =
+                ErrorObject::internal("Server busy: too many requests in flight; retry later");
+            return Some(Reply {
+                line: jsonrpc::encode_error(Some(&head.id), &error),
+                to: Some(head.id),
+            });
         }
-        if st.inflight.insert(req.id.clone(), token.clone()).is_some() {
+        if st.inflight.insert(head.id.clone(), token.clone()).is_some() {
             drop(st);
-            tracing::warn!(id = %req.id, "the peer reused the id of a request still in flight");
+            tracing::warn!(id = %head.id, "the peer reused the id of a request still in flight");
         }
     }
+    let modern = head.version.map(ProtocolVersion::era) == Some(Era::Modern);
+    let meta = head.meta;
     let client_capabilities = match meta.client_capabilities {
         Some(raw) => Capabilities::Raw(Arc::from(raw.to_owned()), Default::default()),
         None => Capabilities::Known(peer.client_capabilities()),
@@ -1064,24 +916,25 @@ fn dispatch_request(
     };
     let ctx = RequestContext {
         peer: peer.clone(),
-        id: req.id.clone(),
+        id: head.id.clone(),
         progress_token: meta.progress_token,
         cancel: token.clone(),
-        version,
+        version: head.version,
         client_capabilities,
         client_info,
         log_level: meta.log_level,
         round: None,
-        request_meta: None,
+        request_meta: meta.raw.map(|m| Arc::from(m.to_owned())),
     };
     let incoming = IncomingRequest {
-        id: req.id.clone(),
-        method: req.method.into_owned(),
-        params: req.params.map(ToOwned::to_owned),
+        id: head.id.clone(),
+        method: head.method.into_owned(),
+        params: head.params.map(ToOwned::to_owned),
+        fields: head.fields.map(|f| f.to_owned_fields()),
     };
     let fut = handler.handle_request(incoming, ctx);
     let peer = peer.clone();
-    let id = req.id;
+    let id = head.id;
     peer.shared.tracker.clone().spawn(async move {
         let outcome = tokio::select! {
             biased;

@@ -95,7 +95,10 @@ async fn modern_call(meta: Value) -> String {
 
 #[tokio::test]
 async fn a_modern_request_without_client_info_has_none() {
-    let meta = json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28" });
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
     assert_eq!(modern_call(meta).await, "unknown");
 }
 
@@ -103,6 +106,7 @@ async fn a_modern_request_without_client_info_has_none() {
 async fn client_info_of_the_wrong_shape_is_none_and_the_call_is_served() {
     let meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
         "io.modelcontextprotocol/clientInfo": 42
     });
     assert_eq!(modern_call(meta).await, "unknown");
@@ -113,6 +117,7 @@ async fn each_modern_request_speaks_for_itself() {
     let meta = |name: &str| {
         json!({
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
             "io.modelcontextprotocol/clientInfo": { "name": name, "version": "2" }
         })
     };

@@ -1,22 +1,21 @@
 //! One client connection to a [`Server`](super::Server): answers each MCP method from the
 //! shared registry and keeps what belongs to this connection (subscriptions, the peer).
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use moat_protocol::error::{ErrorObject, INVALID_PARAMS, RESOURCE_NOT_FOUND};
 use moat_protocol::jsonrpc::decode_params;
+use moat_protocol::session::RequestFields;
 use moat_protocol::types::{
     CacheScope, CallToolResult, CompleteRequestParams, CompleteResult, DiscoverResult, EmptyResult,
-    GetPromptRequestParams, InitializeRequestParams, InitializeResult, InputRequests,
-    InputRequiredResult, InputResponses, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, META_SUBSCRIPTION_ID, NotificationParams,
-    PaginatedRequestParams, PromptsCapability, ReadResourceRequestParams, ResourceRequestParams,
-    ResourcesCapability, ServerCapabilities, SetLevelRequestParams, SubscriptionFilter,
-    SubscriptionsAcknowledgedNotificationParams, SubscriptionsListenRequestParams,
-    SubscriptionsListenResult, TaskRequestsCapability, TaskSupport, TaskToolsCapability,
-    TasksCapability, ToolsCapability, methods, tasks_extension,
+    InitializeRequestParams, InitializeResult, InputRequests, InputRequiredResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    META_SUBSCRIPTION_ID, NotificationParams, PaginatedRequestParams, PromptsCapability,
+    ResourceRequestParams, ResourcesCapability, ServerCapabilities, SetLevelRequestParams,
+    SubscriptionFilter, SubscriptionsAcknowledgedNotificationParams,
+    SubscriptionsListenRequestParams, SubscriptionsListenResult, TaskRequestsCapability,
+    TaskSupport, TaskToolsCapability, TasksCapability, ToolsCapability, methods, tasks_extension,
 };
 use moat_protocol::version::META_SERVER_INFO;
 use moat_protocol::{Era, ProtocolVersion, RequestId};
@@ -213,24 +212,6 @@ impl SessionHandler {
     pub(crate) fn new(server: Arc<ServerInner>, session: Arc<Session>) -> Self {
         SessionHandler { server, session }
     }
-}
-
-/// `tools/call` params, with the arguments left raw for the tool to decode into its own type.
-#[derive(Deserialize)]
-struct CallParams<'a> {
-    #[serde(borrow)]
-    name: Cow<'a, str>,
-    #[serde(borrow, default)]
-    arguments: Option<&'a RawValue>,
-    #[serde(rename = "inputResponses", default)]
-    input_responses: Option<BTreeMap<String, serde_json::Value>>,
-    #[serde(rename = "requestState", default)]
-    request_state: Option<String>,
-    /// 2025-11-25: run as a task (ignored in other revisions).
-    #[serde(borrow, default)]
-    task: Option<&'a RawValue>,
-    #[serde(rename = "_meta", borrow, default)]
-    meta: Option<&'a RawValue>,
 }
 
 fn encode<T: Serialize>(value: &T) -> HandlerResult {
@@ -435,7 +416,7 @@ async fn dispatch(
         server.ready().await;
     }
     match req.method.as_str() {
-        methods::TOOLS_CALL => call_tool(&server, &session, params, ctx).await,
+        methods::TOOLS_CALL => call_tool(&server, &session, req.fields, ctx).await,
         methods::TASKS_GET
         | methods::TASKS_CANCEL
         | methods::TASKS_RESULT
@@ -542,24 +523,28 @@ async fn dispatch(
             })
         }
         methods::RESOURCES_READ => {
-            let p: ReadResourceRequestParams = decode_params(params)?;
+            let p = req.fields?;
+            let Some(uri) = p.uri else {
+                return Err(ErrorObject::invalid_params(
+                    "Invalid params: missing field `uri`",
+                ));
+            };
             if is_modern(&ctx) {
-                check_input_responses(params)?;
-                let uri = p.uri.clone();
-                let binding = move || Binding::new(methods::RESOURCES_READ, &uri, None);
-                let responses = responses_as_values(p.input_responses);
+                let retry = Retry::read(p.input_responses.as_deref(), p.request_state)?;
+                let bound_uri = uri.clone();
+                let binding = move || Binding::new(methods::RESOURCES_READ, &bound_uri, None);
                 let inner = server.clone();
                 in_rounds(
                     &server,
                     ctx,
                     binding,
-                    p.request_state,
-                    responses,
-                    move |ctx| async move { read_resource(&inner, p.uri, ctx).await },
+                    retry.request_state,
+                    retry.input_responses,
+                    move |ctx| async move { read_resource(&inner, uri, ctx).await },
                 )
                 .await
             } else {
-                read_resource(&server, p.uri, ctx).await
+                read_resource(&server, uri, ctx).await
             }
         }
         methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE => {
@@ -609,20 +594,32 @@ async fn dispatch(
             })
         }
         methods::PROMPTS_GET => {
-            let mut p: GetPromptRequestParams = decode_params(params)?;
+            let p = req.fields?;
+            let Some(name) = p.name else {
+                return Err(ErrorObject::invalid_params(
+                    "Invalid params: missing field `name`",
+                ));
+            };
             let entry = server
                 .registry()
                 .prompts
                 .iter()
-                .find(|e| e.def.name == p.name)
+                .find(|e| e.def.name == name)
                 .cloned();
             let Some(entry) = entry else {
                 return Err(ErrorObject::invalid_params(format!(
-                    "Invalid params: unknown prompt {:?}",
-                    p.name
+                    "Invalid params: unknown prompt {name:?}"
                 )));
             };
-            let args: BTreeMap<String, String> = p.arguments.take().unwrap_or_default();
+            // A prompt's arguments are strings by name (`null` meaning none).
+            let args: BTreeMap<String, String> = match p.arguments.as_deref() {
+                Some(raw) => serde_json::from_str::<Option<BTreeMap<String, String>>>(raw.get())
+                    .map_err(|e| {
+                        ErrorObject::invalid_params(format!("Invalid params: arguments: {e}"))
+                    })?
+                    .unwrap_or_default(),
+                None => BTreeMap::new(),
+            };
             let args_value = serde_json::to_value(&args).unwrap_or_default();
             let args = args_value.clone();
             let marker = complete_marker(&ctx);
@@ -638,11 +635,17 @@ async fn dispatch(
                 encode(&result)
             };
             if is_modern(&ctx) {
-                check_input_responses(params)?;
-                let name = p.name.clone();
+                let retry = Retry::read(p.input_responses.as_deref(), p.request_state)?;
                 let binding = move || Binding::new(methods::PROMPTS_GET, &name, Some(&args_value));
-                let responses = responses_as_values(p.input_responses);
-                in_rounds(&server, ctx, binding, p.request_state, responses, get).await
+                in_rounds(
+                    &server,
+                    ctx,
+                    binding,
+                    retry.request_state,
+                    retry.input_responses,
+                    get,
+                )
+                .await
             } else {
                 get(ctx).await
             }
@@ -722,51 +725,50 @@ fn reads_registry(method: &str) -> bool {
 async fn call_tool(
     server: &Arc<ServerInner>,
     session: &Arc<Session>,
-    params: Option<&RawValue>,
-    mut ctx: RequestContext,
+    fields: Result<RequestFields, ErrorObject>,
+    ctx: RequestContext,
 ) -> HandlerResult {
-    let text = params.map_or("{}", RawValue::get);
-    if !text.trim_start().starts_with('{') {
+    // The session read the params once; what the call needs is in its fields.
+    let p = fields?;
+    let Some(name) = p.name else {
         return Err(ErrorObject::invalid_params(
-            "Invalid params: MCP params must be a JSON object",
+            "Invalid params: missing field `name`",
         ));
-    }
-    let p: CallParams<'_> = serde_json::from_str(text)
-        .map_err(|e| ErrorObject::invalid_params(format!("Invalid params: {e}")))?;
-    ctx.request_meta = p.meta.map(|m| Arc::from(m.to_owned()));
+    };
     let tool = {
         let reg = server.registry();
-        reg.tool_index.get(p.name.as_ref()).map(|&i| {
+        reg.tool_index.get(name.as_str()).map(|&i| {
             let t = &reg.tools[i];
             (t.call.clone(), t.def.task_support(), t.start)
         })
     };
+    let modern = is_modern(&ctx);
+    let retry = if modern {
+        Some(Retry::read(p.input_responses.as_deref(), p.request_state)?)
+    } else {
+        None
+    };
+    let args = p.arguments;
     let Some((call, support, start)) = tool else {
         let fallback = server.registry().unknown_tool.clone();
         let Some(fallback) = fallback else {
-            return Err(ErrorObject::invalid_params(format!(
-                "Unknown tool: {}",
-                p.name
-            )));
+            return Err(ErrorObject::invalid_params(format!("Unknown tool: {name}")));
         };
         let marker = complete_marker(&ctx);
-        let args = p.arguments.map(ToOwned::to_owned);
-        let name = p.name.into_owned();
-        if !is_modern(&ctx) {
+        let Some(retry) = retry else {
             let version = ctx.protocol_version();
             return encode_legacy_call(fallback(ctx, name, args).await?, version);
-        }
+        };
         // In rounds like a registered tool, so that what the fallback asks the client
         // (elicitation, sampling, roots) reaches it as an input request.
-        check_input_responses(params)?;
         let (bind_name, bind_args) = (name.clone(), args.clone());
         let binding = move || call_binding(&bind_name, bind_args.as_deref());
         return in_rounds(
             server,
             ctx,
             binding,
-            p.request_state,
-            p.input_responses,
+            retry.request_state,
+            retry.input_responses,
             move |ctx| async move {
                 let mut result = fallback(ctx, name, args).await?;
                 result.result_type = marker;
@@ -776,38 +778,35 @@ async fn call_tool(
         .await;
     };
     let marker = complete_marker(&ctx);
-    let args = p.arguments.map(ToOwned::to_owned);
-    if !is_modern(&ctx) {
+    let Some(retry) = retry else {
         let version = ctx.protocol_version();
         // 2025-11-25 tasks: the client asks with `task`; the tool's taskSupport must agree.
         if version.is_some_and(ProtocolVersion::has_tasks) && server.offers_tasks() {
-            if let Some(error) = tasks::legacy_mismatch(&p.name, support, p.task.is_some()) {
+            if let Some(error) = tasks::legacy_mismatch(&name, support, p.task.is_some()) {
                 return Err(error);
             }
             if let Some(task) = p.task {
-                return tasks::call_as_legacy_task(server, session, ctx, call, args, task);
+                return tasks::call_as_legacy_task(server, session, ctx, call, args, &task);
             }
         }
         return encode_legacy_call(call(ctx, args).await?, version);
-    }
-    check_input_responses(params)?;
+    };
     // The tasks extension: a task-capable tool becomes a task for a client that accepts
     // them (the legacy `task` param means nothing here); one that requires it is refused
     // to the others.
     let as_task = support != TaskSupport::Forbidden && tasks::accepts_tasks(&ctx);
     if support == TaskSupport::Required && !as_task {
-        return Err(tasks::missing_extension(&format!("tool {}", p.name)));
+        return Err(tasks::missing_extension(&format!("tool {name}")));
     }
-    let raw_args = p.arguments;
-    let name = p.name.clone();
-    let binding = move || call_binding(&name, raw_args);
+    let raw_args = args.clone();
+    let binding = move || call_binding(&name, raw_args.as_deref());
     let server_arc = server.clone();
     in_rounds(
         server,
         ctx,
         binding,
-        p.request_state,
-        p.input_responses,
+        retry.request_state,
+        retry.input_responses,
         move |ctx| async move {
             if as_task {
                 return tasks::call_as_task(&server_arc, ctx, call, args, start, support).await;
@@ -824,6 +823,32 @@ async fn call_tool(
         },
     )
     .await
+}
+
+/// A 2026-07-28 retry's fields: the client's answers and the state it echoes back.
+struct Retry {
+    input_responses: Option<BTreeMap<String, serde_json::Value>>,
+    request_state: Option<String>,
+}
+
+impl Retry {
+    /// Reads the answers from their slice of the params (refusing a malformed retry).
+    fn read(
+        input_responses: Option<&RawValue>,
+        request_state: Option<String>,
+    ) -> Result<Retry, ErrorObject> {
+        moat_protocol::session::check_input_responses(input_responses)?;
+        let input_responses = match input_responses {
+            None => None,
+            Some(raw) => Some(serde_json::from_str(raw.get()).map_err(|e| {
+                ErrorObject::invalid_params(format!("Invalid params: inputResponses: {e}"))
+            })?),
+        };
+        Ok(Retry {
+            input_responses,
+            request_state,
+        })
+    }
 }
 
 /// What a `tools/call`'s request state is bound to: the tool and its arguments.
@@ -891,56 +916,6 @@ where
             }
         },
     }
-}
-
-/// `inputResponses` is optional, but when present it is an object of answers: an explicit
-/// `null` (or any other non-object) is a malformed retry, refused with -32602 rather than
-/// taken for a first call.
-fn check_input_responses(params: Option<&RawValue>) -> Result<(), ErrorObject> {
-    #[derive(Deserialize)]
-    struct Peek<'a> {
-        // Present (even as `null`) → `Some`, absent → `None`.
-        #[serde(
-            rename = "inputResponses",
-            borrow,
-            default,
-            deserialize_with = "present"
-        )]
-        input_responses: Option<&'a RawValue>,
-    }
-    fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
-        <&RawValue>::deserialize(d).map(Some)
-    }
-    // Only a params text that names the field needs the look.
-    let Some(text) = params.map(RawValue::get) else {
-        return Ok(());
-    };
-    if !text.contains("\"inputResponses\"") {
-        return Ok(());
-    }
-    let Ok(Peek {
-        input_responses: Some(raw),
-    }) = serde_json::from_str::<Peek>(text)
-    else {
-        return Ok(());
-    };
-    if raw.get().trim_start().starts_with('{') {
-        Ok(())
-    } else {
-        Err(ErrorObject::invalid_params(
-            "Invalid params: inputResponses must be an object of answers keyed by input request",
-        ))
-    }
-}
-
-fn responses_as_values(
-    responses: Option<InputResponses>,
-) -> Option<BTreeMap<String, serde_json::Value>> {
-    responses.map(|r| {
-        r.into_iter()
-            .filter_map(|(k, v)| serde_json::to_value(v).ok().map(|v| (k, v)))
-            .collect()
-    })
 }
 
 async fn read_resource(server: &ServerInner, uri: String, ctx: RequestContext) -> HandlerResult {

@@ -1,0 +1,270 @@
+//! The head of a request: everything the layers above decide on, read from the params in
+//! one pass.
+//!
+//! A request's params are parsed once, here, into borrowed fields: the `_meta` entries the
+//! revisions define, the target (`name`, `uri`, `taskId`), the raw `arguments`, and the
+//! 2026-07-28 retry fields (`inputResponses`, `requestState`). What a handler needs beyond
+//! that (a tool's arguments, a list's cursor) it decodes from those slices into its own type.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::error::ErrorObject;
+use crate::id::{ProgressToken, RequestId};
+use crate::types::LoggingLevel;
+use crate::version::ProtocolVersion;
+
+/// A request, decoded as far as any layer needs to route it, borrowing from the input.
+#[derive(Debug, Clone)]
+pub struct RequestHead<'a> {
+    /// The request id.
+    pub id: RequestId,
+    /// The method name.
+    pub method: Cow<'a, str>,
+    /// The params as sent (for handlers that decode their own type).
+    pub params: Option<&'a RawValue>,
+    /// The revision the request is made in: its `_meta` revision (2026-07-28), else the
+    /// connection's.
+    pub version: Option<ProtocolVersion>,
+    /// The `_meta` entries the revisions define.
+    pub meta: RequestMeta<'a>,
+    /// The named fields of the params, or why they could not be read (a params object
+    /// of the wrong shape: only the methods that need the fields refuse it).
+    pub fields: Result<ParamsFields<'a>, ErrorObject>,
+}
+
+/// The `_meta` entries of a request that moat acts on.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct RequestMeta<'a> {
+    /// The whole `_meta` object, for passing on (trace context, vendor keys).
+    pub raw: Option<&'a RawValue>,
+    /// `progressToken`.
+    pub progress_token: Option<ProgressToken>,
+    /// `io.modelcontextprotocol/protocolVersion` (2026-07-28).
+    pub protocol_version: Option<Cow<'a, str>>,
+    /// `io.modelcontextprotocol/clientCapabilities`, undecoded.
+    pub client_capabilities: Option<&'a RawValue>,
+    /// `io.modelcontextprotocol/clientInfo`, undecoded.
+    pub client_info: Option<&'a RawValue>,
+    /// `io.modelcontextprotocol/logLevel`.
+    pub log_level: Option<LoggingLevel>,
+}
+
+/// The params fields that name what a request is about, borrowed.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ParamsFields<'a> {
+    /// `name`: the tool (`tools/call`) or prompt (`prompts/get`).
+    pub name: Option<Cow<'a, str>>,
+    /// `uri`: the resource.
+    pub uri: Option<Cow<'a, str>>,
+    /// `taskId`.
+    pub task_id: Option<Cow<'a, str>>,
+    /// `arguments`, undecoded.
+    pub arguments: Option<&'a RawValue>,
+    /// `inputResponses`, undecoded; `Some` when present, even as `null` (which a retry
+    /// must not send: see [`ParamsFields::check_input_responses`]).
+    pub input_responses: Option<&'a RawValue>,
+    /// `requestState` (2026-07-28 retries).
+    pub request_state: Option<Cow<'a, str>>,
+    /// `task` (2025-11-25: run as a task), undecoded.
+    pub task: Option<&'a RawValue>,
+}
+
+impl ParamsFields<'_> {
+    /// The same fields, owned (copied, not parsed again), to move into a handler's task.
+    pub fn to_owned_fields(&self) -> RequestFields {
+        RequestFields {
+            name: self.name.as_deref().map(str::to_owned),
+            uri: self.uri.as_deref().map(str::to_owned),
+            task_id: self.task_id.as_deref().map(str::to_owned),
+            arguments: self.arguments.map(ToOwned::to_owned),
+            input_responses: self.input_responses.map(ToOwned::to_owned),
+            request_state: self.request_state.as_deref().map(str::to_owned),
+            task: self.task.map(ToOwned::to_owned),
+        }
+    }
+}
+
+/// [`ParamsFields`] owned: what a handler's task keeps of the params it was given.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct RequestFields {
+    /// `name`: the tool (`tools/call`) or prompt (`prompts/get`).
+    pub name: Option<String>,
+    /// `uri`: the resource.
+    pub uri: Option<String>,
+    /// `taskId`.
+    pub task_id: Option<String>,
+    /// `arguments`, undecoded.
+    pub arguments: Option<Box<RawValue>>,
+    /// `inputResponses`, undecoded; `Some` when present, even as `null`.
+    pub input_responses: Option<Box<RawValue>>,
+    /// `requestState` (2026-07-28 retries).
+    pub request_state: Option<String>,
+    /// `task` (2025-11-25: run as a task), undecoded.
+    pub task: Option<Box<RawValue>>,
+}
+
+impl RequestFields {
+    /// See [`check_input_responses`].
+    pub fn check_input_responses(&self) -> Result<(), ErrorObject> {
+        check_input_responses(self.input_responses.as_deref())
+    }
+}
+
+/// `inputResponses` is optional, but when present it is an object of answers: an explicit
+/// `null` (or any other non-object) is a malformed retry, refused with -32602 rather than
+/// taken for a first call.
+pub fn check_input_responses(input_responses: Option<&RawValue>) -> Result<(), ErrorObject> {
+    match input_responses {
+        Some(raw) if !raw.get().trim_start().starts_with('{') => Err(ErrorObject::invalid_params(
+            "Invalid params: inputResponses must be an object of answers keyed by input request",
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct Fields<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    uri: Option<Cow<'a, str>>,
+    #[serde(rename = "taskId", borrow, default)]
+    task_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+    #[serde(
+        rename = "inputResponses",
+        borrow,
+        default,
+        deserialize_with = "present"
+    )]
+    input_responses: Option<&'a RawValue>,
+    #[serde(rename = "requestState", borrow, default)]
+    request_state: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    task: Option<&'a RawValue>,
+    #[serde(rename = "_meta", borrow, default)]
+    meta: Option<&'a RawValue>,
+}
+
+/// Present (even as `null`) → `Some`; absent → `None` (through `default`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+#[derive(Deserialize, Default)]
+struct MetaFields<'a> {
+    #[serde(rename = "progressToken", default)]
+    progress_token: Option<ProgressToken>,
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
+    protocol_version: Option<Cow<'a, str>>,
+    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
+    client_capabilities: Option<&'a RawValue>,
+    #[serde(rename = "io.modelcontextprotocol/clientInfo", borrow, default)]
+    client_info: Option<&'a RawValue>,
+    #[serde(rename = "io.modelcontextprotocol/logLevel", default)]
+    log_level: Option<LoggingLevel>,
+}
+
+/// Reads the fields and `_meta` of `params` in one pass over the params text (the `_meta`
+/// object, when there is one, is then read from its own slice).
+pub(crate) fn read(
+    params: Option<&RawValue>,
+) -> (RequestMeta<'_>, Result<ParamsFields<'_>, ErrorObject>) {
+    let Some(params) = params else {
+        return (RequestMeta::default(), Ok(ParamsFields::default()));
+    };
+    count::params_read();
+    let text = params.get();
+    if !text.trim_start().starts_with('{') {
+        // serde would read an array positionally into the fields.
+        return (
+            RequestMeta::default(),
+            Err(ErrorObject::invalid_params(
+                "Invalid params: MCP params must be a JSON object",
+            )),
+        );
+    }
+    let fields: Fields = match serde_json::from_str(text) {
+        Ok(f) => f,
+        Err(e) => {
+            // A field of another shape than MCP's (a method of the application's own may
+            // use `name` for anything): the `_meta` still counts. A rare path, so the
+            // second look costs nothing in the common case.
+            #[derive(Deserialize)]
+            struct OnlyMeta<'a> {
+                #[serde(rename = "_meta", borrow, default)]
+                meta: Option<&'a RawValue>,
+            }
+            let meta = serde_json::from_str::<OnlyMeta>(text)
+                .ok()
+                .and_then(|m| m.meta);
+            return (
+                read_meta(meta),
+                Err(ErrorObject::invalid_params(format!("Invalid params: {e}"))),
+            );
+        }
+    };
+    let meta = read_meta(fields.meta);
+    let fields = ParamsFields {
+        name: fields.name,
+        uri: fields.uri,
+        task_id: fields.task_id,
+        arguments: fields.arguments,
+        input_responses: fields.input_responses,
+        request_state: fields.request_state,
+        task: fields.task,
+    };
+    (meta, Ok(fields))
+}
+
+/// The entries of a `_meta` object moat acts on. One that does not decode names nothing
+/// (its raw form is still passed on).
+fn read_meta(raw: Option<&RawValue>) -> RequestMeta<'_> {
+    let Some(raw) = raw else {
+        return RequestMeta::default();
+    };
+    let m: MetaFields = serde_json::from_str(raw.get()).unwrap_or_default();
+    RequestMeta {
+        raw: Some(raw),
+        progress_token: m.progress_token,
+        protocol_version: m.protocol_version,
+        client_capabilities: m.client_capabilities,
+        client_info: m.client_info,
+        log_level: m.log_level,
+    }
+}
+
+/// How many times params were read: by [`read`] and by
+/// [`decode_params`](crate::jsonrpc::decode_params). Counted only with the `parse-count`
+/// feature, for tests that keep the one-read-per-request property from regressing.
+pub mod count {
+    #[cfg(feature = "parse-count")]
+    static READS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    #[inline]
+    pub(crate) fn params_read() {
+        #[cfg(feature = "parse-count")]
+        READS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A handler decoding params into its own type (`decode_params`) reads them too.
+    #[inline]
+    pub(crate) fn params_read_by_handler() {
+        params_read();
+    }
+
+    /// The reads so far in this process (always 0 without the `parse-count` feature).
+    pub fn params_reads() -> usize {
+        #[cfg(feature = "parse-count")]
+        return READS.load(std::sync::atomic::Ordering::Relaxed);
+        #[cfg(not(feature = "parse-count"))]
+        0
+    }
+}

@@ -1,0 +1,373 @@
+//! The sans-IO session: what each incoming message means for one connection, decided here.
+//!
+//! A [`Session`] owns the connection's lifecycle and the revisions it speaks. Its
+//! [`handle_incoming`](Session::handle_incoming) parses a message once — envelope, then the
+//! params' [`RequestHead`] — applies every rule of the lifecycle and the eras (a 2026-07-28
+//! request's `_meta` revision and client capabilities, what the revision defines, batches
+//! only in 2025-03-26, `ping` answered at once) and says what to do: run a request, answer
+//! now with a line, deliver a response, act on a notification. The shell that drives a
+//! transport (`moat`'s `Peer`) does the I/O and runs handlers; it knows no method names, era
+//! rules or error codes of its own.
+
+mod head;
+
+use std::borrow::Cow;
+
+use serde_json::value::RawValue;
+
+pub use head::{
+    ParamsFields, RequestFields, RequestHead, RequestMeta, check_input_responses, count,
+};
+
+use crate::error::{ErrorObject, INVALID_REQUEST, PARSE_ERROR};
+use crate::id::RequestId;
+use crate::jsonrpc::{self, ErrorResponse, Message};
+use crate::lifecycle::{Lifecycle, Role, State};
+use crate::types::{
+    CancelledNotificationParams, EmptyResult, LoggingMessageNotificationParams,
+    ProgressNotificationParams, methods,
+};
+use crate::version::{
+    Era, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, ProtocolVersion, SupportedVersions,
+};
+
+/// What to do about one incoming message.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Incoming<'a> {
+    /// Run this request through the handler; its answer goes back under its id.
+    Request(RequestHead<'a>),
+    /// `initialize` (server side): the handler answers it, then
+    /// [`Session::initialize_answered`] records the revision.
+    Initialize {
+        /// The request id.
+        id: RequestId,
+        /// Its params, undecoded.
+        params: Option<&'a RawValue>,
+    },
+    /// Write this line now, before reading on (a `ping` answer, a refusal, the answer to
+    /// a malformed message).
+    Reply(Reply),
+    /// The answer to one of our requests.
+    Response {
+        /// The id of our request.
+        id: RequestId,
+        /// The result, undecoded.
+        result: &'a RawValue,
+    },
+    /// An error answer, to one of our requests when its id is readable.
+    Error(ErrorResponse),
+    /// A notification, already applied to the lifecycle where it changes it.
+    Notification(Notice<'a>),
+    /// A 2025-03-26 batch: what to do about each element, in order. The answers to its
+    /// requests (and its elements' replies) go back together as one array.
+    Batch {
+        /// Each element's meaning.
+        items: Vec<Incoming<'a>>,
+        /// The first request in it: Streamable HTTP sends the batch's answer on its stream.
+        related: Option<RequestId>,
+    },
+    /// Nothing to do (a malformed message that wants no answer).
+    Ignored,
+}
+
+/// A line to write, and the request of the other side it answers (for routing).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// The JSON-RPC text.
+    pub line: String,
+    /// The request it answers, when its id could be read.
+    pub to: Option<RequestId>,
+}
+
+impl Reply {
+    fn error(to: Option<&RequestId>, error: &ErrorObject) -> Reply {
+        Reply {
+            line: jsonrpc::encode_error(to, error),
+            to: to.cloned(),
+        }
+    }
+}
+
+/// A notification from the other side.
+#[derive(Debug)]
+pub struct Notice<'a> {
+    /// The method name.
+    pub method: Cow<'a, str>,
+    /// The params, undecoded.
+    pub params: Option<&'a RawValue>,
+    /// What it means to the connection.
+    pub kind: NoticeKind,
+}
+
+/// What a notification means to the connection.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum NoticeKind {
+    /// `notifications/initialized`: the handshake is done (already applied).
+    Initialized,
+    /// The other side cancels its request `id`.
+    Cancelled {
+        /// The request to stop.
+        id: RequestId,
+        /// Why, if said.
+        reason: Option<String>,
+    },
+    /// Progress on one of our requests.
+    Progress(ProgressNotificationParams),
+    /// A log message (to the request that asked for them, if the shell can tell which).
+    Log(LoggingMessageNotificationParams),
+    /// Anything else: for the handler.
+    Other,
+}
+
+/// One connection's protocol state: lifecycle and revisions.
+#[derive(Debug, Clone)]
+pub struct Session {
+    lifecycle: Lifecycle,
+    versions: SupportedVersions,
+    max_message_bytes: usize,
+}
+
+impl Session {
+    /// A fresh connection in `role`, speaking `versions`; messages over
+    /// `max_message_bytes` are refused by the transport, and [`Session::oversized`] says so.
+    pub fn new(role: Role, versions: SupportedVersions, max_message_bytes: usize) -> Session {
+        Session {
+            lifecycle: Lifecycle::new(role),
+            versions,
+            max_message_bytes,
+        }
+    }
+
+    /// The lifecycle.
+    pub fn lifecycle(&self) -> &Lifecycle {
+        &self.lifecycle
+    }
+
+    /// The lifecycle, to move it (the client's handshake, shutdown).
+    pub fn lifecycle_mut(&mut self) -> &mut Lifecycle {
+        &mut self.lifecycle
+    }
+
+    /// The revisions this side speaks.
+    pub fn versions(&self) -> &SupportedVersions {
+        &self.versions
+    }
+
+    /// The revision in use, once negotiated.
+    pub fn version(&self) -> Option<ProtocolVersion> {
+        self.lifecycle.version()
+    }
+
+    /// Server: we answered `initialize` in `version`.
+    pub fn initialize_answered(&mut self, version: ProtocolVersion) {
+        self.lifecycle.initialize_answered(version);
+    }
+
+    /// The answer to a message of `bytes` bytes, over the limit (the transport dropped it
+    /// unread, so its id is unknown).
+    pub fn oversized(&self, bytes: usize) -> Reply {
+        let error = ErrorObject::new(
+            INVALID_REQUEST,
+            format!(
+                "Invalid request: message of {bytes} bytes exceeds the limit of {} bytes",
+                self.max_message_bytes
+            ),
+        );
+        Reply::error(None, &error)
+    }
+
+    /// The answer to a message that is not UTF-8.
+    pub fn invalid_utf8(&self) -> Reply {
+        let error = ErrorObject::new(PARSE_ERROR, "Parse error: message is not valid UTF-8");
+        Reply::error(None, &error)
+    }
+
+    /// What to do about `text`, one message or a batch.
+    pub fn handle_incoming<'a>(&mut self, text: &'a str) -> Incoming<'a> {
+        if jsonrpc::is_batch(text) {
+            return self.batch(text);
+        }
+        match Message::parse(text) {
+            Ok(message) => self.message(message),
+            Err(e) if e.respond => Incoming::Reply(Reply::error(e.id.as_ref(), &e.error)),
+            Err(_) => Incoming::Ignored,
+        }
+    }
+
+    fn batch<'a>(&mut self, text: &'a str) -> Incoming<'a> {
+        if !self
+            .version()
+            .is_some_and(ProtocolVersion::supports_batches)
+        {
+            let error = ErrorObject::invalid_request(format!(
+                "Invalid request: JSON-RPC batches are only allowed in protocol revision 2025-03-26 (this connection: {})",
+                self.version()
+                    .map_or("not negotiated", ProtocolVersion::as_str)
+            ));
+            return Incoming::Reply(Reply::error(None, &error));
+        }
+        let elements = match Message::parse_batch(text) {
+            Ok(elements) => elements,
+            Err(e) => return Incoming::Reply(Reply::error(e.id.as_ref(), &e.error)),
+        };
+        let related = elements.iter().find_map(|e| match e {
+            Ok(Message::Request(req)) => Some(req.id.clone()),
+            _ => None,
+        });
+        let items = elements
+            .into_iter()
+            .map(|element| match element {
+                Ok(message) => self.message(message),
+                Err(e) if e.respond => Incoming::Reply(Reply::error(e.id.as_ref(), &e.error)),
+                Err(_) => Incoming::Ignored,
+            })
+            .collect();
+        Incoming::Batch { items, related }
+    }
+
+    fn message<'a>(&mut self, message: Message<'a>) -> Incoming<'a> {
+        match message {
+            Message::Request(req) => self.request(req),
+            Message::Notification(n) => Incoming::Notification(self.notification(n)),
+            Message::Response(r) => Incoming::Response {
+                id: r.id,
+                result: r.result,
+            },
+            Message::Error(e) => Incoming::Error(e),
+        }
+    }
+
+    fn notification<'a>(&mut self, n: jsonrpc::Notification<'a>) -> Notice<'a> {
+        let kind = match n.method.as_ref() {
+            methods::NOTIFICATIONS_INITIALIZED => {
+                self.lifecycle.initialized_received();
+                NoticeKind::Initialized
+            }
+            methods::NOTIFICATIONS_CANCELLED => {
+                match decode(n.params).and_then(|p: CancelledNotificationParams| {
+                    p.request_id.map(|id| (id, p.reason))
+                }) {
+                    Some((id, reason)) => NoticeKind::Cancelled { id, reason },
+                    None => NoticeKind::Other,
+                }
+            }
+            methods::NOTIFICATIONS_PROGRESS => {
+                decode(n.params).map_or(NoticeKind::Other, NoticeKind::Progress)
+            }
+            methods::NOTIFICATIONS_MESSAGE => {
+                decode(n.params).map_or(NoticeKind::Other, NoticeKind::Log)
+            }
+            _ => NoticeKind::Other,
+        };
+        Notice {
+            method: n.method,
+            params: n.params,
+            kind,
+        }
+    }
+
+    /// Checks a request against the lifecycle and the revision: answered at once
+    /// (`ping`, refusals), `initialize`, or a request for the handler.
+    fn request<'a>(&mut self, req: jsonrpc::Request<'a>) -> Incoming<'a> {
+        let refuse = |error: ErrorObject| Incoming::Reply(Reply::error(Some(&req.id), &error));
+        let method: &str = &req.method;
+        let (meta, fields) = head::read(req.params);
+        let state = self.lifecycle.state();
+        let era = self.lifecycle.era();
+        let role = self.lifecycle.role();
+
+        // Which revision is this request made in? In the modern era each request says so
+        // in `_meta`; a request that does so on a fresh connection makes it a modern one.
+        let mut version = self.lifecycle.version();
+        match meta.protocol_version.as_deref() {
+            Some(requested)
+                if method != methods::INITIALIZE
+                    && (state == State::Uninitialized || era == Some(Era::Modern)) =>
+            {
+                match self.versions.check_modern(requested) {
+                    // `server/discover` on a fresh connection answers in the modern era
+                    // but commits the connection to nothing: a client that gives up
+                    // waiting for the answer may fall back to `initialize` (the revisions'
+                    // backward compatibility), and that must still work when the answer
+                    // was only slow.
+                    Ok(v)
+                        if method == methods::SERVER_DISCOVER && state == State::Uninitialized =>
+                    {
+                        version = Some(v);
+                    }
+                    Ok(v) => {
+                        if let Err(e) = self.lifecycle.enter_modern(v) {
+                            return refuse(ErrorObject::invalid_request(e.to_string()));
+                        }
+                        version = Some(v);
+                    }
+                    Err(error) => return refuse(error),
+                }
+                // Capabilities are declared per request, and required.
+                if role == Role::Server && meta.client_capabilities.is_none() {
+                    return refuse(ErrorObject::invalid_params(format!(
+                        "Invalid params: a {requested} request must carry _meta[\"{META_CLIENT_CAPABILITIES}\"]"
+                    )));
+                }
+            }
+            None if era == Some(Era::Modern) && role == Role::Server => {
+                return refuse(ErrorObject::invalid_params(format!(
+                    "Invalid params: a {} request must carry _meta[\"{META_PROTOCOL_VERSION}\"]",
+                    version.map_or("2026-07-28", ProtocolVersion::as_str)
+                )));
+            }
+            _ => {}
+        }
+        let modern = version.map(ProtocolVersion::era) == Some(Era::Modern);
+        if modern
+            && role == Role::Server
+            && version.is_some_and(|v| !v.defines_client_request(method))
+        {
+            return refuse(ErrorObject::method_not_found(method));
+        }
+
+        if method == methods::PING {
+            return Incoming::Reply(match self.lifecycle.check_incoming_request(method) {
+                Ok(()) => match jsonrpc::encode_result(&req.id, &EmptyResult::default()) {
+                    Ok(line) => Reply {
+                        line,
+                        to: Some(req.id),
+                    },
+                    Err(e) => Reply::error(Some(&req.id), &ErrorObject::internal(e.to_string())),
+                },
+                Err(error) => Reply::error(Some(&req.id), &error),
+            });
+        }
+        if method != methods::SERVER_DISCOVER
+            && !modern
+            && let Err(error) = self.lifecycle.check_incoming_request(method)
+        {
+            return refuse(error);
+        }
+        if method == methods::INITIALIZE {
+            return Incoming::Initialize {
+                id: req.id,
+                params: req.params,
+            };
+        }
+        Incoming::Request(RequestHead {
+            id: req.id,
+            method: req.method,
+            params: req.params,
+            version,
+            meta,
+            fields,
+        })
+    }
+}
+
+/// A notification's params as `T`; `None` when they do not decode (the notification then
+/// goes to the handler as it is).
+fn decode<T: serde::de::DeserializeOwned>(params: Option<&RawValue>) -> Option<T> {
+    serde_json::from_str(params.map_or("{}", RawValue::get)).ok()
+}
+
+#[cfg(test)]
+mod tests;
