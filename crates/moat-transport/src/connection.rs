@@ -47,6 +47,9 @@ impl Limits {
 pub enum Inbound {
     /// A frame (a message, or a report of one that was refused).
     Frame(Frame),
+    /// A request the transport already read, to check its headers against it (a
+    /// 2026-07-28 POST): the session decides on its head without reading it again.
+    Request(Box<moat_protocol::session::OwnedRequestHead>),
     /// Reading failed; the stream is over. (A clean end of stream just closes the channel.)
     Failed(std::io::Error),
     /// The stream ended, and the transport can say why (e.g. the child process exited).

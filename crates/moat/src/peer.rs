@@ -676,6 +676,12 @@ async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Ar
         };
         match item {
             Inbound::Frame(Frame::Line(line)) => on_line(&peer, &handler, line).await,
+            Inbound::Request(head) => {
+                let incoming = peer.state().session.handle_request(head.view());
+                if let Some(reply) = act(&peer, &handler, incoming, None) {
+                    peer.send_reply(reply).await;
+                }
+            }
             Inbound::Frame(Frame::Oversized(n)) => {
                 let reply = peer.state().session.oversized(n);
                 peer.send_reply(reply).await;

@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 
 use crate::error::ErrorObject;
 use crate::id::{ProgressToken, RequestId};
-use crate::types::LoggingLevel;
+use crate::types::{LoggingLevel, methods, tasks_extension};
 use crate::version::ProtocolVersion;
 
 /// A request, decoded as far as any layer needs to route it, borrowing from the input.
@@ -33,6 +33,131 @@ pub struct RequestHead<'a> {
     /// The named fields of the params, or why they could not be read (a params object
     /// of the wrong shape: only the methods that need the fields refuse it).
     pub fields: Result<ParamsFields<'a>, ErrorObject>,
+}
+
+impl<'a> RequestHead<'a> {
+    /// Reads the head of request `id` (`method`, `params`): the one read of its params.
+    /// Its revision is the session's to decide ([`Session::handle_request`]); until then
+    /// it is `None`.
+    ///
+    /// [`Session::handle_request`]: super::Session::handle_request
+    pub fn read(id: RequestId, method: Cow<'a, str>, params: Option<&'a RawValue>) -> Self {
+        let (meta, fields) = read(params);
+        RequestHead {
+            id,
+            method,
+            params,
+            version: None,
+            meta,
+            fields,
+        }
+    }
+
+    /// Whether this is `initialize` (which 2026-07-28 removed).
+    pub fn is_initialize(&self) -> bool {
+        self.method == methods::INITIALIZE
+    }
+
+    /// What the `Mcp-Name` header mirrors for this request (Streamable HTTP, 2026-07-28):
+    /// the tool or prompt name, the resource URI, or the task id (the tasks extension);
+    /// empty when the params lack it. `None` for methods that mirror nothing.
+    pub fn mirrored_name(&self) -> Option<&str> {
+        let fields = self.fields.as_ref().ok();
+        let field = match self.method.as_ref() {
+            methods::TOOLS_CALL | methods::PROMPTS_GET => fields.and_then(|f| f.name.as_deref()),
+            methods::RESOURCES_READ => fields.and_then(|f| f.uri.as_deref()),
+            methods::TASKS_GET | methods::TASKS_CANCEL | tasks_extension::TASKS_UPDATE => {
+                fields.and_then(|f| f.task_id.as_deref())
+            }
+            _ => return None,
+        };
+        Some(field.unwrap_or(""))
+    }
+
+    /// The tool whose arguments `Mcp-Param-*` headers may mirror (a `tools/call`'s).
+    pub fn mirrored_tool(&self) -> Option<&str> {
+        if self.method != methods::TOOLS_CALL {
+            return None;
+        }
+        self.fields.as_ref().ok()?.name.as_deref()
+    }
+
+    /// The same head, owned (copied, not read again), for a transport that read it to hand
+    /// it on to the session.
+    pub fn into_owned(self) -> OwnedRequestHead {
+        OwnedRequestHead {
+            id: self.id,
+            method: self.method.into_owned(),
+            params: self.params.map(ToOwned::to_owned),
+            meta: OwnedMeta {
+                raw: self.meta.raw.map(ToOwned::to_owned),
+                progress_token: self.meta.progress_token,
+                protocol_version: self.meta.protocol_version.map(Cow::into_owned),
+                client_capabilities: self.meta.client_capabilities.map(ToOwned::to_owned),
+                client_info: self.meta.client_info.map(ToOwned::to_owned),
+                log_level: self.meta.log_level,
+            },
+            fields: self.fields.map(|f| f.to_owned_fields()),
+        }
+    }
+}
+
+/// A [`RequestHead`] owned: what a transport that read a request hands to the session
+/// (a 2026-07-28 POST, whose headers it checked against the head).
+#[derive(Debug, Clone)]
+pub struct OwnedRequestHead {
+    id: RequestId,
+    method: String,
+    params: Option<Box<RawValue>>,
+    meta: OwnedMeta,
+    fields: Result<RequestFields, ErrorObject>,
+}
+
+#[derive(Debug, Clone)]
+struct OwnedMeta {
+    raw: Option<Box<RawValue>>,
+    progress_token: Option<ProgressToken>,
+    protocol_version: Option<String>,
+    client_capabilities: Option<Box<RawValue>>,
+    client_info: Option<Box<RawValue>>,
+    log_level: Option<LoggingLevel>,
+}
+
+impl OwnedRequestHead {
+    /// The request's id.
+    pub fn id(&self) -> &RequestId {
+        &self.id
+    }
+
+    /// The head, borrowed from this one.
+    pub fn view(&self) -> RequestHead<'_> {
+        RequestHead {
+            id: self.id.clone(),
+            method: Cow::Borrowed(&self.method),
+            params: self.params.as_deref(),
+            version: None,
+            meta: RequestMeta {
+                raw: self.meta.raw.as_deref(),
+                progress_token: self.meta.progress_token.clone(),
+                protocol_version: self.meta.protocol_version.as_deref().map(Cow::Borrowed),
+                client_capabilities: self.meta.client_capabilities.as_deref(),
+                client_info: self.meta.client_info.as_deref(),
+                log_level: self.meta.log_level,
+            },
+            fields: match &self.fields {
+                Ok(f) => Ok(ParamsFields {
+                    name: f.name.as_deref().map(Cow::Borrowed),
+                    uri: f.uri.as_deref().map(Cow::Borrowed),
+                    task_id: f.task_id.as_deref().map(Cow::Borrowed),
+                    arguments: f.arguments.as_deref(),
+                    input_responses: f.input_responses.as_deref(),
+                    request_state: f.request_state.as_deref().map(Cow::Borrowed),
+                    task: f.task.as_deref(),
+                }),
+                Err(e) => Err(e.clone()),
+            },
+        }
+    }
 }
 
 /// The `_meta` entries of a request that moat acts on.

@@ -16,7 +16,8 @@ use std::borrow::Cow;
 use serde_json::value::RawValue;
 
 pub use head::{
-    ParamsFields, RequestFields, RequestHead, RequestMeta, check_input_responses, count,
+    OwnedRequestHead, ParamsFields, RequestFields, RequestHead, RequestMeta, check_input_responses,
+    count,
 };
 
 use crate::error::{ErrorObject, INVALID_REQUEST, PARSE_ERROR};
@@ -271,9 +272,16 @@ impl Session {
     /// Checks a request against the lifecycle and the revision: answered at once
     /// (`ping`, refusals), `initialize`, or a request for the handler.
     fn request<'a>(&mut self, req: jsonrpc::Request<'a>) -> Incoming<'a> {
-        let refuse = |error: ErrorObject| Incoming::Reply(Reply::error(Some(&req.id), &error));
-        let method: &str = &req.method;
-        let (meta, fields) = head::read(req.params);
+        self.handle_request(RequestHead::read(req.id, req.method, req.params))
+    }
+
+    /// What to do about a request whose head was already read (by a transport that
+    /// checked its headers against it): the same rules as for a request in
+    /// [`handle_incoming`](Self::handle_incoming), without reading its params again.
+    pub fn handle_request<'a>(&mut self, head: RequestHead<'a>) -> Incoming<'a> {
+        let refuse = |error: ErrorObject| Incoming::Reply(Reply::error(Some(&head.id), &error));
+        let method: &str = &head.method;
+        let meta = &head.meta;
         let state = self.lifecycle.state();
         let era = self.lifecycle.era();
         let role = self.lifecycle.role();
@@ -330,14 +338,14 @@ impl Session {
 
         if method == methods::PING {
             return Incoming::Reply(match self.lifecycle.check_incoming_request(method) {
-                Ok(()) => match jsonrpc::encode_result(&req.id, &EmptyResult::default()) {
+                Ok(()) => match jsonrpc::encode_result(&head.id, &EmptyResult::default()) {
                     Ok(line) => Reply {
                         line,
-                        to: Some(req.id),
+                        to: Some(head.id.clone()),
                     },
-                    Err(e) => Reply::error(Some(&req.id), &ErrorObject::internal(e.to_string())),
+                    Err(e) => Reply::error(Some(&head.id), &ErrorObject::internal(e.to_string())),
                 },
-                Err(error) => Reply::error(Some(&req.id), &error),
+                Err(error) => Reply::error(Some(&head.id), &error),
             });
         }
         if method != methods::SERVER_DISCOVER
@@ -348,18 +356,11 @@ impl Session {
         }
         if method == methods::INITIALIZE {
             return Incoming::Initialize {
-                id: req.id,
-                params: req.params,
+                id: head.id,
+                params: head.params,
             };
         }
-        Incoming::Request(RequestHead {
-            id: req.id,
-            method: req.method,
-            params: req.params,
-            version,
-            meta,
-            fields,
-        })
+        Incoming::Request(RequestHead { version, ..head })
     }
 }
 

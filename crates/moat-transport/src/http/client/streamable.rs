@@ -12,6 +12,7 @@ use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use moat_protocol::error::{HEADER_MISMATCH, METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION};
 use moat_protocol::jsonrpc::{self, Message};
+use moat_protocol::session::RequestHead;
 use moat_protocol::types::methods;
 use moat_protocol::{ErrorObject, RequestId};
 use serde::Deserialize;
@@ -118,34 +119,43 @@ enum Kind {
 struct RequestPeek {
     ids: Vec<RequestId>,
     method: String,
-    params: Params,
+    /// What the request's head says about its routing (a single request's; none for a batch).
+    routing: Routing,
 }
 
+/// The routing facts of one request, from its head (the core decides which fields the
+/// headers mirror).
+#[derive(Default)]
+struct Routing {
+    /// The 2026-07-28 revision its `_meta` names.
+    modern: Option<String>,
+    /// The `Mcp-Name` value.
+    name: Option<String>,
+    /// The tool whose arguments `Mcp-Param-*` headers may mirror, with those arguments.
+    tool: Option<(String, Option<Box<serde_json::value::RawValue>>)>,
+    /// Whether it is `initialize` (a new session).
+    initialize: bool,
+}
+
+impl Routing {
+    fn of(head: &RequestHead<'_>) -> Routing {
+        Routing {
+            modern: head.meta.protocol_version.as_deref().map(str::to_owned),
+            name: head.mirrored_name().map(str::to_owned),
+            tool: head.mirrored_tool().map(|tool| {
+                let args = head.fields.as_ref().ok().and_then(|f| f.arguments);
+                (tool.to_owned(), args.map(ToOwned::to_owned))
+            }),
+            initialize: head.is_initialize(),
+        }
+    }
+}
+
+/// The `requestId` of a `notifications/cancelled`.
 #[derive(Deserialize, Default)]
-struct Params {
-    #[serde(default)]
-    name: Option<Value>,
-    #[serde(default)]
-    uri: Option<Value>,
-    #[serde(default, rename = "taskId")]
-    task_id: Option<Value>,
-    #[serde(default)]
-    arguments: Option<Value>,
+struct CancelledPeek {
     #[serde(default, rename = "requestId")]
     request_id: Option<RequestId>,
-    #[serde(default, rename = "_meta")]
-    meta: Option<Meta>,
-}
-
-#[derive(Deserialize, Default)]
-struct Meta {
-    #[serde(default, rename = "io.modelcontextprotocol/protocolVersion")]
-    protocol_version: Option<Value>,
-}
-
-fn params_of(raw: Option<&serde_json::value::RawValue>) -> Params {
-    raw.and_then(|p| serde_json::from_str(p.get()).ok())
-        .unwrap_or_default()
 }
 
 fn classify(text: &str) -> Kind {
@@ -165,20 +175,27 @@ fn classify(text: &str) -> Kind {
             Some(method) => Kind::Request(RequestPeek {
                 ids,
                 method,
-                params: Params::default(),
+                routing: Routing::default(),
             }),
             None => Kind::Other,
         };
     }
     match Message::parse(text) {
-        Ok(Message::Request(r)) => Kind::Request(RequestPeek {
-            ids: vec![r.id.clone()],
-            method: r.method.to_string(),
-            params: params_of(r.params),
-        }),
+        Ok(Message::Request(r)) => {
+            let head = RequestHead::read(r.id, r.method, r.params);
+            Kind::Request(RequestPeek {
+                ids: vec![head.id.clone()],
+                method: head.method.to_string(),
+                routing: Routing::of(&head),
+            })
+        }
         Ok(Message::Notification(n)) => Kind::Notification {
             cancelled: (n.method == methods::NOTIFICATIONS_CANCELLED)
-                .then(|| params_of(n.params).request_id)
+                .then(|| {
+                    n.params
+                        .and_then(|p| serde_json::from_str::<CancelledPeek>(p.get()).ok())
+                        .and_then(|p| p.request_id)
+                })
                 .flatten(),
             method: n.method.to_string(),
         },
@@ -319,12 +336,9 @@ fn prepare(shared: &Shared, text: String, peek: RequestPeek) -> Call {
     let RequestPeek {
         ids,
         method,
-        params,
+        routing,
     } = peek;
-    let modern = params
-        .meta
-        .and_then(|m| m.protocol_version)
-        .and_then(|v| v.as_str().map(str::to_owned));
+    let modern = routing.modern;
     let mut extra = Vec::new();
     let mut state = shared.state();
     state.modern = modern.is_some();
@@ -333,25 +347,21 @@ fn prepare(shared: &Shared, text: String, peek: RequestPeek) -> Call {
         if let Ok(v) = HeaderValue::from_str(&method) {
             extra.push((HeaderName::from_static(METHOD), v));
         }
-        let name = match method.as_str() {
-            methods::TOOLS_CALL | methods::PROMPTS_GET => params.name.as_ref(),
-            methods::RESOURCES_READ => params.uri.as_ref(),
-            // The tasks extension (SEP-2663).
-            methods::TASKS_GET | methods::TASKS_CANCEL | "tasks/update" => params.task_id.as_ref(),
-            _ => None,
-        };
-        if let Some(name) = name.and_then(Value::as_str)
+        if let Some(name) = &routing.name
             && let Ok(v) = HeaderValue::from_str(&crate::http::headers::encode_value(name))
         {
             extra.push((HeaderName::from_static(NAME), v));
         }
-        if method == methods::TOOLS_CALL {
-            let tool = params.name.as_ref().and_then(Value::as_str).unwrap_or("");
-            if let Some(mirrored) = state.tool_headers.get(tool) {
-                extra.extend(xheader::mirror(mirrored, params.arguments.as_ref()));
-            }
+        if let Some((tool, args)) = &routing.tool
+            && let Some(mirrored) = state.tool_headers.get(tool.as_str())
+        {
+            // Arguments are decoded only for a tool that mirrors some of them.
+            let args: Option<Value> = args
+                .as_ref()
+                .and_then(|a| serde_json::from_str(a.get()).ok());
+            extra.extend(xheader::mirror(mirrored, args.as_ref()));
         }
-    } else if method == methods::INITIALIZE {
+    } else if routing.initialize {
         // A new handshake: a new session, whatever came before.
         state.init_request = Some(text.clone());
         state.session = None;

@@ -29,6 +29,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use moat_protocol::error::{ErrorObject, INVALID_REQUEST, PARSE_ERROR};
 use moat_protocol::jsonrpc::{self, Message};
+use moat_protocol::session::{OwnedRequestHead, RequestHead};
 use moat_protocol::version::SupportedVersions;
 use moat_protocol::{Era, ProtocolVersion, RequestId};
 use tokio::net::TcpListener;
@@ -550,8 +551,9 @@ struct InitializePeek {
 /// The requests in a body (one message or a batch), or the error to answer with.
 struct Parsed {
     requests: Vec<RequestId>,
-    /// The single request's method and params, for the checks that look at them.
-    single: Option<(RequestId, String, Option<Box<serde_json::value::RawValue>>)>,
+    /// The single request's head, read once here: the checks look at it, and the session
+    /// gets it without reading the params again.
+    single: Option<OwnedRequestHead>,
     /// Whether anything in it is a response (the client answering our request).
     has_response: bool,
     batch: bool,
@@ -586,7 +588,7 @@ fn parse(text: &str) -> Result<Parsed, Response<Body>> {
     match Message::parse(text).map_err(invalid)? {
         Message::Request(r) => {
             parsed.requests.push(r.id.clone());
-            parsed.single = Some((r.id, r.method.into_owned(), r.params.map(ToOwned::to_owned)));
+            parsed.single = Some(RequestHead::read(r.id, r.method, r.params).into_owned());
         }
         Message::Response(_) | Message::Error(_) => parsed.has_response = true,
         _ => {}
@@ -641,15 +643,12 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     };
 
     // 2026-07-28: a request whose `_meta` or header names a modern revision.
-    let body_version = parsed
-        .single
+    let single = parsed.single.as_ref().map(OwnedRequestHead::view);
+    let body_version = single
         .as_ref()
-        .and_then(|(_, _, p)| modern::body_version(p.as_deref()));
-    let is_initialize = parsed
-        .single
-        .as_ref()
-        .is_some_and(|(_, m, _)| m == "initialize");
-    let request_id = parsed.single.as_ref().map(|(id, _, _)| id.clone());
+        .and_then(|h| h.meta.protocol_version.as_deref().map(str::to_owned));
+    let is_initialize = single.as_ref().is_some_and(RequestHead::is_initialize);
+    let request_id = parsed.single.as_ref().map(|h| h.id().clone());
     let header_era = version_header
         .as_deref()
         .map(|v| ProtocolVersion::parse(v).map(ProtocolVersion::era));
@@ -663,10 +662,9 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         None => session_header.is_some() || body_version.is_none(),
     };
     if is_initialize && shared.options.stateless && handshake {
-        let requested = parsed
-            .single
+        let requested = single
             .as_ref()
-            .and_then(|(_, _, p)| p.as_deref())
+            .and_then(|h| h.params)
             .and_then(|p| serde_json::from_str::<InitializePeek>(p.get()).ok())
             .and_then(|p| p.protocol_version)
             .unwrap_or_default();
@@ -758,7 +756,12 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     if negotiated_new && accept.sse {
         stream.allow_hang_up();
     }
-    if session.deliver(text).await.is_err() {
+    // A single request goes on as the head read above; anything else as its text.
+    let delivered = match parsed.single {
+        Some(head) => session.deliver_request(head).await,
+        None => session.deliver(text).await,
+    };
+    if delivered.is_err() {
         return error(StatusCode::NOT_FOUND, -32001, "Session not found", None);
     }
     stream.first_event().await;
@@ -814,29 +817,29 @@ async fn post_modern(
             None,
         );
     }
-    let Some((id, method, params)) = parsed.single else {
+    let Some(head) = parsed.single else {
         // A notification: nothing in 2026-07-28 needs one over HTTP.
         return empty(StatusCode::ACCEPTED);
     };
-    if method == "initialize" {
+    let id = head.id().clone();
+    let view = head.view();
+    if view.is_initialize() {
         // Removed in 2026-07-28; answered here, where the era is known.
-        let err = ErrorObject::method_not_found(&method);
+        let err = ErrorObject::method_not_found(&view.method);
         return json_response(
             StatusCode::NOT_FOUND,
             jsonrpc::encode_error(Some(&id), &err),
         );
     }
-    let body = modern::Body {
-        method: &method,
-        params: params.as_deref(),
-    };
-    if let Err(err) = modern::validate(headers, &body, shared.options.tool_headers.as_deref()) {
+    if let Err(err) = modern::validate(headers, &view, shared.options.tool_headers.as_deref()) {
         return json_response(
             StatusCode::BAD_REQUEST,
             jsonrpc::encode_error(Some(&id), &err),
         );
     }
-    let Some(exchange) = modern::start(text, id.clone(), &shared.on_connection).await else {
+    drop(view);
+    drop(text);
+    let Some(exchange) = modern::start(head, &shared.on_connection).await else {
         return error(
             StatusCode::INTERNAL_SERVER_ERROR,
             -32603,

@@ -15,7 +15,7 @@ use moat_protocol::error::{
     MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION,
 };
 use moat_protocol::jsonrpc::{self, Message};
-use serde_json::value::RawValue;
+use moat_protocol::session::{OwnedRequestHead, RequestHead};
 use tokio::sync::mpsc;
 
 use crate::connection::{Connection, Inbound, Outgoing};
@@ -29,57 +29,16 @@ pub trait ToolHeaders: Send + Sync {
     fn param_headers(&self, tool: &str) -> Vec<ParamHeader>;
 }
 
-/// What the request body says, for the header checks.
-pub(crate) struct Body<'a> {
-    pub method: &'a str,
-    pub params: Option<&'a RawValue>,
-}
-
-#[derive(serde::Deserialize, Default)]
-struct Peek<'a> {
-    #[serde(borrow, default)]
-    name: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow, default)]
-    uri: Option<std::borrow::Cow<'a, str>>,
-    #[serde(rename = "taskId", borrow, default)]
-    task_id: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow, default)]
-    arguments: Option<&'a RawValue>,
-    #[serde(rename = "_meta", borrow, default)]
-    meta: Option<MetaPeek<'a>>,
-}
-
-#[derive(serde::Deserialize, Default)]
-struct MetaPeek<'a> {
-    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
-    version: Option<std::borrow::Cow<'a, str>>,
-    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
-    client_capabilities: Option<&'a RawValue>,
-}
-
-/// The revision a request's `_meta` names, if any.
-pub(crate) fn body_version(params: Option<&RawValue>) -> Option<String> {
-    let p = params?;
-    if !p.get().contains("io.modelcontextprotocol/protocolVersion") {
-        return None;
-    }
-    let peek: Peek = serde_json::from_str(p.get()).ok()?;
-    peek.meta?.version.map(|v| v.into_owned())
-}
-
 /// Hold the mirrored headers to the body (the spec's "Server Validation") and check the
 /// request metadata every 2026-07-28 request carries. The error — -32020 `HeaderMismatch`,
 /// or -32602 for missing `_meta` fields — is answered with status 400.
 pub(crate) fn validate(
     headers: &HeaderMap,
-    body: &Body<'_>,
+    head: &RequestHead<'_>,
     tools: Option<&dyn ToolHeaders>,
 ) -> Result<(), ErrorObject> {
     let mismatch = |m: String| ErrorObject::new(HEADER_MISMATCH, format!("Header mismatch: {m}"));
-    let peek: Peek = match body.params {
-        Some(p) => serde_json::from_str(p.get()).unwrap_or_default(),
-        None => Peek::default(),
-    };
+    let meta = &head.meta;
     let header = |name: &str| headers.get(name).map(|v| v.as_bytes());
 
     let Some(header_version) = header(h::PROTOCOL_VERSION) else {
@@ -92,10 +51,10 @@ pub(crate) fn validate(
             "Invalid params: a 2026-07-28 request must carry {what}"
         ))
     };
-    let Some(meta) = peek.meta.as_ref() else {
+    if meta.raw.is_none() {
         return Err(meta_missing("params._meta"));
-    };
-    let Some(body_version) = meta.version.as_deref() else {
+    }
+    let Some(body_version) = meta.protocol_version.as_deref() else {
         return Err(meta_missing(
             "_meta[\"io.modelcontextprotocol/protocolVersion\"]",
         ));
@@ -116,25 +75,16 @@ pub(crate) fn validate(
     }
     match header(h::METHOD) {
         None => return Err(mismatch("the Mcp-Method header is missing".into())),
-        Some(m) if m != body.method.as_bytes() => {
+        Some(m) if m != head.method.as_bytes() => {
             return Err(mismatch(format!(
                 "Mcp-Method header value '{}' does not match body value '{}'",
                 String::from_utf8_lossy(m),
-                body.method
+                head.method
             )));
         }
         _ => {}
     }
-    let name = match body.method {
-        "tools/call" | "prompts/get" => Some(peek.name.as_deref().unwrap_or("")),
-        "resources/read" => Some(peek.uri.as_deref().unwrap_or("")),
-        // The tasks extension (SEP-2663): `Mcp-Name` carries `params.taskId`.
-        "tasks/get" | "tasks/update" | "tasks/cancel" => {
-            Some(peek.task_id.as_deref().unwrap_or(""))
-        }
-        _ => None,
-    };
-    if let Some(expected) = name {
+    if let Some(expected) = head.mirrored_name() {
         let raw =
             header(h::NAME).ok_or_else(|| mismatch("the Mcp-Name header is missing".into()))?;
         let got = h::decode_value(raw).map_err(|e| mismatch(format!("the Mcp-Name header {e}")))?;
@@ -144,13 +94,14 @@ pub(crate) fn validate(
             )));
         }
     }
-    if body.method == "tools/call" {
-        let declared = match (tools, peek.name.as_deref()) {
-            (Some(t), Some(name)) => t.param_headers(name),
-            _ => Vec::new(),
+    if let Some(tool) = head.mirrored_tool() {
+        let declared = match tools {
+            Some(t) => t.param_headers(tool),
+            None => Vec::new(),
         };
         // Arguments stay raw unless a tool mirrors some of them into headers.
-        let args = match (declared.is_empty(), peek.arguments) {
+        let arguments = head.fields.as_ref().ok().and_then(|f| f.arguments);
+        let args = match (declared.is_empty(), arguments) {
             (false, Some(raw)) => serde_json::from_str(raw.get()).unwrap_or_default(),
             _ => serde_json::Value::Null,
         };
@@ -217,10 +168,10 @@ pub(crate) struct Exchange {
 /// Serve one request on a connection of its own; returns its first outgoing message and
 /// the rest of the exchange. `None`: the MCP side ended without answering.
 pub(crate) async fn start(
-    text: String,
-    id: RequestId,
+    head: OwnedRequestHead,
     on_connection: &super::OnConnection,
 ) -> Option<Exchange> {
+    let id = head.id().clone();
     let (in_tx, in_rx) = mpsc::channel(4);
     let (out_tx, mut out_rx) = mpsc::channel(64);
     on_connection(Connection {
@@ -229,7 +180,7 @@ pub(crate) async fn start(
         closer: None,
         single_request: true,
     });
-    in_tx.send(Inbound::Frame(Frame::Line(text))).await.ok()?;
+    in_tx.send(Inbound::Request(Box::new(head))).await.ok()?;
     let cancel = CancelOnDrop {
         inbound: Some(in_tx),
         id,
@@ -379,13 +330,9 @@ mod tests {
     }
 
     fn check(hs: &[(&str, &str)], method: &str, params: &str) -> Result<(), ErrorObject> {
-        let raw = RawValue::from_string(params.to_owned()).unwrap();
-
-        let body = Body {
-            method,
-            params: Some(&raw),
-        };
-        validate(&headers(hs), &body, Some(&Region))
+        let raw = serde_json::value::RawValue::from_string(params.to_owned()).unwrap();
+        let head = RequestHead::read(RequestId::Number(1), method.into(), Some(&raw));
+        validate(&headers(hs), &head, Some(&Region))
     }
 
     const V: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;

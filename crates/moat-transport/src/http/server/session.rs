@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
 use moat_protocol::jsonrpc::Message;
+use moat_protocol::session::OwnedRequestHead;
 use moat_protocol::{ProtocolVersion, RequestId};
 use tokio::sync::mpsc;
 
@@ -180,6 +181,19 @@ impl Session {
             .clone();
         let tx = tx.ok_or(Closed::Gone)?;
         tx.send(Inbound::Frame(Frame::Line(text)))
+            .await
+            .map_err(|_| Closed::Gone)
+    }
+
+    /// Hand one request, its head already read, from the client to MCP.
+    pub(crate) async fn deliver_request(&self, head: OwnedRequestHead) -> Result<(), Closed> {
+        let tx = self
+            .inbound
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let tx = tx.ok_or(Closed::Gone)?;
+        tx.send(Inbound::Request(Box::new(head)))
             .await
             .map_err(|_| Closed::Gone)
     }
