@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let role = if first % 2 == 0 { Role::Server } else { Role::Client };
-    let mut session = Session::new(role, SupportedVersions::default(), 1 << 20);
+    let mut session: Session = Session::new(role, SupportedVersions::default(), 1 << 20, 64);
     let start = match first / 2 % 3 {
         0 => None,
         1 => Some(ProtocolVersion::V2025_11_25),

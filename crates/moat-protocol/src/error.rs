@@ -28,6 +28,14 @@ pub const URL_ELICITATION_REQUIRED: i64 = -32042;
 pub const REQUEST_CANCELLED: i64 = -32800;
 /// moat: the request's deadline passed.
 pub const REQUEST_TIMEOUT: i64 = -32001;
+/// Streamable HTTP and HTTP+SSE: the session a request names is unknown (it ended or
+/// expired). The TypeScript and Python SDKs answer so, with the number that is also
+/// [`REQUEST_TIMEOUT`]: this one comes with HTTP 404, never as the answer to a request
+/// that was served.
+pub const SESSION_NOT_FOUND: i64 = -32001;
+/// A transport-level refusal over HTTP (a bad header, a missing session id, too many
+/// sessions, an unsupported media type), sent with the HTTP status that says which.
+pub const TRANSPORT_ERROR: i64 = -32000;
 
 /// The `error` member of a JSON-RPC error response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]

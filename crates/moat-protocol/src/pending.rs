@@ -2,7 +2,7 @@
 //! deadlines, as plain data. The caller owns the clock: it passes instants in and asks which
 //! entries have expired.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
 use crate::id::{ProgressToken, RequestId};
@@ -36,6 +36,8 @@ pub struct PendingTable<T> {
     limit: usize,
     entries: HashMap<RequestId, Pending<T>>,
     progress: HashMap<ProgressToken, RequestId>,
+    /// The entries that have a deadline, earliest first.
+    deadlines: BTreeSet<(Instant, RequestId)>,
 }
 
 impl<T> PendingTable<T> {
@@ -46,6 +48,7 @@ impl<T> PendingTable<T> {
             limit,
             entries: HashMap::new(),
             progress: HashMap::new(),
+            deadlines: BTreeSet::new(),
         }
     }
 
@@ -82,6 +85,9 @@ impl<T> PendingTable<T> {
         if let Some(token) = &progress_token {
             self.progress.insert(token.clone(), id.clone());
         }
+        if let Some(deadline) = deadline {
+            self.deadlines.insert((deadline, id.clone()));
+        }
         self.entries.insert(
             id.clone(),
             Pending {
@@ -100,6 +106,9 @@ impl<T> PendingTable<T> {
         let entry = self.entries.remove(id)?;
         if let Some(token) = &entry.progress_token {
             self.progress.remove(token);
+        }
+        if let Some(deadline) = entry.deadline {
+            self.deadlines.remove(&(deadline, id.clone()));
         }
         Some(entry)
     }
@@ -133,22 +142,25 @@ impl<T> PendingTable<T> {
     /// Push back the deadline of `id` (e.g. when progress arrives and the caller resets timeouts).
     pub fn extend_deadline(&mut self, id: &RequestId, deadline: Instant) {
         if let Some(entry) = self.entries.get_mut(id) {
-            entry.deadline = Some(deadline);
+            if let Some(old) = entry.deadline.replace(deadline) {
+                self.deadlines.remove(&(old, id.clone()));
+            }
+            self.deadlines.insert((deadline, id.clone()));
         }
     }
 
     /// The earliest deadline, for the caller to sleep until.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.entries.values().filter_map(|e| e.deadline).min()
+        self.deadlines.first().map(|(d, _)| *d)
     }
 
     /// Remove and return every entry whose deadline is at or before `now`.
     pub fn take_expired(&mut self, now: Instant) -> Vec<(RequestId, Pending<T>)> {
         let expired: Vec<RequestId> = self
-            .entries
+            .deadlines
             .iter()
-            .filter(|(_, e)| e.deadline.is_some_and(|d| d <= now))
-            .map(|(id, _)| id.clone())
+            .take_while(|(d, _)| *d <= now)
+            .map(|(_, id)| id.clone())
             .collect();
         expired
             .into_iter()
@@ -159,6 +171,7 @@ impl<T> PendingTable<T> {
     /// Remove and return everything: the connection is gone and every caller must hear so.
     pub fn drain(&mut self) -> Vec<(RequestId, Pending<T>)> {
         self.progress.clear();
+        self.deadlines.clear();
         self.entries.drain().collect()
     }
 }

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use moat_protocol::error::ErrorObject;
 use moat_protocol::jsonrpc;
 use moat_protocol::lifecycle::{Lifecycle, Role, State};
-use moat_protocol::pending::PendingTable;
 use moat_protocol::session::{Incoming, Notice, NoticeKind, Reply, RequestHead, Session};
 use moat_protocol::types::{
     ClientCapabilities, Implementation, LoggingLevel, LoggingMessageNotificationParams,
@@ -134,14 +133,21 @@ type Answer = std::result::Result<Box<RawValue>, Error>;
 
 struct Slot {
     answer: oneshot::Sender<Answer>,
+    /// The deadline's length, for the error that says it passed.
+    timeout: Option<Duration>,
     progress: Option<mpsc::UnboundedSender<ProgressNotificationParams>>,
     logs: Option<mpsc::UnboundedSender<LoggingMessageNotificationParams>>,
 }
 
 struct State_ {
-    /// The sans-IO session: lifecycle, revisions, what each message means.
-    session: Session,
-    pending: PendingTable<Slot>,
+    /// The sans-IO session: lifecycle, revisions, what each message means, our requests
+    /// awaiting answers and their deadlines.
+    session: Session<Slot>,
+    /// The deadline the timer task sleeps until (`None`: it sleeps until woken), so that
+    /// only a request due earlier wakes it.
+    timer_armed: Option<Instant>,
+    /// Whether the timer task runs (it starts with the first request that has a deadline).
+    timer_started: bool,
     inflight: HashMap<RequestId, CancellationToken>,
     closed: Option<String>,
     log_level: Option<LoggingLevel>,
@@ -165,6 +171,8 @@ struct Shared {
     /// draining).
     input_ended_tx: watch::Sender<bool>,
     closer: Mutex<Option<Closer>>,
+    /// Wakes the timer task when a request is due before the deadline it sleeps until.
+    timer: tokio::sync::Notify,
     /// The tasks running the other side's requests (and assembling batch answers).
     tracker: TaskTracker,
 }
@@ -181,7 +189,7 @@ impl std::fmt::Debug for Peer {
         f.debug_struct("Peer")
             .field("state", &state.session.lifecycle().state())
             .field("version", &state.session.lifecycle().version())
-            .field("pending", &state.pending.len())
+            .field("pending", &state.session.pending().len())
             .finish()
     }
 }
@@ -203,8 +211,14 @@ impl Peer {
             single_request: conn.single_request,
             outbound: conn.outbound.clone(),
             state: Mutex::new(State_ {
-                session: Session::new(role, options.versions.clone(), options.max_message_bytes),
-                pending: PendingTable::new(options.max_pending),
+                session: Session::new(
+                    role,
+                    options.versions.clone(),
+                    options.max_message_bytes,
+                    options.max_pending,
+                ),
+                timer_armed: None,
+                timer_started: false,
                 inflight: HashMap::new(),
                 closed: None,
                 log_level: None,
@@ -216,6 +230,7 @@ impl Peer {
             closed_tx,
             input_ended_tx,
             closer: Mutex::new(conn.closer.take()),
+            timer: tokio::sync::Notify::new(),
             tracker: TaskTracker::new(),
         });
         let peer = Peer { shared };
@@ -291,7 +306,7 @@ impl Peer {
 
     /// Number of our requests awaiting answers.
     pub fn pending_requests(&self) -> usize {
-        self.state().pending.len()
+        self.state().session.pending().len()
     }
 
     pub(crate) fn with_lifecycle<T>(&self, f: impl FnOnce(&mut Lifecycle) -> T) -> T {
@@ -351,23 +366,37 @@ impl Peer {
         let (tx, rx) = oneshot::channel();
         let with_progress = options.progress.is_some();
         let related = options.related;
-        let (id, modern_meta) = {
+        let (id, modern_meta, wake_timer) = {
             let mut state = self.state();
             if let Some(why) = &state.closed {
                 return Err(Error::Closed(why.clone()));
             }
             state.session.lifecycle().check_outgoing_request(method)?;
-            let deadline = timeout.map(|t| Instant::now() + t);
+            let deadline = timeout.map(|t| now() + t);
             let slot = Slot {
                 answer: tx,
+                timeout,
                 progress: options.progress,
                 logs: options.logs,
             };
             let id = state
-                .pending
+                .session
+                .pending_mut()
                 .insert(method, deadline, with_progress, slot)?;
-            (id, state.modern_meta.clone())
+            // The timer sleeps until the earliest deadline it knew of; only an earlier one
+            // needs to wake it (one in a minute, with the default deadline, does not).
+            let wake_timer = deadline.is_some_and(|d| state.timer_armed.is_none_or(|a| d < a));
+            if wake_timer {
+                state.timer_armed = deadline;
+            }
+            if deadline.is_some() && !std::mem::replace(&mut state.timer_started, true) {
+                tokio::spawn(timer_loop(self.clone()));
+            }
+            (id, state.modern_meta.clone(), wake_timer)
         };
+        if wake_timer {
+            self.shared.timer.notify_one();
+        }
         let guard = PendingGuard {
             peer: self,
             id: Some(id.clone()),
@@ -389,19 +418,8 @@ impl Peer {
         {
             return Err(Error::Closed(self.close_reason()));
         }
-        let answer = match timeout {
-            Some(t) => match tokio::time::timeout(t, rx).await {
-                Ok(a) => a,
-                Err(_) => {
-                    drop(guard); // cancels: removes the entry and tells the peer
-                    return Err(Error::Timeout {
-                        method: method.to_owned(),
-                        after: t,
-                    });
-                }
-            },
-            None => rx.await,
-        };
+        // The deadline is the timer task's: it answers `Error::Timeout` and tells the peer.
+        let answer = rx.await;
         guard.settled();
         match answer {
             Ok(a) => a,
@@ -461,7 +479,11 @@ impl Peer {
 
     /// Cancel one of our requests: fail it locally and tell the peer (`notifications/cancelled`).
     pub fn cancel(&self, id: &RequestId, reason: &str) {
-        let cancelled = self.state().pending.cancel(id, Some(reason.to_owned()));
+        let cancelled = self
+            .state()
+            .session
+            .pending_mut()
+            .cancel(id, Some(reason.to_owned()));
         if let Some((slot, params)) = cancelled {
             let method = slot.method.clone();
             let _ = slot.data.answer.send(Err(Error::Closed(format!(
@@ -535,7 +557,7 @@ impl Peer {
             if state.closed.is_none() {
                 state.closed = Some(reason.to_owned());
             }
-            state.pending.drain()
+            state.session.pending_mut().drain()
         };
         for (_, entry) in drained {
             let _ = entry
@@ -669,6 +691,47 @@ struct ModernMeta {
     members: String,
 }
 
+/// The clock our deadlines are on (tokio's, so that a paused test runtime pauses them).
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// Sleeps until the session's next deadline and hands it the time then (quinn's shape: the
+/// session keeps the deadlines, this task only sleeps on them): a request whose deadline
+/// passed gets `Error::Timeout`, and the other side a `notifications/cancelled`.
+async fn timer_loop(peer: Peer) {
+    let mut closed = peer.shared.closed_tx.subscribe();
+    loop {
+        let next = {
+            let mut state = peer.state();
+            let next = state.session.poll_timeout();
+            state.timer_armed = next;
+            next
+        };
+        let sleep = async {
+            match next {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = closed.wait_for(|c| *c) => return,
+            _ = peer.shared.timer.notified() => continue,
+            _ = sleep => {}
+        }
+        let expired = peer.state().session.handle_timeout(now());
+        for e in expired {
+            let _ = e.entry.data.answer.send(Err(Error::Timeout {
+                method: e.entry.method,
+                after: e.entry.data.timeout.unwrap_or_default(),
+            }));
+            if let Some(params) = e.cancel {
+                peer.notify_nowait(methods::NOTIFICATIONS_CANCELLED, &params);
+            }
+        }
+    }
+}
+
 async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Arc<dyn Handler>) {
     let reason = loop {
         let Some(item) = inbound.recv().await else {
@@ -790,7 +853,7 @@ fn act(
             None
         }
         Incoming::Response { id, result } => {
-            let entry = peer.state().pending.complete(&id);
+            let entry = peer.state().session.pending_mut().complete(&id);
             match entry {
                 Some(entry) => {
                     let _ = entry.data.answer.send(Ok(result.to_owned()));
@@ -803,7 +866,7 @@ fn act(
             let entry = resp
                 .id
                 .as_ref()
-                .and_then(|id| peer.state().pending.complete(id));
+                .and_then(|id| peer.state().session.pending_mut().complete(id));
             match entry {
                 Some(entry) => {
                     let _ = entry.data.answer.send(Err(Error::Remote {
@@ -844,7 +907,10 @@ fn on_notice(peer: &Peer, handler: &Arc<dyn Handler>, notice: Notice<'_>) {
         }
         NoticeKind::Progress(p) => {
             let mut state = peer.state();
-            if let Some((_, entry)) = state.pending.by_progress_token(&p.progress_token)
+            if let Some((_, entry)) = state
+                .session
+                .pending_mut()
+                .by_progress_token(&p.progress_token)
                 && let Some(tx) = &entry.data.progress
             {
                 let _ = tx.send(p);
@@ -855,7 +921,11 @@ fn on_notice(peer: &Peer, handler: &Arc<dyn Handler>, notice: Notice<'_>) {
         NoticeKind::Log(p) => {
             let taker = {
                 let state = peer.state();
-                let mut wanting = state.pending.values().filter_map(|e| e.data.logs.as_ref());
+                let mut wanting = state
+                    .session
+                    .pending()
+                    .values()
+                    .filter_map(|e| e.data.logs.as_ref());
                 match (wanting.next(), wanting.next()) {
                     (Some(tx), None) => Some(tx.clone()),
                     _ => None,

@@ -12,6 +12,7 @@
 mod head;
 
 use std::borrow::Cow;
+use std::time::Instant;
 
 use serde_json::value::RawValue;
 
@@ -24,6 +25,7 @@ use crate::error::{ErrorObject, INVALID_REQUEST, PARSE_ERROR};
 use crate::id::RequestId;
 use crate::jsonrpc::{self, ErrorResponse, Message};
 use crate::lifecycle::{Lifecycle, Role, State};
+use crate::pending::{Pending, PendingTable};
 use crate::types::{
     CancelledNotificationParams, EmptyResult, LoggingMessageNotificationParams,
     ProgressNotificationParams, methods,
@@ -122,23 +124,79 @@ pub enum NoticeKind {
     Other,
 }
 
-/// One connection's protocol state: lifecycle and revisions.
-#[derive(Debug, Clone)]
-pub struct Session {
+/// One connection's protocol state: lifecycle, revisions, and our requests awaiting
+/// answers (each with the caller's data `T`) with their deadlines.
+#[derive(Debug)]
+pub struct Session<T = ()> {
     lifecycle: Lifecycle,
     versions: SupportedVersions,
     max_message_bytes: usize,
+    pending: PendingTable<T>,
 }
 
-impl Session {
-    /// A fresh connection in `role`, speaking `versions`; messages over
-    /// `max_message_bytes` are refused by the transport, and [`Session::oversized`] says so.
-    pub fn new(role: Role, versions: SupportedVersions, max_message_bytes: usize) -> Session {
+/// One of our requests whose deadline passed: what to tell its caller and the other side.
+#[derive(Debug)]
+pub struct Expired<T> {
+    /// The request's id.
+    pub id: RequestId,
+    /// Its entry, removed from the table.
+    pub entry: Pending<T>,
+    /// The `notifications/cancelled` to send, unless it was `initialize` (which is never
+    /// cancelled).
+    pub cancel: Option<CancelledNotificationParams>,
+}
+
+impl<T> Session<T> {
+    /// A fresh connection in `role`, speaking `versions`, with at most `max_pending` of our
+    /// requests in flight; messages over `max_message_bytes` are refused by the transport,
+    /// and [`Session::oversized`] says so.
+    pub fn new(
+        role: Role,
+        versions: SupportedVersions,
+        max_message_bytes: usize,
+        max_pending: usize,
+    ) -> Session<T> {
         Session {
             lifecycle: Lifecycle::new(role),
             versions,
             max_message_bytes,
+            pending: PendingTable::new(max_pending),
         }
+    }
+
+    /// Our requests awaiting answers.
+    pub fn pending(&self) -> &PendingTable<T> {
+        &self.pending
+    }
+
+    /// Our requests awaiting answers, to add, settle or cancel one.
+    pub fn pending_mut(&mut self) -> &mut PendingTable<T> {
+        &mut self.pending
+    }
+
+    /// When the session next needs [`handle_timeout`](Self::handle_timeout): the earliest
+    /// deadline of our requests. The shell sleeps until then (or until a request with an
+    /// earlier deadline is sent).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.pending.next_deadline()
+    }
+
+    /// Time is `now`: the requests whose deadline passed, removed, each with the
+    /// cancellation to send.
+    pub fn handle_timeout(&mut self, now: Instant) -> Vec<Expired<T>> {
+        self.pending
+            .take_expired(now)
+            .into_iter()
+            .map(|(id, entry)| {
+                let cancel =
+                    (entry.method != methods::INITIALIZE).then(|| CancelledNotificationParams {
+                        request_id: Some(id.clone()),
+                        reason: Some("the request timed out".to_owned()),
+                        ..Default::default()
+                    });
+                Expired { id, entry, cancel }
+            })
+            .collect()
     }
 
     /// The lifecycle.

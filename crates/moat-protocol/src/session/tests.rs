@@ -1,13 +1,15 @@
 //! The session's rules, each tested on the core alone: no runtime, no transport.
 
 use proptest::prelude::*;
+use std::time::Instant;
+
 use serde_json::{Value, json};
 
 use super::*;
 use crate::error::{INVALID_PARAMS, METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION};
 
-fn server() -> Session {
-    Session::new(Role::Server, SupportedVersions::default(), 1 << 20)
+fn server<T>() -> Session<T> {
+    Session::new(Role::Server, SupportedVersions::default(), 1 << 20, 16)
 }
 
 fn modern_meta() -> Value {
@@ -36,7 +38,7 @@ fn refused(incoming: Incoming<'_>) -> i64 {
 
 /// A handshake-era server session past `initialize` and `initialized` at `version`.
 fn initialized(version: ProtocolVersion) -> Session {
-    let mut s = server();
+    let mut s: Session = server();
     let init = line(
         json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
         "protocolVersion": version.as_str(), "capabilities": {},
@@ -58,7 +60,7 @@ fn initialized(version: ProtocolVersion) -> Session {
 
 #[test]
 fn requests_wait_for_the_handshake_but_ping_does_not() {
-    let mut s = server();
+    let mut s: Session = server();
     let list = line(json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}));
     assert_eq!(refused(s.handle_incoming(&list)), INVALID_REQUEST);
     let ping = line(json!({"jsonrpc":"2.0","id":2,"method":"ping"}));
@@ -85,7 +87,7 @@ fn requests_wait_for_the_handshake_but_ping_does_not() {
 
 #[test]
 fn a_modern_request_makes_a_fresh_connection_modern() {
-    let mut s = server();
+    let mut s: Session = server();
     let call = line(
         json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{
         "_meta": modern_meta(), "name": "add", "arguments": {"a": 1}}}),
@@ -108,7 +110,7 @@ fn a_modern_request_makes_a_fresh_connection_modern() {
 
 #[test]
 fn a_modern_request_names_a_known_revision_and_its_capabilities() {
-    let mut s = server();
+    let mut s: Session = server();
     let unknown = line(
         json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{
         "_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01",
@@ -127,7 +129,7 @@ fn a_modern_request_names_a_known_revision_and_its_capabilities() {
 
 #[test]
 fn a_modern_connection_refuses_what_its_revision_does_not_define() {
-    let mut s = server();
+    let mut s: Session = server();
     let set_level = line(
         json!({"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{
         "_meta": modern_meta(), "level": "info"}}),
@@ -137,7 +139,7 @@ fn a_modern_connection_refuses_what_its_revision_does_not_define() {
 
 #[test]
 fn discover_on_a_fresh_connection_commits_to_nothing() {
-    let mut s = server();
+    let mut s: Session = server();
     let discover = line(
         json!({"jsonrpc":"2.0","id":1,"method":"server/discover","params":{
         "_meta": modern_meta()}}),
@@ -189,7 +191,7 @@ fn batches_only_in_2025_03_26() {
 
 #[test]
 fn malformed_messages_are_answered_or_ignored_as_json_rpc_says() {
-    let mut s = server();
+    let mut s: Session = server();
     match s.handle_incoming("{not json") {
         Incoming::Reply(r) => {
             assert_eq!(r.to, None);
@@ -231,7 +233,7 @@ fn notifications_are_classified_and_bad_params_go_to_the_handler() {
 
 #[test]
 fn fields_of_another_shape_keep_the_meta() {
-    let mut s = server();
+    let mut s: Session = server();
     let odd = line(json!({"jsonrpc":"2.0","id":1,"method":"x/custom","params":{
         "_meta": modern_meta(), "name": 5}}));
     match s.handle_incoming(&odd) {
@@ -318,7 +320,7 @@ proptest! {
     /// and never panics; every reply it writes is a JSON-RPC error or result.
     #[test]
     fn incoming_is_classified_as_the_envelope_says(texts in prop::collection::vec(message_text(), 1..6)) {
-        let mut s = server();
+        let mut s: Session = server();
         for text in &texts {
             let expected = if jsonrpc::is_batch(text) { None } else { Some(Message::parse(text)) };
             let incoming = s.handle_incoming(text);
@@ -342,4 +344,46 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn deadlines_are_the_sessions_to_keep_and_the_shells_to_sleep_on() {
+    let now = Instant::now();
+    let mut s: Session<&str> = server();
+    assert_eq!(s.poll_timeout(), None);
+    let ms = std::time::Duration::from_millis;
+    let call = s
+        .pending_mut()
+        .insert("tools/call", Some(now + ms(50)), false, "call")
+        .unwrap();
+    let init = s
+        .pending_mut()
+        .insert("initialize", Some(now + ms(10)), false, "init")
+        .unwrap();
+    let _ = s
+        .pending_mut()
+        .insert("tools/list", None, false, "list")
+        .unwrap();
+    assert_eq!(s.poll_timeout(), Some(now + ms(10)));
+    assert!(
+        s.handle_timeout(now + ms(5)).is_empty(),
+        "nothing is due yet"
+    );
+    let due = s.handle_timeout(now + ms(10));
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].id, init);
+    assert!(due[0].cancel.is_none(), "initialize is never cancelled");
+    assert_eq!(s.poll_timeout(), Some(now + ms(50)));
+    let due = s.handle_timeout(now + ms(60));
+    assert_eq!(due[0].entry.data, "call");
+    assert_eq!(
+        due[0].cancel.as_ref().and_then(|c| c.request_id.clone()),
+        Some(call)
+    );
+    assert_eq!(
+        s.poll_timeout(),
+        None,
+        "a request without a deadline never expires"
+    );
+    assert_eq!(s.pending().len(), 1);
 }

@@ -12,6 +12,8 @@ use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 
+use moat_protocol::error::{INTERNAL_ERROR, SESSION_NOT_FOUND, TRANSPORT_ERROR};
+
 use super::session::Sessions;
 use super::stream::{Opening, SseBody};
 use super::{Body, Shared, accepts, empty, error, parse, read_body, sse_response};
@@ -21,7 +23,7 @@ pub(super) fn open(shared: &Shared, req: &Request<Incoming>, message_path: &str)
     if !accepts(req).sse {
         return error(
             StatusCode::NOT_ACCEPTABLE,
-            -32000,
+            TRANSPORT_ERROR,
             "Not acceptable: this endpoint opens an SSE stream; accept text/event-stream",
             None,
         );
@@ -29,7 +31,7 @@ pub(super) fn open(shared: &Shared, req: &Request<Incoming>, message_path: &str)
     if shared.sessions.len() >= shared.options.max_sessions {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
-            -32000,
+            TRANSPORT_ERROR,
             "Service unavailable: too many sessions; retry later",
             None,
         );
@@ -38,7 +40,7 @@ pub(super) fn open(shared: &Shared, req: &Request<Incoming>, message_path: &str)
     let Some(stream) = session.standalone(false) else {
         return error(
             StatusCode::INTERNAL_SERVER_ERROR,
-            -32603,
+            INTERNAL_ERROR,
             "could not open the stream",
             None,
         );
@@ -87,13 +89,18 @@ pub(super) async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Bo
     let Some(id) = id else {
         return error(
             StatusCode::BAD_REQUEST,
-            -32000,
+            TRANSPORT_ERROR,
             "Bad request: the sessionId query parameter is required",
             None,
         );
     };
     let Some(session) = shared.sessions.get(&id) else {
-        return error(StatusCode::NOT_FOUND, -32001, "Session not found", None);
+        return error(
+            StatusCode::NOT_FOUND,
+            SESSION_NOT_FOUND,
+            "Session not found",
+            None,
+        );
     };
     let (head, body) = req.into_parts();
     let text = match read_body(shared, &head.headers, body).await {
@@ -109,7 +116,12 @@ pub(super) async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Bo
             *r.body_mut() = super::full(Bytes::from_static(b"Accepted"));
             r
         }
-        Err(_) => error(StatusCode::NOT_FOUND, -32001, "Session not found", None),
+        Err(_) => error(
+            StatusCode::NOT_FOUND,
+            SESSION_NOT_FOUND,
+            "Session not found",
+            None,
+        ),
     }
 }
 

@@ -27,7 +27,9 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use moat_protocol::error::{ErrorObject, INVALID_REQUEST, PARSE_ERROR};
+use moat_protocol::error::{
+    ErrorObject, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, SESSION_NOT_FOUND, TRANSPORT_ERROR,
+};
 use moat_protocol::jsonrpc::{self, Message};
 use moat_protocol::session::{OwnedRequestHead, RequestHead};
 use moat_protocol::version::SupportedVersions;
@@ -359,11 +361,11 @@ fn error(
 }
 
 fn bad_request(message: impl Into<String>) -> Response<Body> {
-    error(StatusCode::BAD_REQUEST, -32000, message, None)
+    error(StatusCode::BAD_REQUEST, TRANSPORT_ERROR, message, None)
 }
 
 fn bad_request_for(id: Option<&RequestId>, message: impl Into<String>) -> Response<Body> {
-    error(StatusCode::BAD_REQUEST, -32000, message, id)
+    error(StatusCode::BAD_REQUEST, TRANSPORT_ERROR, message, id)
 }
 
 fn sse_response(
@@ -390,9 +392,9 @@ fn with_session(mut r: Response<Body>, id: &str) -> Response<Body> {
 async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     if let Err(refusal) = shared.guard.check(req.headers()) {
         return match refusal {
-            Refusal::Forbidden(m) => error(StatusCode::FORBIDDEN, -32000, m, None),
+            Refusal::Forbidden(m) => error(StatusCode::FORBIDDEN, TRANSPORT_ERROR, m, None),
             Refusal::Unauthorized { message, challenge } => {
-                let mut r = error(StatusCode::UNAUTHORIZED, -32000, message, None);
+                let mut r = error(StatusCode::UNAUTHORIZED, TRANSPORT_ERROR, message, None);
                 if let Ok(v) = HeaderValue::from_str(&challenge) {
                     r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
                 }
@@ -431,7 +433,7 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     }
     error(
         StatusCode::NOT_FOUND,
-        -32000,
+        TRANSPORT_ERROR,
         format!("Not found: the MCP endpoint is {}", opts.endpoint),
         None,
     )
@@ -440,7 +442,7 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
 fn not_allowed(shared: &Shared) -> Response<Body> {
     let mut r = error(
         StatusCode::METHOD_NOT_ALLOWED,
-        -32000,
+        TRANSPORT_ERROR,
         "Method not allowed",
         None,
     );
@@ -609,7 +611,7 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     if !content_type_ok {
         return error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            -32000,
+            TRANSPORT_ERROR,
             "Unsupported media type: the body must be application/json",
             None,
         );
@@ -618,7 +620,7 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     if !accept.json {
         return error(
             StatusCode::NOT_ACCEPTABLE,
-            -32000,
+            TRANSPORT_ERROR,
             "Not acceptable: the client must accept application/json and text/event-stream",
             None,
         );
@@ -713,7 +715,7 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             None => {
                 return error(
                     StatusCode::NOT_FOUND,
-                    -32001,
+                    SESSION_NOT_FOUND,
                     "Session not found: it ended or expired; initialize a new one",
                     request_id.as_ref(),
                 );
@@ -723,7 +725,7 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             if shared.sessions.len() >= shared.options.max_sessions {
                 return error(
                     StatusCode::SERVICE_UNAVAILABLE,
-                    -32000,
+                    TRANSPORT_ERROR,
                     "Service unavailable: too many sessions; retry later",
                     None,
                 );
@@ -743,7 +745,12 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     if parsed.requests.is_empty() {
         return match session.deliver(text).await {
             Ok(()) => empty(StatusCode::ACCEPTED),
-            Err(_) => error(StatusCode::NOT_FOUND, -32001, "Session not found", None),
+            Err(_) => error(
+                StatusCode::NOT_FOUND,
+                SESSION_NOT_FOUND,
+                "Session not found",
+                None,
+            ),
         };
     }
     // SSE polling (priming events, `retry`, hanging up) is a 2025-11-25 feature of the
@@ -762,7 +769,12 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         None => session.deliver(text).await,
     };
     if delivered.is_err() {
-        return error(StatusCode::NOT_FOUND, -32001, "Session not found", None);
+        return error(
+            StatusCode::NOT_FOUND,
+            SESSION_NOT_FOUND,
+            "Session not found",
+            None,
+        );
     }
     stream.first_event().await;
     let response = if let Some(json) = stream.take_single() {
@@ -780,7 +792,7 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             Some(json) => json_response(StatusCode::OK, json.to_string()),
             None => error(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                -32603,
+                INTERNAL_ERROR,
                 "the session ended before answering",
                 None,
             ),
@@ -842,7 +854,7 @@ async fn post_modern(
     let Some(exchange) = modern::start(head, &shared.on_connection).await else {
         return error(
             StatusCode::INTERNAL_SERVER_ERROR,
-            -32603,
+            INTERNAL_ERROR,
             "Internal error: the request ended without an answer",
             Some(&id),
         );
@@ -860,7 +872,7 @@ async fn post_modern(
         Some(json) => json_response(modern::status_for(&json), json),
         None => error(
             StatusCode::INTERNAL_SERVER_ERROR,
-            -32603,
+            INTERNAL_ERROR,
             "Internal error: the request ended without an answer",
             Some(&id),
         ),
@@ -883,7 +895,7 @@ fn session_of(
         .ok_or_else(|| {
             error(
                 StatusCode::NOT_FOUND,
-                -32001,
+                SESSION_NOT_FOUND,
                 "Session not found: it ended or expired; initialize a new one",
                 None,
             )
@@ -905,7 +917,7 @@ fn get(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     if !accepts(&req).sse {
         return error(
             StatusCode::NOT_ACCEPTABLE,
-            -32000,
+            TRANSPORT_ERROR,
             "Not acceptable: a GET opens an SSE stream; accept text/event-stream",
             None,
         );
@@ -936,7 +948,7 @@ fn get(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         return match resumed {
             Some((stream, _)) if stream.is_attached() => error(
                 StatusCode::CONFLICT,
-                -32000,
+                TRANSPORT_ERROR,
                 "Conflict: that stream is already being read",
                 None,
             ),
@@ -949,7 +961,7 @@ fn get(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             }
             None => error(
                 StatusCode::NOT_FOUND,
-                -32000,
+                TRANSPORT_ERROR,
                 format!("Not found: cannot resume after event {last:?}; its events are gone"),
                 None,
             ),
@@ -959,7 +971,7 @@ fn get(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         Some(stream) => with_session(sse_response(stream.body(0, opening)), &session.id),
         None => error(
             StatusCode::CONFLICT,
-            -32000,
+            TRANSPORT_ERROR,
             "Conflict: this session already has a standalone SSE stream open",
             None,
         ),
@@ -976,6 +988,11 @@ fn delete(shared: &Shared, req: &Request<Incoming>) -> Response<Body> {
     if shared.sessions.close(id.to_str().unwrap_or("")) {
         empty(StatusCode::OK)
     } else {
-        error(StatusCode::NOT_FOUND, -32001, "Session not found", None)
+        error(
+            StatusCode::NOT_FOUND,
+            SESSION_NOT_FOUND,
+            "Session not found",
+            None,
+        )
     }
 }
