@@ -359,7 +359,7 @@ impl Notification<'_> {
 /// always an object: JSON-RPC's by-position (array) params are refused rather than
 /// matched to fields by order.
 pub fn decode_params<T: DeserializeOwned>(params: Option<&RawValue>) -> Result<T, ErrorObject> {
-    crate::session::count::params_read_by_handler();
+    crate::count::params_read();
     let text = params.map_or("{}", RawValue::get);
     if !text.trim_start().starts_with('{') {
         return Err(ErrorObject::invalid_params(

@@ -16,6 +16,7 @@
 //! assert_eq!(req.params.unwrap().get(), r#"{"name":"add"}"#);
 //! ```
 
+pub mod count;
 pub mod error;
 pub mod id;
 pub mod jsonrpc;

@@ -69,6 +69,7 @@ mod tasks;
 
 pub use tasks::{RunningTask, ToolCall};
 
+pub use crate::answerer::InputAnswerer;
 use crate::error::{Error, Result};
 use crate::handler::{BoxFuture, Handler, HandlerResult, IncomingRequest, RequestContext};
 use crate::peer::{Peer, PeerOptions, RequestOptions};
@@ -106,65 +107,6 @@ type ElicitationFn =
     Arc<dyn Fn(ElicitRequestParams) -> BoxFuture<Result<ElicitResult, ErrorObject>> + Send + Sync>;
 type InputFn =
     Arc<dyn Fn(InputRequest) -> BoxFuture<Result<InputResponse, ErrorObject>> + Send + Sync>;
-type KeyedInputFn = Arc<
-    dyn Fn(Option<String>, InputRequest) -> BoxFuture<Result<InputResponse, ErrorObject>>
-        + Send
-        + Sync,
->;
-
-/// Answers what a server asks the client (`sampling/createMessage`, `elicitation/create`,
-/// `roots/list`) while it handles one request of ours, instead of the client's own
-/// handlers: set it with [`RequestOptions::answer_with`](crate::RequestOptions::answer_with).
-/// A gateway uses one per forwarded call, to send the question to the client that made
-/// the call.
-///
-/// In 2026-07-28 a server's questions come back as the request's own multi-round-trip
-/// answer, so they always reach the right answerer. In the handshake era they are
-/// requests of their own, which over stdio say nothing of the request they serve: one is
-/// given to the answerers of the requests in flight when it arrives if they all share one
-/// `group` (say, one upstream session), and refused when groups differ, since handing it
-/// to the wrong one would show one client another's question.
-///
-/// The answerer is given the server's key for each request of a multi-round-trip answer
-/// (`None` for a request of its own), and the requests of one round at once, so it can
-/// pass them on together under the same keys.
-#[derive(Clone)]
-pub struct InputAnswerer {
-    group: Arc<str>,
-    answer: KeyedInputFn,
-}
-
-impl std::fmt::Debug for InputAnswerer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InputAnswerer")
-            .field("group", &self.group)
-            .finish_non_exhaustive()
-    }
-}
-
-impl InputAnswerer {
-    /// Answers with `f` (given the server's key, if any, and the request); `group` says
-    /// who stands behind it (see the type's docs).
-    pub fn new<F, Fut>(group: impl Into<Arc<str>>, f: F) -> Self
-    where
-        F: Fn(Option<String>, InputRequest) -> Fut + Send + Sync + 'static,
-        Fut: std::future::Future<Output = Result<InputResponse, ErrorObject>> + Send + 'static,
-    {
-        let f = Arc::new(f);
-        InputAnswerer {
-            group: group.into(),
-            answer: Arc::new(move |key, request| {
-                let f = f.clone();
-                Box::pin(async move { f(key, request).await })
-            }),
-        }
-    }
-
-    /// Who stands behind this answerer.
-    pub fn group(&self) -> &str {
-        &self.group
-    }
-}
 
 /// Configures and connects a [`Client`].
 #[must_use]
@@ -712,9 +654,9 @@ impl ClientHandler {
         let Some((_, newest)) = answerers.last() else {
             return Ok(None);
         };
-        if answerers.iter().any(|(_, a)| a.group != newest.group) {
+        if answerers.iter().any(|(_, a)| a.group() != newest.group()) {
             let groups: std::collections::BTreeSet<&str> =
-                answerers.iter().map(|(_, a)| &*a.group).collect();
+                answerers.iter().map(|(_, a)| a.group()).collect();
             return Err(ErrorObject::internal(format!(
                 "{method} cannot be routed: requests from {} different clients are in flight on \
                  this connection and the request does not say which one it serves",
@@ -799,7 +741,7 @@ impl Handler for ClientHandler {
         let handlers = self.handlers.clone();
         Box::pin(async move {
             let response = match chosen? {
-                Some(answerer) => (answerer.answer)(None, request).await?,
+                Some(answerer) => answerer.answer(None, request).await?,
                 None => handlers.answer(&method, request).await?,
             };
             encode(&response)
@@ -1029,7 +971,7 @@ impl Client {
             let answers =
                 futures_util::future::join_all(requests.into_iter().map(|(key, request)| {
                     let method = request.method().to_owned();
-                    let asked = (answerer.answer)(Some(key.clone()), request);
+                    let asked = answerer.answer(Some(key.clone()), request);
                     async move { (key, asked.await.map_err(|error| remote(&method, error))) }
                 }))
                 .await;

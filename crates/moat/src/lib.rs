@@ -36,6 +36,7 @@
 //! Both sit on a [`Peer`], which drives one connection: correlation, cancellation,
 //! progress, deadlines and an orderly shutdown that fails every pending call.
 
+mod answerer;
 pub mod client;
 pub mod error;
 pub mod handler;

@@ -86,7 +86,7 @@ pub struct RequestOptions {
     /// requests only; see [`InputAnswerer`]).
     ///
     /// [`Client`]: crate::Client
-    pub answerer: Option<crate::client::InputAnswerer>,
+    pub answerer: Option<crate::answerer::InputAnswerer>,
 }
 
 impl RequestOptions {
@@ -123,7 +123,7 @@ impl RequestOptions {
 
     /// Answer what the server asks while handling this request with `answerer` (a
     /// [`Client`](crate::Client)'s requests only).
-    pub fn answer_with(mut self, answerer: crate::client::InputAnswerer) -> Self {
+    pub fn answer_with(mut self, answerer: crate::answerer::InputAnswerer) -> Self {
         self.answerer = Some(answerer);
         self
     }

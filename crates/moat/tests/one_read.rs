@@ -10,7 +10,7 @@ use support::pair;
 
 use moat::transport::http::server::HttpServerOptions;
 use moat::{Client, ProtocolVersion, Server, VersionPreference};
-use moat_protocol::session::count::params_reads;
+use moat_protocol::count::params_reads;
 use serde_json::json;
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]

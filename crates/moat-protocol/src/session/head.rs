@@ -305,7 +305,7 @@ pub(crate) fn read(
     let Some(params) = params else {
         return (RequestMeta::default(), Ok(ParamsFields::default()));
     };
-    count::params_read();
+    crate::count::params_read();
     let text = params.get();
     if !text.trim_start().starts_with('{') {
         // serde would read an array positionally into the fields.
@@ -363,33 +363,5 @@ fn read_meta(raw: Option<&RawValue>) -> RequestMeta<'_> {
         client_capabilities: m.client_capabilities,
         client_info: m.client_info,
         log_level: m.log_level,
-    }
-}
-
-/// How many times params were read: by [`read`] and by
-/// [`decode_params`](crate::jsonrpc::decode_params). Counted only with the `parse-count`
-/// feature, for tests that keep the one-read-per-request property from regressing.
-pub mod count {
-    #[cfg(feature = "parse-count")]
-    static READS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-    #[inline]
-    pub(crate) fn params_read() {
-        #[cfg(feature = "parse-count")]
-        READS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// A handler decoding params into its own type (`decode_params`) reads them too.
-    #[inline]
-    pub(crate) fn params_read_by_handler() {
-        params_read();
-    }
-
-    /// The reads so far in this process (always 0 without the `parse-count` feature).
-    pub fn params_reads() -> usize {
-        #[cfg(feature = "parse-count")]
-        return READS.load(std::sync::atomic::Ordering::Relaxed);
-        #[cfg(not(feature = "parse-count"))]
-        0
     }
 }

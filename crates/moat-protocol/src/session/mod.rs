@@ -18,7 +18,6 @@ use serde_json::value::RawValue;
 
 pub use head::{
     OwnedRequestHead, ParamsFields, RequestFields, RequestHead, RequestMeta, check_input_responses,
-    count,
 };
 
 use crate::error::{ErrorObject, INVALID_REQUEST, PARSE_ERROR};
