@@ -47,8 +47,9 @@ impl Limits {
 pub enum Inbound {
     /// A frame (a message, or a report of one that was refused).
     Frame(Frame),
-    /// A request the transport already read, to check its headers against it (a
-    /// 2026-07-28 POST): the session decides on its head without reading it again.
+    /// A request the transport already read (an HTTP POST of one request, whose headers it
+    /// checked against it): the session decides on its head without reading it again; a
+    /// consumer that reads lines itself finds the message in `line()`.
     Request(Box<moat_protocol::session::OwnedRequestHead>),
     /// Reading failed; the stream is over. (A clean end of stream just closes the channel.)
     Failed(std::io::Error),

@@ -65,8 +65,11 @@ async fn serve(options: HttpServerOptions) -> Served {
 /// A minimal MCP server on one connection: `initialize`, `tools/list`, -32601 otherwise.
 async fn answer(mut conn: Connection) {
     while let Some(item) = conn.inbound.recv().await {
-        let Inbound::Frame(Frame::Line(line)) = item else {
-            continue;
+        // A single request over Streamable HTTP arrives read (its head), with its line.
+        let line = match item {
+            Inbound::Frame(Frame::Line(line)) => line,
+            Inbound::Request(head) => head.line().to_owned(),
+            _ => continue,
         };
         let Ok(msg) = serde_json::from_str::<Value>(&line) else {
             continue;

@@ -86,6 +86,7 @@ impl<'a> RequestHead<'a> {
     /// it on to the session.
     pub fn into_owned(self) -> OwnedRequestHead {
         OwnedRequestHead {
+            line: String::new(),
             id: self.id,
             method: self.method.into_owned(),
             params: self.params.map(ToOwned::to_owned),
@@ -106,6 +107,8 @@ impl<'a> RequestHead<'a> {
 /// (a 2026-07-28 POST, whose headers it checked against the head).
 #[derive(Debug, Clone)]
 pub struct OwnedRequestHead {
+    /// The message as it arrived, for a consumer that reads lines itself.
+    line: String,
     id: RequestId,
     method: String,
     params: Option<Box<RawValue>>,
@@ -124,6 +127,18 @@ struct OwnedMeta {
 }
 
 impl OwnedRequestHead {
+    /// Keeps the message as it arrived beside its head (moved, not copied), for a consumer
+    /// of the transport that reads lines itself ([`line`](Self::line)).
+    pub fn with_line(mut self, line: String) -> Self {
+        self.line = line;
+        self
+    }
+
+    /// The message as it arrived (empty unless given by [`with_line`](Self::with_line)).
+    pub fn line(&self) -> &str {
+        &self.line
+    }
+
     /// The request's id.
     pub fn id(&self) -> &RequestId {
         &self.id

@@ -765,7 +765,7 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     }
     // A single request goes on as the head read above; anything else as its text.
     let delivered = match parsed.single {
-        Some(head) => session.deliver_request(head).await,
+        Some(head) => session.deliver_request(head.with_line(text)).await,
         None => session.deliver(text).await,
     };
     if delivered.is_err() {
@@ -850,8 +850,7 @@ async fn post_modern(
         );
     }
     drop(view);
-    drop(text);
-    let Some(exchange) = modern::start(head, &shared.on_connection).await else {
+    let Some(exchange) = modern::start(head.with_line(text), &shared.on_connection).await else {
         return error(
             StatusCode::INTERNAL_SERVER_ERROR,
             INTERNAL_ERROR,
