@@ -421,6 +421,18 @@ impl<T> Session<T> {
     }
 }
 
+/// The `notifications/cancelled` line that gives up request `id` (a transport's, when
+/// the stream that would carry its answer is gone).
+pub fn cancellation(id: &RequestId, reason: &str) -> String {
+    let params = CancelledNotificationParams {
+        request_id: Some(id.clone()),
+        reason: Some(reason.to_owned()),
+        ..Default::default()
+    };
+    jsonrpc::encode_notification(methods::NOTIFICATIONS_CANCELLED, Some(&params))
+        .unwrap_or_default()
+}
+
 /// A notification's params as `T`; `None` when they do not decode (the notification then
 /// goes to the handler as it is).
 fn decode<T: serde::de::DeserializeOwned>(params: Option<&RawValue>) -> Option<T> {

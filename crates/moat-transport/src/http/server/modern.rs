@@ -15,7 +15,7 @@ use moat_protocol::error::{
     MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION,
 };
 use moat_protocol::jsonrpc::{self, Message};
-use moat_protocol::session::{OwnedRequestHead, RequestHead};
+use moat_protocol::session::{self, OwnedRequestHead, RequestHead};
 use tokio::sync::mpsc;
 
 use crate::connection::{Connection, Inbound, Outgoing};
@@ -216,14 +216,8 @@ impl CancelOnDrop {
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         if let Some(tx) = self.inbound.take() {
-            let params = serde_json::json!({
-                "requestId": self.id,
-                "reason": "the client closed the response stream",
-            });
-            if let Ok(line) = jsonrpc::encode_notification("notifications/cancelled", Some(&params))
-            {
-                let _ = tx.try_send(Inbound::Frame(Frame::Line(line)));
-            }
+            let line = session::cancellation(&self.id, "the client closed the response stream");
+            let _ = tx.try_send(Inbound::Frame(Frame::Line(line)));
         }
     }
 }
