@@ -1325,10 +1325,11 @@ fn killed_mid_call(via: Via, sandboxed: bool) {
         message.contains("every") && message.contains("stopped during the call"),
         "the error should say the server stopped: {message}"
     );
+    // Handled, not hung until the call timeout (120 s); how fast: `moat-bench crash`.
     let elapsed = slow["elapsedMs"].as_u64().unwrap();
     assert!(
-        elapsed < 10_000,
-        "the call should fail at once, not after {elapsed} ms (call timeout 120 s)"
+        elapsed < 30_000,
+        "the call should fail when its server dies, not after {elapsed} ms (call timeout 120 s)"
     );
     let again = &calls(&out)[1];
     assert!(
@@ -1509,21 +1510,20 @@ fn changed_description_is_held_until_approved() {
     refused_call(&out, 0);
     let approve = gw.moat(&["pins", "approve", "mut__weather"]);
     assert_eq!(approve.code, Some(0), "{}", approve.describe());
+    // Picked up, not missed; how fast: `moat-bench reload` (the pin-approval row).
     let approved_at = Instant::now();
     let authority = gw.http.as_ref().unwrap().authority.clone();
     while !raw_tools_list(&authority).contains("mut__weather") {
         assert!(
-            approved_at.elapsed() < Duration::from_secs(5),
-            "the running gateway did not list the approved tool within 5 s\n{}",
+            approved_at.elapsed() < Duration::from_secs(30),
+            "the running gateway did not list the approved tool within 30 s\n{}",
             gw.gateway_log()
         );
         thread::sleep(Duration::from_millis(25));
     }
-    let picked_up = approved_at.elapsed();
-    eprintln!("approval picked up by the running gateway within {picked_up:?}");
-    assert!(
-        picked_up < Duration::from_secs(2),
-        "approval should be picked up within about a second, took {picked_up:?}"
+    eprintln!(
+        "approval picked up by the running gateway within {:?}",
+        approved_at.elapsed()
     );
     let out = gw.client(&call);
     assert_eq!(description_of(&out, "mut__weather"), WEATHER_V3);
