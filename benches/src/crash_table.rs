@@ -28,35 +28,26 @@ use std::time::{Duration, Instant};
 use moat::protocol::ErrorObject;
 use moat::types::CreateMessageResult;
 use moat::{Client, Error, ProtocolVersion, VersionPreference};
-use moat_bench::stats::{SpreadRow, print_spread_table, spread_json};
+use moat_bench::stats::{SpreadRow, report_spread};
+use moat_test_support::children;
 use rustix::process::{Pid, Signal};
 use serde_json::json;
 use tokio::sync::Notify;
 
+use crate::EventArgs;
 use crate::gateway_table::{Scratch, quoted};
 
-/// The options of `moat-bench crash`.
-#[derive(clap::Args)]
-#[command(
-    after_help = "Rows: mid-call, later-calls, handshake-exit, discovery-exit, \
+/// What `moat-bench crash --help` says after the options.
+pub(crate) const ROWS: &str = "Rows: mid-call, later-calls, handshake-exit, discovery-exit, \
     gateway-mid-call (see docs/benchmarks.md).\n\
-    MOAT_BIN=PATH measures that moat binary (default: built beside this one)."
-)]
-pub struct Args {
-    /// Print the figures as JSON instead of a table.
-    #[arg(long)]
-    json: bool,
-    /// Rounds: each starts fresh servers and kills them once per row.
-    #[arg(long, value_name = "N", default_value_t = 20, value_parser = crate::positive)]
-    rounds: usize,
-}
+    MOAT_BIN=PATH measures that moat binary (default: built beside this one).";
 
 /// Longest any one case may take before the run is declared hung.
 const HUNG: Duration = Duration::from_secs(30);
 /// How long the gateway row waits after sending its call before the kill.
 const CALL_UNDER_WAY: Duration = Duration::from_millis(500);
 
-pub fn main(args: Args) {
+pub fn main(args: EventArgs) {
     let moat = crate::gateway_table::moat_binary();
     let scratch = Scratch::new("crash");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -102,20 +93,14 @@ pub fn main(args: Args) {
         });
     }
     eprintln!();
-    if args.json {
-        let out = json!({
-            "settings": { "rounds": args.rounds, "moat": moat.display().to_string() },
-            "crash": spread_json(&mut rows),
-        });
-        println!("{}", serde_json::to_string_pretty(&out).expect("json"));
-        return;
-    }
-    println!(
-        "How fast a client learns that its server died ({} rounds; moat {}).\n",
+    report_spread(
+        args.json,
+        "crash",
+        "How fast a client learns that its server died",
+        &moat,
         args.rounds,
-        moat.display()
+        &mut rows,
     );
-    print_spread_table(&mut rows);
 }
 
 /// A client whose sampling handler never answers, and a notice when it is asked.
@@ -269,23 +254,6 @@ fn kill(pid: u32, group: bool) {
         rustix::process::kill_process(pid, Signal::KILL)
     };
     sent.expect("kill");
-}
-
-/// The direct children of `pid`.
-fn children(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return out;
-    };
-    for task in tasks.flatten() {
-        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            out.extend(
-                text.split_whitespace()
-                    .filter_map(|p| p.parse::<u32>().ok()),
-            );
-        }
-    }
-    out
 }
 
 /// One everything server, unsandboxed (the row measures the gateway noticing, not the

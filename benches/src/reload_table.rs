@@ -26,23 +26,14 @@ use std::time::{Duration, Instant};
 
 use moat::Client;
 use moat_bench::Binaries;
-use moat_bench::stats::{SpreadRow, print_spread_table, spread_json};
-use serde_json::json;
+use moat_bench::stats::{SpreadRow, report_spread};
 
+use crate::EventArgs;
 use crate::gateway_table::{Scratch, quoted};
 
-/// The options of `moat-bench reload`.
-#[derive(clap::Args)]
-#[command(after_help = "Rows: config, pin-approval (see docs/benchmarks.md).\n\
-    MOAT_BIN=PATH measures that moat binary (default: built beside this one).")]
-pub struct Args {
-    /// Print the figures as JSON instead of a table.
-    #[arg(long)]
-    json: bool,
-    /// Rounds: each makes one change of each kind (about 2 s a round).
-    #[arg(long, value_name = "N", default_value_t = 20, value_parser = crate::positive)]
-    rounds: usize,
-}
+/// What `moat-bench reload --help` says after the options.
+pub(crate) const ROWS: &str = "Rows: config, pin-approval (see docs/benchmarks.md).\n\
+    MOAT_BIN=PATH measures that moat binary (default: built beside this one).";
 
 /// Longest a change may take to show before the run is declared hung.
 const HUNG: Duration = Duration::from_secs(30);
@@ -52,7 +43,7 @@ const POLL: Duration = Duration::from_millis(5);
 const DENIED: &str = "every__test_simple_text";
 const HELD: &str = "mut__echo";
 
-pub fn main(args: Args) {
+pub fn main(args: EventArgs) {
     let moat = crate::gateway_table::moat_binary();
     let bins = Binaries::beside_current_exe();
     let scratch = Scratch::new("reload");
@@ -107,20 +98,14 @@ pub fn main(args: Args) {
         client.close().await;
     });
     eprintln!();
-    if args.json {
-        let out = json!({
-            "settings": { "rounds": args.rounds, "moat": moat.display().to_string() },
-            "reload": spread_json(&mut rows),
-        });
-        println!("{}", serde_json::to_string_pretty(&out).expect("json"));
-        return;
-    }
-    println!(
-        "How long a running gateway takes to act on a change ({} rounds; moat {}).\n",
+    report_spread(
+        args.json,
+        "reload",
+        "How long a running gateway takes to act on a change",
+        &moat,
         args.rounds,
-        moat.display()
+        &mut rows,
     );
-    print_spread_table(&mut rows);
 }
 
 /// The gateway's configuration file and what goes into it.

@@ -143,3 +143,25 @@ pub fn spread_json(rows: &mut [SpreadRow]) -> serde_json::Value {
         .collect();
     serde_json::Value::Array(rows)
 }
+
+/// Prints a table of slow events (or, with `json`, the rows under `key` with the settings):
+/// `heading` says what was measured; `moat` is the binary measured.
+pub fn report_spread(
+    json: bool,
+    key: &str,
+    heading: &str,
+    moat: &std::path::Path,
+    rounds: usize,
+    rows: &mut [SpreadRow],
+) {
+    if json {
+        let mut out = serde_json::json!({
+            "settings": { "rounds": rounds, "moat": moat.display().to_string() },
+        });
+        out[key] = spread_json(rows);
+        println!("{}", serde_json::to_string_pretty(&out).expect("json"));
+        return;
+    }
+    println!("{heading} ({rounds} rounds; moat {}).\n", moat.display());
+    print_spread_table(rows);
+}

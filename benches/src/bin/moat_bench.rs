@@ -71,10 +71,12 @@ enum Table {
     Spawn(spawn_table::Args),
     /// How long a running gateway takes to act on an edited configuration and on a
     /// `moat pins approve` made from another process.
-    Reload(reload_table::Args),
+    #[command(after_help = reload_table::ROWS)]
+    Reload(EventArgs),
     /// How fast a client learns that its server died: mid-call, on later calls, during the
     /// handshake, and through a gateway.
-    Crash(crash_table::Args),
+    #[command(after_help = crash_table::ROWS)]
+    Crash(EventArgs),
 }
 
 /// The options of the default table (stdio round trips and decoding).
@@ -96,6 +98,17 @@ struct Settings {
     /// ts), and no decode timings: for profiling.
     #[arg(long, value_name = "ROW")]
     only: Option<String>,
+}
+
+/// The options of the tables of slow events (`reload`, `crash`), rounds of a few seconds.
+#[derive(clap::Args)]
+pub(crate) struct EventArgs {
+    /// Print the figures as JSON instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Rounds: each measures every row once, on fresh processes where the row says so.
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = positive)]
+    pub(crate) rounds: usize,
 }
 
 /// A count of at least one (rounds, calls, clients): zero would measure nothing.
