@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 mod support;
-use support::{HttpGateway, Leftovers, Proc, Ready, Run, Running, descendants, detach, kill_pid};
+use support::{
+    HttpGateway, Leftovers, Peers, Proc, Ready, Run, Running, descendants, detach, kill_pid,
+};
 
 /// Deadline of one child process (a client run, `moat audit`, ...).
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -48,45 +50,15 @@ const CONSENT_DENY: &str = "deny";
 // Locating the peers
 // ---------------------------------------------------------------------------
 
-struct Peers {
-    dir: PathBuf,
-}
-
-impl Peers {
-    fn path(&self, rel: &str) -> String {
-        self.dir.join(rel).to_string_lossy().into_owned()
-    }
-
-    fn python(&self) -> String {
-        self.path(VENV_PYTHON)
-    }
-
-    fn py_client(&self) -> Vec<String> {
-        vec![self.python(), self.path("py_client.py")]
-    }
-
-    /// The directory Python lives in for real (the venv's interpreter is a symlink), for
-    /// a sandbox's `ro`.
-    fn python_prefix(&self) -> PathBuf {
-        let real = std::fs::canonicalize(self.python()).expect("resolve the venv's python");
-        // PREFIX/bin/python3.x
-        real.parent()
-            .and_then(Path::parent)
-            .expect("python has a prefix")
-            .to_path_buf()
-    }
-}
-
 /// Finds the installed peers, or returns `None` (test skipped) when they are missing
 /// outside CI. Under CI a missing peer is a test failure.
 fn peers() -> Option<Peers> {
-    support::interop_dir(&[
+    support::peers(&[
         FILESYSTEM_JS,
         VENV_PYTHON,
         "py_client.py",
         "py_mutable_server.py",
     ])
-    .map(|dir| Peers { dir })
 }
 
 /// `node` on PATH, resolved.

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod support;
-use support::{HttpGateway, Leftovers, Ready, Run, kill_pid, run};
+use support::{HttpGateway, Leftovers, Ready, Run, kill_pid, run, script};
 
 /// Deadline of one client run.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -38,18 +38,6 @@ const VENV_PYTHON: &str = ".venv/bin/python";
 
 fn moat_bin() -> &'static str {
     env!("CARGO_BIN_EXE_moat")
-}
-
-/// A script of this checkout's `interop/` (new scripts are there before they are in an
-/// installed `$MOAT_INTEROP_DIR`).
-fn script(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../interop")
-        .join(name);
-    std::fs::canonicalize(&path)
-        .unwrap_or(path)
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// The installed peers' directory (for the venv), or `None` when the test is skipped.

@@ -32,7 +32,7 @@ use moat::{Client, ProtocolVersion, RequestOptions, VersionPreference};
 use serde_json::{Value, json};
 
 mod support;
-use support::{HttpGateway, Leftovers, Ready, Run, alive, children, kill_group, run};
+use support::{HttpGateway, Leftovers, Ready, Run, alive, children, kill_group, run, script};
 
 const MOAT: &str = env!("CARGO_BIN_EXE_moat");
 const EVERYTHING_JS: &str = "node_modules/@modelcontextprotocol/server-everything/dist/index.js";
@@ -59,18 +59,6 @@ fn peers(needs: &[&str]) -> Option<PathBuf> {
 
 fn path(dir: &Path, rel: &str) -> String {
     dir.join(rel).to_string_lossy().into_owned()
-}
-
-/// A script of this checkout's `interop/` (new scripts are there before they are in an
-/// installed `$MOAT_INTEROP_DIR`).
-fn script(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../interop")
-        .join(name);
-    std::fs::canonicalize(&path)
-        .unwrap_or(path)
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// A temporary directory by its real path (roots and sandbox paths are compared as text).

@@ -33,18 +33,7 @@ fn config(state: &Path, servers: &[&str], deny: Option<&str>) -> String {
 
 /// Polls until `check` holds for the tool list, or fails after a deadline.
 async fn wait_for(client: &Client, what: &str, check: impl Fn(&BTreeSet<String>) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let names = support::tool_names(client).await;
-        if check(&names) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; tools: {names:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    support::wait_for_tools(client, what, Duration::from_secs(15), check).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

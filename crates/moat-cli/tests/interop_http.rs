@@ -17,7 +17,6 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
@@ -26,7 +25,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 mod support;
-use support::{Leftovers, Run, kill_group};
+use support::json::{array, assert_contains_all, is_error, strings, text_of};
+use support::{Leftovers, Peers, Run, kill_group};
 
 /// Deadline for one SDK client process; the clients get a shorter `--timeout` of their own.
 const TIMEOUT: Duration = Duration::from_secs(45);
@@ -48,27 +48,16 @@ const VENV_PYTHON: &str = ".venv/bin/python";
 // Locating the peers (the client side only)
 // ---------------------------------------------------------------------------
 
-struct Peers {
-    dir: PathBuf,
-}
-
-impl Peers {
-    fn path(&self, rel: &str) -> String {
-        self.dir.join(rel).to_string_lossy().into_owned()
-    }
-}
-
 /// Finds the installed SDK clients, or returns `None` (test skipped) when they are missing
 /// outside CI. Under CI a missing peer is a test failure.
 fn peers() -> Option<Peers> {
-    support::interop_dir(&[
+    support::peers(&[
         "node_modules/@modelcontextprotocol/sdk/package.json",
         "node_modules/@modelcontextprotocol/client/package.json",
         VENV_PYTHON,
         "ts_client.mjs",
         "py_client.py",
     ])
-    .map(|dir| Peers { dir })
 }
 
 // ---------------------------------------------------------------------------
@@ -330,55 +319,6 @@ impl std::fmt::Debug for Case<'_> {
 // ---------------------------------------------------------------------------
 // JSON helpers and checks
 // ---------------------------------------------------------------------------
-
-fn array<'a>(v: &'a Value, key: &str) -> &'a Vec<Value> {
-    v.get(key)
-        .and_then(Value::as_array)
-        .unwrap_or_else(|| panic!("`{key}` is not an array in {v:#}"))
-}
-
-fn strings(v: &Value, key: &str, field: Option<&str>) -> Vec<String> {
-    array(v, key)
-        .iter()
-        .map(|item| {
-            let s = match field {
-                Some(f) => item.get(f),
-                None => Some(item),
-            };
-            s.and_then(Value::as_str)
-                .unwrap_or_else(|| panic!("`{key}` entry without a string: {item}"))
-                .to_owned()
-        })
-        .collect()
-}
-
-fn assert_contains_all(have: &[String], want: &[&str], what: &str) {
-    for w in want {
-        assert!(
-            have.iter().any(|h| h == w),
-            "{what}: `{w}` missing from {have:?}"
-        );
-    }
-}
-
-/// The concatenated text of every `{"type":"text"}` block in `content`.
-fn text_of(content: &Value) -> String {
-    content
-        .as_array()
-        .unwrap_or_else(|| panic!("content is not an array: {content}"))
-        .iter()
-        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-        .filter_map(|b| b.get("text").and_then(Value::as_str))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn is_error(result: &Value) -> bool {
-    result
-        .get("isError")
-        .and_then(Value::as_bool)
-        .unwrap_or(false)
-}
 
 /// Fields 2026-07-28 added to results; a handshake-era answer must not carry them.
 const MODERN_ONLY_RESULT_FIELDS: [&str; 3] = ["ttlMs", "cacheScope", "resultType"];

@@ -5,7 +5,9 @@
 //! - [`lines`]: a raw JSON-lines driver for a process's stdio, with reads that time out;
 //! - [`procs`]: the process tree under a pid (to find a server, check for zombies, and
 //!   kill everything a test started);
-//! - [`interop`]: where the interop peers (the TypeScript and Python SDKs) are installed;
+//! - [`interop`]: where the interop peers (the TypeScript and Python SDKs) are installed,
+//!   and their clients' command lines;
+//! - [`json`]: reading the JSON the SDK clients print;
 //! - [`gateway`]: `moat gateway --http` started for a test and ended with everything it ran.
 //!
 //! A dev-dependency only (`publish = false`). It does not depend on `moat`, so the SDK's
@@ -14,12 +16,13 @@
 
 pub mod gateway;
 pub mod interop;
+pub mod json;
 pub mod lines;
 pub mod procs;
 pub mod run;
 
 pub use gateway::{HttpGateway, Ready};
-pub use interop::interop_dir;
+pub use interop::{Peers, interop_dir, peers, script};
 pub use lines::Lines;
 pub use procs::{alive, children, descendants, kill_group, kill_pid, kill_tree};
 pub use run::{

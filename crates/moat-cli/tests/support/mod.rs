@@ -5,7 +5,9 @@
 
 #![allow(dead_code, unused_imports)]
 
+use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 pub use moat_test_support::lines::wait_exit;
 pub use moat_test_support::procs::{Proc, processes};
@@ -24,7 +26,7 @@ pub fn serve_everything() -> (Child, Lines) {
 }
 
 /// The names of the tools `client` lists (every page).
-pub async fn tool_names(client: &moat::Client) -> std::collections::BTreeSet<String> {
+pub async fn tool_names(client: &moat::Client) -> BTreeSet<String> {
     client
         .list_all_tools()
         .await
@@ -32,4 +34,25 @@ pub async fn tool_names(client: &moat::Client) -> std::collections::BTreeSet<Str
         .into_iter()
         .map(|t| t.name)
         .collect()
+}
+
+/// Polls `client`'s tool list until `check` holds for it; fails after `within`.
+pub async fn wait_for_tools(
+    client: &moat::Client,
+    what: &str,
+    within: Duration,
+    check: impl Fn(&BTreeSet<String>) -> bool,
+) {
+    let deadline = Instant::now() + within;
+    loop {
+        let names = tool_names(client).await;
+        if check(&names) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; tools: {names:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
