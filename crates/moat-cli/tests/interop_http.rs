@@ -15,10 +15,9 @@
 //! `interop.rs` (`$MOAT_INTEROP_DIR`, else `interop/`); when missing the tests print
 //! `SKIPPED: ...` and pass, except under CI (`CI` set), where they fail.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -26,7 +25,7 @@ use serde_json::{Value, json};
 
 mod support;
 use support::json::{array, assert_contains_all, is_error, strings, text_of};
-use support::{Leftovers, Peers, Run, kill_group};
+use support::{Leftovers, Listening, Peers, Run, mcp_authority};
 
 /// Deadline for one SDK client process; the clients get a shorter `--timeout` of their own.
 const TIMEOUT: Duration = Duration::from_secs(45);
@@ -67,80 +66,37 @@ fn peers() -> Option<Peers> {
 /// `moat serve everything --http 127.0.0.1:0 [EXTRA...]`, in its own process group, killed
 /// (the whole group) when dropped.
 struct MoatHttp {
-    child: Child,
+    server: Listening,
     /// `http://127.0.0.1:PORT`
     base: String,
     /// `127.0.0.1:PORT`, for raw requests.
     authority: String,
-    stderr: Arc<Mutex<String>>,
 }
 
 impl MoatHttp {
     fn start(extra: &[&str]) -> MoatHttp {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_moat"));
         cmd.args(["serve", "everything", "--http", "127.0.0.1:0"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        #[cfg(unix)]
+            .args(extra);
         {
             use std::os::unix::process::CommandExt;
             cmd.process_group(0);
         }
-        let mut child = cmd.spawn().expect("spawn moat serve");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        {
-            let pipe = child.stderr.take().expect("stderr piped");
-            let log = stderr.clone();
-            thread::spawn(move || {
-                let mut tx = Some(tx);
-                for line in BufReader::new(pipe).lines() {
-                    let Ok(line) = line else { break };
-                    log.lock().unwrap().push_str(&line);
-                    log.lock().unwrap().push('\n');
-                    if line.starts_with("moat: serving ")
-                        && let Some(tx) = tx.take()
-                    {
-                        let _ = tx.send(line);
-                    }
-                }
-                // EOF: dropping `tx` tells the waiter the server is gone.
-            });
-        }
-        let mut server = MoatHttp {
-            child,
-            base: String::new(),
-            authority: String::new(),
-            stderr,
-        };
-        let line = match rx.recv_timeout(SERVER_START) {
-            Ok(line) => line,
-            Err(e) => panic!(
-                "moat serve did not print its `moat: serving ... on http://...` line ({e}); \
-                 exit status: {:?}\n--- stderr ---\n{}",
-                server.child.try_wait().ok().flatten(),
-                server.log()
-            ),
-        };
         // `moat: serving moat-everything on http://127.0.0.1:PORT/mcp (...)`
-        let authority = line
-            .split_once("http://")
-            .and_then(|(_, rest)| rest.split_once("/mcp"))
-            .map(|(authority, _)| authority.to_owned())
-            .unwrap_or_else(|| panic!("cannot find http://HOST:PORT/mcp in {line:?}"));
-        let port: u16 = authority
-            .rsplit_once(':')
-            .and_then(|(_, p)| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {line:?}"));
-        assert_ne!(
-            port, 0,
-            "the server must report the port it bound: {line:?}"
+        let (server, authority) = Listening::start(
+            cmd,
+            |line| {
+                line.starts_with("moat: serving ")
+                    .then(|| mcp_authority(line))
+                    .flatten()
+            },
+            SERVER_START,
         );
-        server.base = format!("http://{authority}");
-        server.authority = authority;
-        server
+        MoatHttp {
+            server,
+            base: format!("http://{authority}"),
+            authority,
+        }
     }
 
     fn mcp_url(&self) -> String {
@@ -152,25 +108,12 @@ impl MoatHttp {
     }
 
     fn log(&self) -> String {
-        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
+        self.server.log()
     }
 
     /// The server must still be running after serving the clients.
     fn assert_alive(&mut self) {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!(
-                "moat serve exited while serving ({status})\n--- stderr ---\n{}",
-                self.log()
-            );
-        }
-    }
-}
-
-impl Drop for MoatHttp {
-    fn drop(&mut self) {
-        kill_group(self.child.id());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.server.assert_alive();
     }
 }
 

@@ -8,6 +8,8 @@
 //! - [`interop`]: where the interop peers (the TypeScript and Python SDKs) are installed,
 //!   and their clients' command lines;
 //! - [`json`]: reading the JSON the SDK clients print;
+//! - [`listening`]: a server started for a test, ready once its stderr says where it
+//!   listens;
 //! - [`gateway`]: `moat gateway --http` started for a test and ended with everything it ran.
 //!
 //! A dev-dependency only (`publish = false`). It does not depend on `moat`, so the SDK's
@@ -18,12 +20,14 @@ pub mod gateway;
 pub mod interop;
 pub mod json;
 pub mod lines;
+pub mod listening;
 pub mod procs;
 pub mod run;
 
 pub use gateway::{HttpGateway, Ready};
 pub use interop::{Peers, interop_dir, peers, script};
 pub use lines::Lines;
+pub use listening::{Listening, mcp_authority};
 pub use procs::{alive, children, descendants, kill_group, kill_pid, kill_tree};
 pub use run::{
     Leftovers, Run, Running, collect_output, command_line, detach, run, shell_quote, spawn_reader,
