@@ -31,45 +31,71 @@ use serde_json::{Value, json};
 
 use super::http_table;
 
-const HELP: &str = "\
-moat-bench all: moat against rmcp, the TypeScript SDK and the Python SDK, every workload in one run.
-
-USAGE:
-    cargo run -p moat-bench --release -- all [OPTIONS]
-
+/// The options of `moat-bench all`.
+#[derive(clap::Args)]
+#[command(after_help = "\
 Runs, in order (a few minutes with the defaults):
-    stdio     tools/call of `echo` over pipes: latency of sequential calls, and calls/s with
-              1, 64 and 1000 calls in flight; the line-echo floor beside the stacks
-    catalog   tools/list of 100 tools, resources/read of a 1 MiB text resource
-    http      Streamable HTTP: sessions and stateless 2026-07-28, JSON and SSE answers,
-              1 and 64 clients (the rows of `moat-bench http`, plus the TS and Python SDKs)
-    memory    peak RSS of each server idle after initialize (stdio), and of each HTTP server
-              holding 1000 open sessions
+  stdio    tools/call of `echo` over pipes: latency of sequential calls, and calls/s with
+           1, 64 and 1000 calls in flight; the line-echo floor beside the stacks
+  catalog  tools/list of 100 tools, resources/read of a 1 MiB text resource
+  http     Streamable HTTP: sessions and stateless 2026-07-28, JSON and SSE answers,
+           1 and 64 clients (the rows of `moat-bench http`, plus the TS and Python SDKs)
+  memory   peak RSS of each server idle after initialize (stdio), and of each HTTP server
+           holding 1000 open sessions
 
 The TypeScript and Python rows need the interop peers; without them those rows are skipped.
 Install them with `bash .ci/run --install-only`, or pass --install-peers.
 
-OPTIONS:
-    --install-peers     first run `bash .ci/run --install-only` (npm and pip into interop/;
-                        needs node >= 20, npm and python3; a no-op when already installed)
-    --json              print JSON (every figure, plus latency deciles) instead of tables
-    --plots DIR         write SVG plots there (stdio latency CDF, stdio calls/s against calls
-                        in flight, HTTP latency CDF, HTTP calls/s against clients)
-    --rounds N          rounds of the stdio and catalog parts, and of the HTTP part (default 3)
-    --calls N           sequential stdio calls per stack and round (default 1000)
-    --pipelined N       calls per pipelined batch (default 1000)
-    --inflight A,B,..   calls in flight for the pipelined batches (default 1,64,1000)
-    --list-calls N      tools/list calls per stack and round (default 100)
-    --blob-reads N      1 MiB reads per stack and round (default 10)
-    --http-calls N      sequential HTTP calls per row and round (default 300)
-    --window-ms N       HTTP throughput window (default 300)
-    --clients N         concurrent HTTP clients (default 64)
-    --sessions N        HTTP sessions opened for the memory part (default 1000)
-    --skip PART,..      leave parts out: stdio, catalog, http, memory
-    --only STACK,..     only these stacks in stdio, catalog and memory: floor, moat, rmcp, ts, py
-
-More rounds for steadier figures: --rounds 7 --calls 3000 (about three times as long).
-";
+More rounds for steadier figures: --rounds 7 --calls 3000 (about three times as long).")]
+pub struct Args {
+    /// First run `bash .ci/run --install-only` (npm and pip into interop/; needs node >= 20,
+    /// npm and python3; a no-op when already installed).
+    #[arg(long = "install-peers")]
+    install: bool,
+    /// Print JSON (every figure, plus latency deciles) instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Write SVG plots there (stdio latency CDF, stdio calls/s against calls in flight, HTTP
+    /// latency CDF, HTTP calls/s against clients).
+    #[arg(long, value_name = "DIR")]
+    plots: Option<String>,
+    /// Rounds of the stdio and catalog parts, and of the HTTP part.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = crate::positive)]
+    rounds: usize,
+    /// Sequential stdio calls per stack and round.
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = crate::positive)]
+    calls: usize,
+    /// Calls per pipelined batch.
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = crate::positive)]
+    pipelined: usize,
+    /// Calls in flight for the pipelined batches.
+    #[arg(long, value_name = "A,B,..", value_delimiter = ',', default_values_t = [1, 64, 1000])]
+    inflight: Vec<usize>,
+    /// tools/list calls per stack and round.
+    #[arg(long = "list-calls", value_name = "N", default_value_t = 100, value_parser = crate::positive)]
+    list_calls: usize,
+    /// 1 MiB reads per stack and round.
+    #[arg(long = "blob-reads", value_name = "N", default_value_t = 10, value_parser = crate::positive)]
+    blob_reads: usize,
+    /// Sequential HTTP calls per row and round.
+    #[arg(long = "http-calls", value_name = "N", default_value_t = 300, value_parser = crate::positive)]
+    http_calls: usize,
+    /// HTTP throughput window, in milliseconds.
+    #[arg(long = "window-ms", value_name = "N", default_value_t = 300, value_parser = crate::positive)]
+    window_ms: usize,
+    /// Concurrent HTTP clients.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = crate::positive)]
+    clients: usize,
+    /// HTTP sessions opened for the memory part.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    sessions: usize,
+    /// Leave parts out: stdio, catalog, http, memory.
+    #[arg(long, value_name = "PART,..", value_delimiter = ',')]
+    skip: Vec<String>,
+    /// Only these stacks in stdio, catalog and memory: floor, moat, rmcp, ts, py.
+    #[arg(long, value_name = "STACK,..", value_delimiter = ',')]
+    only: Vec<String>,
+}
 
 struct Settings {
     install: bool,
@@ -97,77 +123,32 @@ impl Settings {
     }
 }
 
-fn settings() -> Settings {
-    let mut s = Settings {
-        install: false,
-        json: false,
-        plots: None,
-        rounds: 3,
-        calls: 1000,
-        pipelined: 1000,
-        inflight: vec![1, 64, 1000],
-        list_calls: 100,
-        blob_reads: 10,
-        sessions: 1000,
-        skip: Vec::new(),
-        only: Vec::new(),
-        http: http_table::Settings {
-            calls: 300,
-            warmup: 50,
-            rounds: 3,
-            window: Duration::from_millis(300),
-            peers: true,
-            ..Default::default()
-        },
-    };
-    let mut args = std::env::args().skip(2);
-    let list = |v: Option<String>, what: &str| -> Vec<String> {
-        v.unwrap_or_else(|| panic!("{what} needs a list"))
-            .split(',')
-            .map(str::to_owned)
-            .collect()
-    };
-    while let Some(arg) = args.next() {
-        let mut number = || -> usize {
-            args.next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("{arg} needs a number (see --help)"))
-        };
-        match arg.as_str() {
-            "--json" => s.json = true,
-            "--install-peers" => s.install = true,
-            "--rounds" => {
-                s.rounds = number().max(1);
-                s.http.rounds = s.rounds;
-            }
-            "--calls" => s.calls = number().max(1),
-            "--pipelined" => s.pipelined = number().max(1),
-            "--list-calls" => s.list_calls = number().max(1),
-            "--blob-reads" => s.blob_reads = number().max(1),
-            "--http-calls" => s.http.calls = number().max(1),
-            "--window-ms" => s.http.window = Duration::from_millis(number().max(1) as u64),
-            "--clients" => s.http.clients = number().max(1),
-            "--sessions" => s.sessions = number(),
-            "--plots" => s.plots = Some(args.next().expect("--plots needs a directory")),
-            "--inflight" => {
-                s.inflight = list(args.next(), "--inflight")
-                    .iter()
-                    .map(|n| n.parse().expect("--inflight takes numbers"))
-                    .collect()
-            }
-            "--skip" => s.skip = list(args.next(), "--skip"),
-            "--only" => s.only = list(args.next(), "--only"),
-            "-h" | "--help" => {
-                print!("{HELP}");
-                std::process::exit(0);
-            }
-            other => {
-                eprintln!("unknown argument {other}\n\n{HELP}");
-                std::process::exit(2);
-            }
+impl From<Args> for Settings {
+    fn from(a: Args) -> Settings {
+        Settings {
+            install: a.install,
+            json: a.json,
+            plots: a.plots,
+            rounds: a.rounds,
+            calls: a.calls,
+            pipelined: a.pipelined,
+            inflight: a.inflight,
+            list_calls: a.list_calls,
+            blob_reads: a.blob_reads,
+            sessions: a.sessions,
+            skip: a.skip,
+            only: a.only,
+            http: http_table::Settings {
+                calls: a.http_calls,
+                warmup: 50,
+                rounds: a.rounds,
+                window: Duration::from_millis(a.window_ms as u64),
+                clients: a.clients,
+                peers: true,
+                ..Default::default()
+            },
         }
     }
-    s
 }
 
 /// A server on stdio and the client that drives it.
@@ -243,8 +224,8 @@ struct Memory {
     sessions: Option<Result<SessionsRss, String>>,
 }
 
-pub fn main() {
-    let s = settings();
+pub fn main(args: Args) {
+    let s = Settings::from(args);
     let bins = Binaries::beside_current_exe();
     if s.install
         && let Err(e) = moat_bench::peers::install()

@@ -32,77 +32,52 @@ use serde_json::{Value, json};
 /// The tool every call makes: trivial, no arguments.
 const TOOL: &str = "test_simple_text";
 
-struct Settings {
+/// The options of `moat-bench gateway`.
+#[derive(clap::Args)]
+#[command(
+    after_help = "Rows (for --only): floor, direct, gateway, gateway-sandbox, \
+    gateway-no-audit, gateway-no-busy-poll, memory.\n\
+    MOAT_BIN=PATH uses that moat binary instead of building one (cargo build -p moat-cli)."
+)]
+pub struct Args {
+    /// Print the figures as JSON instead of tables.
+    #[arg(long)]
     json: bool,
+    /// Sequential calls per row and round (the latency samples).
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = crate::positive)]
     calls: usize,
+    /// Calls per row before measuring.
+    #[arg(long, value_name = "N", default_value_t = 200)]
     warmup: usize,
+    /// Rounds; rows are interleaved in each (order reversed every other round).
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = crate::positive)]
     rounds: usize,
+    /// Calls in flight in the pipelined batches.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = crate::positive)]
     inflight: usize,
+    /// Pipelined batches per row and round.
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = crate::positive)]
     batches: usize,
+    /// Downstream servers behind the gateway for the memory rows.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = crate::positive)]
     servers: usize,
+    /// Calls spread over the servers before memory is read.
+    #[arg(long = "mem-calls", value_name = "N", default_value_t = 300)]
     mem_calls: usize,
+    /// Leave out the rows and the memory figures with the sandbox on.
+    #[arg(long = "no-sandbox", action = clap::ArgAction::SetFalse)]
     sandbox: bool,
+    /// Only these rows (comma-separated or repeated): for profiling.
+    #[arg(long, value_name = "ROW[,ROW...]", value_delimiter = ',')]
     only: Vec<String>,
 }
+
+type Settings = Args;
 
 impl Settings {
     fn wants(&self, part: &str) -> bool {
         self.only.is_empty() || self.only.iter().any(|o| o == part)
     }
-}
-
-fn settings() -> Settings {
-    let mut s = Settings {
-        json: false,
-        calls: 1000,
-        warmup: 200,
-        rounds: 10,
-        inflight: 64,
-        batches: 20,
-        servers: 10,
-        mem_calls: 300,
-        sandbox: true,
-        only: Vec::new(),
-    };
-    let mut args = std::env::args().skip(2);
-    while let Some(arg) = args.next() {
-        let mut number = || -> usize {
-            args.next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("{arg} needs a number"))
-        };
-        match arg.as_str() {
-            "--json" => s.json = true,
-            "--calls" => s.calls = number().max(1),
-            "--warmup" => s.warmup = number(),
-            "--rounds" => s.rounds = number().max(1),
-            "--inflight" => s.inflight = number().max(1),
-            "--batches" => s.batches = number().max(1),
-            "--servers" => s.servers = number().max(1),
-            "--mem-calls" => s.mem_calls = number(),
-            "--no-sandbox" => s.sandbox = false,
-            "--only" => s.only.extend(
-                args.next()
-                    .expect("--only needs row ids")
-                    .split(',')
-                    .map(str::to_owned),
-            ),
-            "-h" | "--help" => {
-                println!(
-                    "moat-bench gateway [--json] [--calls N (sequential calls per row and round, default 1000)] \
-                     [--warmup N (default 200)] [--rounds N (default 10)] [--inflight N (calls in flight, default 64)] \
-                     [--batches N (pipelined batches per row and round, default 20)] \
-                     [--servers N (downstream servers for the memory rows, default 10)] \
-                     [--mem-calls N (calls before reading memory, default 300)] [--no-sandbox] \
-                     [--only ROW[,ROW…] (floor, direct, gateway, gateway-sandbox, gateway-no-audit, gateway-no-busy-poll, memory: some parts, for profiling)]\n\
-                     MOAT_BIN=PATH uses that moat binary instead of building one."
-                );
-                std::process::exit(0);
-            }
-            other => panic!("unknown argument {other}"),
-        }
-    }
-    s
 }
 
 // ---------------------------------------------------------------------------------------
@@ -182,11 +157,12 @@ fn check_hot_symbols(moat: &Path) {
 }
 
 /// A temporary directory for configurations and state, removed on drop.
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(pub(crate) PathBuf);
 
 impl Scratch {
-    fn new() -> Scratch {
-        let dir = std::env::temp_dir().join(format!("moat-bench-gateway-{}", std::process::id()));
+    /// `$TMPDIR/moat-bench-TABLE-PID`, empty.
+    pub(crate) fn new(table: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("moat-bench-{table}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create scratch dir");
         Scratch(dir)
@@ -200,7 +176,7 @@ impl Drop for Scratch {
 }
 
 /// A TOML basic string (JSON's escapes are TOML's for what paths contain).
-fn quoted(path: &Path) -> String {
+pub(crate) fn quoted(path: &Path) -> String {
     serde_json::to_string(&path.to_string_lossy()).expect("quote")
 }
 
@@ -734,10 +710,9 @@ fn met(ok: bool) -> &'static str {
     if ok { "MET" } else { "NOT MET" }
 }
 
-pub fn main() {
-    let s = settings();
+pub fn main(s: Args) {
     let moat = moat_binary();
-    let scratch = Scratch::new();
+    let scratch = Scratch::new("gateway");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let lat = if ROWS.iter().any(|r| s.wants(r.id)) {
         rt.block_on(measure_latency(&s, &moat, &scratch.0))

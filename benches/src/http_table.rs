@@ -46,42 +46,54 @@ impl Default for Settings {
     }
 }
 
-fn settings() -> Settings {
-    let mut s = Settings::default();
-    let mut args = std::env::args().skip(2);
-    while let Some(arg) = args.next() {
-        let mut number = || -> usize {
-            args.next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("{arg} needs a number"))
-        };
-        match arg.as_str() {
-            "--json" => s.json = true,
-            "--peers" => s.peers = true,
-            "--calls" => s.calls = number(),
-            "--warmup" => s.warmup = number(),
-            "--rounds" => s.rounds = number().max(1),
-            "--window-ms" => s.window = Duration::from_millis(number() as u64),
-            "--clients" => s.clients = number().max(1),
-            "--only" => s.only.extend(
-                args.next()
-                    .expect("--only needs row ids")
-                    .split(',')
-                    .map(str::to_owned),
-            ),
-            "-h" | "--help" => {
-                println!(
-                    "moat-bench http [--json] [--calls N (sequential calls per round, default 1000)] \
-                     [--warmup N (default 100)] [--rounds N (default 5)] [--window-ms N (throughput window, default 400)] \
-                     [--clients N (concurrent clients, default 64)] [--only ROW[,ROW…] (row ids, for profiling)] \
-                     [--peers (add the TypeScript and Python SDK servers' rows, if installed)]"
-                );
-                std::process::exit(0);
-            }
-            other => panic!("unknown argument {other}"),
+/// The options of `moat-bench http`.
+#[derive(clap::Args)]
+#[command(
+    after_help = "Rows (for --only): moat and rmcp in the handshake era (sessions) and in \
+    2026-07-28 (stateless), JSON and SSE answers, beside a raw hyper floor; the row ids are \
+    listed under the table. Example: moat-bench http --only moat-2026-json,rmcp-2026-json"
+)]
+pub struct Args {
+    /// Print the figures as JSON (with latency deciles) instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Sequential calls per row and round (the single-client latency samples).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    calls: usize,
+    /// Calls per row before measuring.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    warmup: usize,
+    /// Rounds; rows are interleaved in each and throughput is the median round.
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = crate::positive)]
+    rounds: usize,
+    /// How long each throughput measurement runs, in milliseconds.
+    #[arg(long = "window-ms", value_name = "N", default_value_t = 400)]
+    window_ms: u64,
+    /// Concurrent clients of the throughput rows, each on its own keep-alive connection.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = crate::positive)]
+    clients: usize,
+    /// Only these rows (ids, comma-separated or repeated): for profiling.
+    #[arg(long, value_name = "ROW[,ROW...]", value_delimiter = ',')]
+    only: Vec<String>,
+    /// Add the TypeScript and Python SDK servers' rows, when installed (see
+    /// `bash .ci/run --install-only`).
+    #[arg(long)]
+    peers: bool,
+}
+
+impl From<Args> for Settings {
+    fn from(a: Args) -> Settings {
+        Settings {
+            json: a.json,
+            calls: a.calls,
+            warmup: a.warmup,
+            rounds: a.rounds,
+            window: Duration::from_millis(a.window_ms),
+            clients: a.clients,
+            only: a.only,
+            peers: a.peers,
         }
     }
-    s
 }
 
 /// A server process (one per kind, shared by the rows that use it).
@@ -721,8 +733,8 @@ pub fn print_table(report: &Report) {
     }
 }
 
-pub fn main() {
-    let s = settings();
+pub fn main(args: Args) {
+    let s = Settings::from(args);
     let bins = Binaries::beside_current_exe();
     let peers = if s.peers {
         Peers::find()

@@ -30,40 +30,23 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-struct Settings {
+/// The options of `moat-bench spawn`.
+#[derive(clap::Args)]
+#[command(
+    after_help = "Rows: `moat sandbox -- CMD` and `run_command` through `moat serve exec`, \
+    against `bwrap` starting CMD, for /bin/true and ls /etc, rounds interleaved.\n\
+    MOAT_BIN=PATH measures that moat binary (default: built beside this one)."
+)]
+pub struct Args {
+    /// Print the figures as JSON instead of a table.
+    #[arg(long)]
     json: bool,
+    /// Rounds; each runs every row once, in an order shuffled per round.
+    #[arg(long, value_name = "N", default_value_t = 200, value_parser = crate::positive)]
     rounds: usize,
 }
 
-fn settings() -> Settings {
-    let mut s = Settings {
-        json: false,
-        rounds: 200,
-    };
-    let mut args = std::env::args().skip(2);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--json" => s.json = true,
-            "--rounds" => {
-                s.rounds = args
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or_else(|| panic!("--rounds needs a number"))
-            }
-            "-h" | "--help" => {
-                println!(
-                    "moat-bench spawn [--rounds N (default 200)] [--json]\n\
-                     `moat sandbox -- CMD` and `run_command` through `moat serve exec`, against \
-                     `bwrap` starting CMD, for /bin/true and ls /etc, rounds interleaved.\n\
-                     MOAT_BIN: the moat binary to measure (default: built beside this one)."
-                );
-                std::process::exit(0);
-            }
-            other => panic!("unknown argument {other}"),
-        }
-    }
-    s
-}
+type Settings = Args;
 
 /// The commands measured.
 const COMMANDS: [&[&str]; 2] = [&["/bin/true"], &["ls", "/etc"]];
@@ -311,8 +294,7 @@ fn load() -> String {
         .join(" ")
 }
 
-pub fn main() {
-    let s = settings();
+pub fn main(s: Args) {
     let moat = moat_binary();
     let bwrap = bwrap_available();
     if !bwrap {

@@ -8,6 +8,8 @@
 //! cargo run --release -p moat-bench --bin moat-bench -- gateway [--json] [--calls N] [--rounds N] [--only ROW] (see --help)
 //! cargo run --release -p moat-bench --bin moat-bench -- all [--json] [--plots DIR] [--rounds N] (see --help)
 //! cargo run --release -p moat-bench --bin moat-bench -- spawn [--json] [--rounds N]
+//! cargo run --release -p moat-bench --bin moat-bench -- reload [--json] [--rounds N]
+//! cargo run --release -p moat-bench --bin moat-bench -- crash [--json] [--rounds N]
 //! ```
 //!
 //! `all` runs every comparison in one go — moat, rmcp, the TypeScript and the Python SDK —
@@ -15,56 +17,120 @@
 //! `http` (or `--http`) prints the Streamable HTTP table instead (see `http_table`);
 //! `gateway` the cost of `moat gateway` in front of a server (see `gateway_table`);
 //! `spawn` a sandboxed command started by `moat sandbox` and by `moat serve exec` against
-//! bubblewrap (see `spawn_table`).
+//! bubblewrap (see `spawn_table`); `reload` how long a running gateway takes to act on an
+//! edited configuration or a pin approval (see `reload_table`); `crash` how fast a client
+//! learns that its server died (see `crash_table`).
+//!
+//! The arguments are parsed by clap: each table declares its own in an `Args` struct, whose
+//! doc comments are the `--help` text.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use clap::{Parser, Subcommand};
 use moat_bench::{Binaries, Floor, decode, fixtures, moat_side, rmcp_side, ts_server_path};
 use serde_json::{Value, json};
 
+/// Benchmarks of moat against rmcp, the TypeScript and Python SDKs and raw floors.
+///
+/// Without a subcommand: the stdio round-trip table (moat, rmcp and the TypeScript server
+/// next to a line-echo child that does no MCP at all), then decode timings. Build with
+/// `--release`: a debug build measures the debug build.
+#[derive(Parser)]
+#[command(
+    name = "moat-bench",
+    args_conflicts_with_subcommands = true,
+    after_help = "Examples:\n  \
+        cargo run --release -p moat-bench -- all                 # everything, ~2.5 min\n  \
+        cargo run --release -p moat-bench -- http --json         # the HTTP table as JSON\n  \
+        cargo run --release -p moat-bench -- gateway --only direct,gateway\n  \
+        cargo run --release -p moat-bench -- --only moat --calls 2000   # one row, for profiling\n\n\
+        Each table documents itself: `moat-bench <TABLE> --help`. Method and recorded figures: \
+        docs/benchmarks.md."
+)]
+struct Cli {
+    #[command(subcommand)]
+    table: Option<Table>,
+    #[command(flatten)]
+    stdio: Settings,
+}
+
+/// The tables besides the default one.
+#[derive(Subcommand)]
+enum Table {
+    /// Every comparison in one run: moat against rmcp, the TypeScript and the Python SDK
+    /// (stdio, catalog, Streamable HTTP, memory), with a progress display.
+    All(all_table::Args),
+    /// Streamable HTTP on loopback: moat's server against rmcp's, with a raw hyper floor.
+    Http(http_table::Args),
+    /// What `moat gateway` costs a client: latency, throughput and memory, against a
+    /// direct connection.
+    Gateway(gateway_table::Args),
+    /// A sandboxed command started by `moat sandbox` and by `moat serve exec`, against
+    /// bubblewrap.
+    Spawn(spawn_table::Args),
+    /// How long a running gateway takes to act on an edited configuration and on a
+    /// `moat pins approve` made from another process.
+    #[command(after_help = reload_table::ROWS)]
+    Reload(EventArgs),
+    /// How fast a client learns that its server died: mid-call, on later calls, during the
+    /// handshake, and through a gateway.
+    #[command(after_help = crash_table::ROWS)]
+    Crash(EventArgs),
+}
+
+/// The options of the default table (stdio round trips and decoding).
+#[derive(clap::Args)]
 struct Settings {
+    /// Print the figures as JSON instead of tables.
+    #[arg(long)]
     json: bool,
+    /// Sequential calls per stack (the latency samples).
+    #[arg(long, value_name = "N", default_value_t = 3000, value_parser = positive)]
     calls: usize,
+    /// Calls in flight in each pipelined round (the throughput rows).
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = positive)]
     inflight: usize,
+    /// Pipelined rounds per stack; calls/s is the median round.
+    #[arg(long, value_name = "N", default_value_t = 7, value_parser = positive)]
     rounds: usize,
+    /// Only this round-trip row (floor, moat, rmcp, rmcp-pipes, moat->rmcp, rmcp->moat,
+    /// ts), and no decode timings: for profiling.
+    #[arg(long, value_name = "ROW")]
     only: Option<String>,
 }
 
-fn settings() -> Settings {
-    let mut s = Settings {
-        json: false,
-        calls: 3000,
-        inflight: 1000,
-        rounds: 7,
-        only: None,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut number = || -> usize {
-            args.next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("{arg} needs a number"))
-        };
-        match arg.as_str() {
-            "--json" => s.json = true,
-            "--calls" => s.calls = number(),
-            "--inflight" => s.inflight = number(),
-            "--rounds" => s.rounds = number(),
-            "--only" => s.only = args.next(),
-            "-h" | "--help" => {
-                println!(
-                    "moat-bench [--json] [--calls N (sequential calls, default 3000)] \
-                     [--inflight N (pipelined calls per round, default 1000)] [--rounds N (default 7)] [--only ROW (one round-trip row, no decode; for profiling)]\n\
-                     Other tables: `moat-bench all --help` (everything against rmcp, TypeScript and Python), \
-                     `moat-bench http --help`, `moat-bench gateway --help`, `moat-bench spawn --help`."
-                );
-                std::process::exit(0);
-            }
-            other => panic!("unknown argument {other}"),
-        }
+/// The options of the tables of slow events (`reload`, `crash`), rounds of a few seconds.
+#[derive(clap::Args)]
+pub(crate) struct EventArgs {
+    /// Print the figures as JSON instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Rounds: each measures every row once, on fresh processes where the row says so.
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = positive)]
+    pub(crate) rounds: usize,
+}
+
+/// A count of at least one (rounds, calls, clients): zero would measure nothing.
+pub(crate) fn positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("not a whole number: {e}")),
     }
-    s
+}
+
+/// The arguments, with the older `--http`, `--gateway`, `--spawn` and `--all` spellings of
+/// the subcommands accepted as the first argument.
+fn cli() -> Cli {
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(first) = args.get_mut(1)
+        && let Some(name) = first.to_str().and_then(|a| a.strip_prefix("--"))
+        && matches!(name, "http" | "gateway" | "spawn" | "all")
+    {
+        *first = name.into();
+    }
+    Cli::parse_from(args)
 }
 
 /// Latency of one sequential round trip: median and mean, in µs.
@@ -118,14 +184,17 @@ struct Row {
 }
 
 fn main() {
-    match std::env::args().nth(1).as_deref() {
-        Some("http" | "--http") => return http_table::main(),
-        Some("gateway" | "--gateway") => return gateway_table::main(),
-        Some("spawn" | "--spawn") => return spawn_table::main(),
-        Some("all" | "--all") => return all_table::main(),
-        _ => {}
+    let cli = cli();
+    match cli.table {
+        Some(Table::Http(args)) => return http_table::main(args),
+        Some(Table::Gateway(args)) => return gateway_table::main(args),
+        Some(Table::Spawn(args)) => return spawn_table::main(args),
+        Some(Table::All(args)) => return all_table::main(args),
+        Some(Table::Reload(args)) => return reload_table::main(args),
+        Some(Table::Crash(args)) => return crash_table::main(args),
+        None => {}
     }
-    let s = settings();
+    let s = cli.stdio;
     let bins = Binaries::beside_current_exe();
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let mut rows: Vec<Row> = Vec::new();
@@ -387,9 +456,13 @@ fn main() {
 // Outside `src/bin/`, where Cargo would take them for binaries of their own.
 #[path = "../all_table.rs"]
 mod all_table;
+#[path = "../crash_table.rs"]
+mod crash_table;
 #[path = "../gateway_table.rs"]
 mod gateway_table;
 #[path = "../http_table.rs"]
 mod http_table;
+#[path = "../reload_table.rs"]
+mod reload_table;
 #[path = "../spawn_table.rs"]
 mod spawn_table;

@@ -10,6 +10,10 @@
 //! `--catalog` adds the 100 tools of `moat_bench::fixtures::tool` and the 1 MiB text
 //! resource `bench://blob` (the `tools/list` and `resources/read` rows of `moat-bench all`);
 //! without it the server holds only the three small tools, as the idle-memory row wants.
+//!
+//! `MOAT_BENCH_DESCRIBE=TEXT` gives `echo` that description instead of its own:
+//! `moat-bench reload` changes it to make a running gateway hold the tool back until its pin
+//! is approved (an environment variable, because pins are keyed by the command line).
 
 use std::io::Write;
 
@@ -26,12 +30,13 @@ struct AddArgs {
 
 #[tokio::main]
 async fn main() -> moat::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let describe =
+        std::env::var("MOAT_BENCH_DESCRIBE").unwrap_or_else(|_| "Echo the message back".to_owned());
     let server = Server::new("moat-bench-server", env!("CARGO_PKG_VERSION"))
-        .tool(
-            "echo",
-            "Echo the message back",
-            |EchoArgs { message }| async move { Ok::<_, String>(message) },
-        )
+        .tool("echo", &describe, |EchoArgs { message }| async move {
+            Ok::<_, String>(message)
+        })
         .tool_with_context(
             "echo_progress",
             "Report progress once, then echo the message back",
@@ -43,7 +48,6 @@ async fn main() -> moat::Result<()> {
         .tool("add", "Add two integers", |AddArgs { a, b }| async move {
             Ok::<_, String>(a + b)
         });
-    let args: Vec<String> = std::env::args().skip(1).collect();
     let server = if args.iter().any(|a| a == "--catalog") {
         catalog(server)
     } else {

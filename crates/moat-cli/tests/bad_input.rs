@@ -6,16 +6,15 @@
 //! once initialized). The same process takes every row of a phase, so damage accumulates:
 //! at the end it must still be alive and exit cleanly when its stdin closes.
 
-use std::io::Write;
 use std::panic::{self, AssertUnwindSafe};
-use std::process::{Child, ChildStdin};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::process::Child;
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 mod support;
+use support::Lines;
 
 /// How long an answer may take.
 const REPLY: Duration = Duration::from_secs(10);
@@ -32,38 +31,32 @@ const INVALID_PARAMS: i64 = -32602;
 /// A `moat serve everything` process and its stdio.
 struct Moat {
     child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
+    io: Lines,
     probes: u64,
 }
 
 impl Moat {
     fn spawn() -> Moat {
-        let (mut child, lines) = support::serve_everything();
-        let stdin = child.stdin.take();
+        let (child, io) = support::serve_everything();
         Moat {
             child,
-            stdin,
-            lines,
+            io,
             probes: 0,
         }
     }
 
     /// Write `bytes` and a newline.
     fn send(&mut self, bytes: &[u8]) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(bytes).expect("write to moat");
-        stdin.write_all(b"\n").expect("write to moat");
-        stdin.flush().expect("flush to moat");
+        self.io.send(bytes);
     }
 
     fn send_json(&mut self, v: &Value) {
-        self.send(v.to_string().as_bytes());
+        self.io.send_json(v);
     }
 
     /// The next line the server writes, parsed.
     fn recv(&self, within: Duration, what: &str) -> Value {
-        match self.lines.recv_timeout(within) {
+        match self.io.recv(within) {
             Ok(line) => serde_json::from_str(&line).unwrap_or_else(|e| {
                 panic!("{what}: the server wrote a non-JSON line ({e}): {line}")
             }),
@@ -75,7 +68,7 @@ impl Moat {
     }
 
     fn expect_silence(&self, what: &str) {
-        match self.lines.recv_timeout(SILENCE) {
+        match self.io.recv(SILENCE) {
             Ok(line) => panic!("{what}: expected no answer, got {line}"),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
@@ -141,18 +134,9 @@ impl Moat {
             self.child.try_wait().expect("try_wait").is_none(),
             "the server died during the test"
         );
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("the server did not exit within 5 s of its stdin closing");
-            }
-            thread::sleep(Duration::from_millis(20));
+        self.io.close();
+        let Some(status) = support::wait_exit(&mut self.child, Duration::from_secs(5)) else {
+            panic!("the server did not exit within 5 s of its stdin closing");
         };
         assert!(
             status.success(),
@@ -216,7 +200,7 @@ fn run(moat: &mut Moat, rows: Vec<Row>, active: bool) -> Vec<String> {
                 .unwrap_or_default();
             failures.push(format!("row {what:?}: {message}"));
             // Resynchronize: drop whatever else the row provoked.
-            while moat.lines.recv_timeout(SILENCE).is_ok() {}
+            while moat.io.recv(SILENCE).is_ok() {}
             assert!(
                 moat.child.try_wait().expect("try_wait").is_none(),
                 "the server died at row {what:?}"
@@ -619,9 +603,9 @@ fn stdin_eof_still_answers_what_was_read() {
         moat.send_json(&json!({"jsonrpc":"2.0","id":2,"method":"ping"}));
         moat.send_json(&json!({"jsonrpc":"2.0","id":3,"method":"tools/call",
             "params":{"name":"test_simple_text","arguments":{}}}));
-        drop(moat.stdin.take());
+        moat.io.close();
         let mut ids = Vec::new();
-        while let Ok(line) = moat.lines.recv_timeout(REPLY) {
+        while let Ok(line) = moat.io.recv(REPLY) {
             let v: Value = serde_json::from_str(&line).expect("JSON");
             ids.push(v["id"].clone());
         }

@@ -13,21 +13,22 @@
 //!
 //! Every process runs in a session of its own (`setsid`): it has no controlling terminal,
 //! so the gateway cannot ask on `/dev/tty` (as when a desktop app launches it), and its
-//! whole process group is killed on timeout or when a test ends.
+//! whole process tree is killed on timeout or when a test ends.
 
-use std::collections::{BTreeSet, HashMap};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 mod support;
-use support::{Run, command_line, kill_group, spawn_reader, truncate};
+use support::{
+    HttpGateway, Leftovers, Peers, Proc, Ready, Run, Running, descendants, detach, kill_pid,
+};
 
 /// Deadline of one child process (a client run, `moat audit`, ...).
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -49,45 +50,15 @@ const CONSENT_DENY: &str = "deny";
 // Locating the peers
 // ---------------------------------------------------------------------------
 
-struct Peers {
-    dir: PathBuf,
-}
-
-impl Peers {
-    fn path(&self, rel: &str) -> String {
-        self.dir.join(rel).to_string_lossy().into_owned()
-    }
-
-    fn python(&self) -> String {
-        self.path(VENV_PYTHON)
-    }
-
-    fn py_client(&self) -> Vec<String> {
-        vec![self.python(), self.path("py_client.py")]
-    }
-
-    /// The directory Python lives in for real (the venv's interpreter is a symlink), for
-    /// a sandbox's `ro`.
-    fn python_prefix(&self) -> PathBuf {
-        let real = std::fs::canonicalize(self.python()).expect("resolve the venv's python");
-        // PREFIX/bin/python3.x
-        real.parent()
-            .and_then(Path::parent)
-            .expect("python has a prefix")
-            .to_path_buf()
-    }
-}
-
 /// Finds the installed peers, or returns `None` (test skipped) when they are missing
 /// outside CI. Under CI a missing peer is a test failure.
 fn peers() -> Option<Peers> {
-    support::interop_dir(&[
+    support::peers(&[
         FILESYSTEM_JS,
         VENV_PYTHON,
         "py_client.py",
         "py_mutable_server.py",
     ])
-    .map(|dir| Peers { dir })
 }
 
 /// `node` on PATH, resolved.
@@ -113,105 +84,27 @@ fn moat_bin() -> &'static str {
 }
 
 // ---------------------------------------------------------------------------
-// Running children: own session, deadline, whole group killed
+// Running children: own session, deadline, whole tree killed
 // ---------------------------------------------------------------------------
-
-/// Puts the child in a new session: no controlling terminal, its own process group.
-fn detach(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: setsid is async-signal-safe and touches nothing of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-fn kill_pid(pid: u32, signal: i32) {
-    // SAFETY: plain syscall.
-    unsafe {
-        libc::kill(pid as i32, signal);
-    }
-}
-
-/// A child being run by [`run`], for tests that act on it while it runs.
-struct Running {
-    child: Child,
-    cmdline: String,
-    rx: mpsc::Receiver<(bool, String)>,
-}
 
 /// Starts `argv` in its own session with stdin closed and `envs` added.
 fn start(argv: &[String], envs: &[(&str, &str)]) -> Running {
-    let cmdline = command_line(argv);
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .envs(envs.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stdin(Stdio::null());
     detach(&mut cmd);
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot spawn {cmdline}: {e}"));
-    let (tx, rx) = mpsc::channel();
-    spawn_reader(child.stdout.take().expect("stdout piped"), tx.clone(), true);
-    spawn_reader(child.stderr.take().expect("stderr piped"), tx, false);
-    Running { child, cmdline, rx }
+    Running::start(cmd, argv)
 }
 
-impl Running {
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Waits for the exit (killing the group after [`TIMEOUT`]) and for the pipes to close.
-    fn finish(mut self) -> Run {
-        let pid = self.child.id();
-        let started = Instant::now();
-        let status = loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => break Some(status),
-                Ok(None) if started.elapsed() < TIMEOUT => thread::sleep(Duration::from_millis(20)),
-                Ok(None) => {
-                    kill_tree(pid);
-                    let _ = self.child.kill();
-                    let _ = self.child.wait();
-                    break None;
-                }
-                Err(e) => panic!("waiting for {}: {e}", self.cmdline),
-            }
-        };
-        let (stdout, stderr, leaked) =
-            support::collect_output(&self.rx, PIPE_GRACE, || kill_tree(pid));
-        let run = Run {
-            cmdline: self.cmdline,
-            code: status.and_then(|s| s.code()),
-            stdout,
-            stderr,
-        };
-        assert!(
-            status.is_some(),
-            "timed out after {}s; killed its process group\n{}",
-            TIMEOUT.as_secs(),
-            run.describe()
-        );
-        assert!(
-            !leaked,
-            "the process exited but its stdout/stderr stayed open for {}s: a descendant \
-             (the gateway, or a server it started?) outlived it\n{}",
-            PIPE_GRACE.as_secs(),
-            run.describe()
-        );
-        run
-    }
+/// Waits for the exit (killing the tree after [`TIMEOUT`]) and for the pipes to close: a
+/// descendant that outlives the command (the gateway, or a server it started) fails the test.
+fn finish(running: Running) -> Run {
+    running.finish(TIMEOUT, PIPE_GRACE, Leftovers::Fail)
 }
 
 fn run(argv: &[String], envs: &[(&str, &str)]) -> Run {
-    start(argv, envs).finish()
+    finish(start(argv, envs))
 }
 
 /// `moat ARGS...`
@@ -225,78 +118,6 @@ fn moat(args: &[&str], envs: &[(&str, &str)]) -> Run {
 // Processes (for the crash test and the zombie check)
 // ---------------------------------------------------------------------------
 
-#[derive(Debug, Clone)]
-struct Proc {
-    pid: u32,
-    ppid: u32,
-    state: char,
-    cmdline: Vec<String>,
-}
-
-fn processes() -> Vec<Proc> {
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // PID (COMM) STATE PPID ...; COMM may hold spaces and parentheses.
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-            continue;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next().and_then(|s| s.chars().next()).unwrap_or('?');
-        let ppid = fields.next().and_then(|s| s.parse().ok()).unwrap_or(0);
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|raw| {
-                raw.split(|b| *b == 0)
-                    .filter(|a| !a.is_empty())
-                    .map(|a| String::from_utf8_lossy(a).into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        out.push(Proc {
-            pid,
-            ppid,
-            state,
-            cmdline,
-        });
-    }
-    out
-}
-
-/// Every descendant of `root` (not `root` itself).
-fn descendants(root: u32) -> Vec<Proc> {
-    let all = processes();
-    let mut children: HashMap<u32, Vec<&Proc>> = HashMap::new();
-    for p in &all {
-        children.entry(p.ppid).or_default().push(p);
-    }
-    let mut out = Vec::new();
-    let mut todo = vec![root];
-    while let Some(pid) = todo.pop() {
-        for c in children.get(&pid).into_iter().flatten() {
-            out.push((*c).clone());
-            todo.push(c.pid);
-        }
-    }
-    out
-}
-
-/// Kills `root`'s process group and every descendant (servers run in groups of their own).
-fn kill_tree(root: u32) {
-    let below = descendants(root);
-    kill_group(root);
-    for p in below {
-        kill_pid(p.pid, libc::SIGKILL);
-    }
-}
-
 fn is_gateway(p: &Proc) -> bool {
     p.cmdline.iter().any(|a| a == "gateway")
 }
@@ -307,99 +128,6 @@ fn is_everything(p: &Proc) -> bool {
         .windows(2)
         .any(|w| w[0] == "serve" && w[1] == "everything")
         && !p.cmdline.iter().any(|a| a == "sandbox" || a == "gateway")
-}
-
-// ---------------------------------------------------------------------------
-// The gateway over HTTP
-// ---------------------------------------------------------------------------
-
-/// `moat gateway --config X --http 127.0.0.1:0`, in its own session, killed with every
-/// descendant when dropped.
-struct HttpGateway {
-    child: Child,
-    url: String,
-    authority: String,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl HttpGateway {
-    fn start(config: &Path, envs: &[(&str, &str)]) -> HttpGateway {
-        let mut cmd = Command::new(moat_bin());
-        cmd.args(["gateway", "--config"])
-            .arg(config)
-            .args(["--http", "127.0.0.1:0"])
-            .envs(envs.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        detach(&mut cmd);
-        let mut child = cmd.spawn().expect("spawn moat gateway --http");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        {
-            let pipe = child.stderr.take().expect("stderr piped");
-            let log = stderr.clone();
-            thread::spawn(move || {
-                let mut tx = Some(tx);
-                for line in BufReader::new(pipe).lines() {
-                    let Ok(line) = line else { break };
-                    {
-                        let mut log = log.lock().unwrap();
-                        log.push_str(&line);
-                        log.push('\n');
-                    }
-                    if line.starts_with("moat gateway: serving on http://")
-                        && let Some(tx) = tx.take()
-                    {
-                        let _ = tx.send(line);
-                    }
-                }
-            });
-        }
-        let mut gateway = HttpGateway {
-            child,
-            url: String::new(),
-            authority: String::new(),
-            stderr,
-        };
-        let line = match rx.recv_timeout(GATEWAY_START) {
-            Ok(line) => line,
-            Err(e) => panic!(
-                "moat gateway did not print `moat gateway: serving on http://ADDR/mcp` ({e}); \
-                 exit status: {:?}\n--- stderr ---\n{}",
-                gateway.child.try_wait().ok().flatten(),
-                gateway.log()
-            ),
-        };
-        let authority = line
-            .split_once("http://")
-            .and_then(|(_, rest)| rest.split_once("/mcp"))
-            .map(|(a, _)| a.to_owned())
-            .unwrap_or_else(|| panic!("no http://ADDR/mcp in {line:?}"));
-        assert!(
-            !authority.ends_with(":0"),
-            "the gateway must print the port it bound: {line:?}"
-        );
-        gateway.url = format!("http://{authority}/mcp");
-        gateway.authority = authority;
-        gateway
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn log(&self) -> String {
-        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
-    }
-}
-
-impl Drop for HttpGateway {
-    fn drop(&mut self) {
-        kill_tree(self.child.id());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -474,7 +202,13 @@ impl Gw {
         self.http = None;
         if self.via == Via::Http {
             let envs = self.env_refs();
-            self.http = Some(HttpGateway::start(&self.config, &envs));
+            self.http = Some(HttpGateway::start(
+                moat_bin(),
+                &self.config,
+                &envs,
+                Ready::Serving,
+                GATEWAY_START,
+            ));
         }
     }
 
@@ -514,7 +248,7 @@ impl Gw {
     }
 
     fn client_run(&self, args: &[&str]) -> Run {
-        self.client_start(args).finish()
+        finish(self.client_start(args))
     }
 
     /// Runs the client, which must succeed; its JSON output.
@@ -528,11 +262,7 @@ impl Gw {
     /// A run's description plus, over HTTP, the gateway's log.
     fn describe_run(&self, run: &Run) -> String {
         match &self.http {
-            Some(http) => format!(
-                "{}\n--- gateway stderr ---\n{}",
-                run.describe(),
-                truncate(&http.log())
-            ),
+            Some(http) => format!("{}\n--- gateway stderr ---\n{}", run.describe(), http.log()),
             None => run.describe(),
         }
     }
@@ -1312,7 +1042,7 @@ fn killed_mid_call(via: Via, sandboxed: bool) {
     thread::sleep(Duration::from_millis(700));
     kill_pid(victim.pid, libc::SIGKILL);
     let killed_at = Instant::now();
-    let run = client.finish();
+    let run = finish(client);
     let out = run.json(0);
     let slow = &calls(&out)[0];
     let message = call_text(slow);
@@ -1325,10 +1055,11 @@ fn killed_mid_call(via: Via, sandboxed: bool) {
         message.contains("every") && message.contains("stopped during the call"),
         "the error should say the server stopped: {message}"
     );
+    // Handled, not hung until the call timeout (120 s); how fast: `moat-bench crash`.
     let elapsed = slow["elapsedMs"].as_u64().unwrap();
     assert!(
-        elapsed < 10_000,
-        "the call should fail at once, not after {elapsed} ms (call timeout 120 s)"
+        elapsed < 30_000,
+        "the call should fail when its server dies, not after {elapsed} ms (call timeout 120 s)"
     );
     let again = &calls(&out)[1];
     assert!(
@@ -1509,21 +1240,20 @@ fn changed_description_is_held_until_approved() {
     refused_call(&out, 0);
     let approve = gw.moat(&["pins", "approve", "mut__weather"]);
     assert_eq!(approve.code, Some(0), "{}", approve.describe());
+    // Picked up, not missed; how fast: `moat-bench reload` (the pin-approval row).
     let approved_at = Instant::now();
     let authority = gw.http.as_ref().unwrap().authority.clone();
     while !raw_tools_list(&authority).contains("mut__weather") {
         assert!(
-            approved_at.elapsed() < Duration::from_secs(5),
-            "the running gateway did not list the approved tool within 5 s\n{}",
+            approved_at.elapsed() < Duration::from_secs(30),
+            "the running gateway did not list the approved tool within 30 s\n{}",
             gw.gateway_log()
         );
         thread::sleep(Duration::from_millis(25));
     }
-    let picked_up = approved_at.elapsed();
-    eprintln!("approval picked up by the running gateway within {picked_up:?}");
-    assert!(
-        picked_up < Duration::from_secs(2),
-        "approval should be picked up within about a second, took {picked_up:?}"
+    eprintln!(
+        "approval picked up by the running gateway within {:?}",
+        approved_at.elapsed()
     );
     let out = gw.client(&call);
     assert_eq!(description_of(&out, "mut__weather"), WEATHER_V3);

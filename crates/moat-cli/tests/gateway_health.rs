@@ -14,17 +14,14 @@
 //! installed peers (`interop/.venv`, or `$MOAT_INTEROP_DIR/.venv`), installed by `.ci/run`.
 //! Missing peers skip the test, except under CI (`CI` set), where they fail it.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 mod support;
-use support::{Leftovers, Run, kill_group, run, truncate};
+use support::{HttpGateway, Leftovers, Ready, Run, kill_pid, run, script};
 
 /// Deadline of one client run.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -41,18 +38,6 @@ const VENV_PYTHON: &str = ".venv/bin/python";
 
 fn moat_bin() -> &'static str {
     env!("CARGO_BIN_EXE_moat")
-}
-
-/// A script of this checkout's `interop/` (new scripts are there before they are in an
-/// installed `$MOAT_INTEROP_DIR`).
-fn script(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../interop")
-        .join(name);
-    std::fs::canonicalize(&path)
-        .unwrap_or(path)
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// The installed peers' directory (for the venv), or `None` when the test is skipped.
@@ -89,109 +74,38 @@ fn is_hang_server(pid: i32) -> bool {
     !zombie && String::from_utf8_lossy(&cmdline).contains("py_hang_server.py")
 }
 
-/// `moat gateway --config X --http 127.0.0.1:0` in a session of its own, its stderr
-/// collected. Dropping it ends it (SIGTERM, then SIGKILL to its group) and kills every
-/// server start still alive, so a hung server never outlives the test.
-struct HttpGateway {
-    child: Child,
-    url: String,
-    log: Arc<Mutex<String>>,
+/// `moat gateway --config X --http 127.0.0.1:0` (see [`HttpGateway`]). Dropping it ends
+/// it and then every server start still alive, so a hung server never outlives the test.
+struct Gateway {
+    http: Option<HttpGateway>,
     starts: PathBuf,
 }
 
-impl HttpGateway {
-    fn start(config: &Path, starts: &Path) -> HttpGateway {
-        let mut cmd = Command::new(moat_bin());
-        cmd.args(["gateway", "--config"])
-            .arg(config)
-            .args(["--http", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: setsid is async-signal-safe and touches nothing of the parent.
-            unsafe {
-                cmd.pre_exec(|| {
-                    if libc::setsid() == -1 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-        }
-        let mut child = cmd.spawn().expect("spawn moat gateway --http");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        {
-            let pipe = child.stderr.take().expect("stderr piped");
-            let log = log.clone();
-            thread::spawn(move || {
-                let mut tx = Some(tx);
-                for line in BufReader::new(pipe).lines() {
-                    let Ok(line) = line else { break };
-                    {
-                        let mut log = log.lock().unwrap();
-                        log.push_str(&line);
-                        log.push('\n');
-                    }
-                    if line.starts_with("moat gateway: serving on http://")
-                        && let Some(tx) = tx.take()
-                    {
-                        let _ = tx.send(line);
-                    }
-                }
-            });
-        }
-        let mut gateway = HttpGateway {
-            child,
-            url: String::new(),
-            log,
+impl Gateway {
+    fn start(config: &Path, starts: &Path) -> Gateway {
+        let http = HttpGateway::start(moat_bin(), config, &[], Ready::Serving, GATEWAY_START);
+        Gateway {
+            http: Some(http),
             starts: starts.to_path_buf(),
-        };
-        let line = rx.recv_timeout(GATEWAY_START).unwrap_or_else(|e| {
-            panic!(
-                "moat gateway did not print `moat gateway: serving on http://ADDR/mcp` ({e}); \
-                 exit status: {:?}\n--- stderr ---\n{}",
-                gateway.child.try_wait().ok().flatten(),
-                gateway.log()
-            )
-        });
-        let authority = line
-            .split_once("http://")
-            .and_then(|(_, rest)| rest.split_once("/mcp"))
-            .map(|(a, _)| a.to_owned())
-            .unwrap_or_else(|| panic!("no http://ADDR/mcp in {line:?}"));
-        gateway.url = format!("http://{authority}/mcp");
-        gateway
+        }
+    }
+
+    fn url(&self) -> &str {
+        self.http.as_ref().map_or("", |h| h.url.as_str())
     }
 
     fn log(&self) -> String {
-        truncate(&self.log.lock().map(|s| s.clone()).unwrap_or_default())
+        self.http.as_ref().map(HttpGateway::log).unwrap_or_default()
     }
 }
 
-impl Drop for HttpGateway {
+impl Drop for Gateway {
     fn drop(&mut self) {
-        let pid = self.child.id();
-        // SAFETY: plain syscall on the gateway this test started.
-        unsafe {
-            libc::kill(pid as i32, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
-            thread::sleep(Duration::from_millis(20));
-        }
-        kill_group(pid);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        drop(self.http.take());
         // Servers run in process groups of their own: end any start still alive.
         for pid in starts(&self.starts).iter().filter_map(|l| start_pid(l)) {
             if is_hang_server(pid) {
-                // SAFETY: plain syscall on a server this test's gateway started.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                }
+                kill_pid(pid as u32, libc::SIGKILL);
             }
         }
     }
@@ -211,7 +125,7 @@ fn py_client(peers: &Path, url: &str, args: &[&str]) -> Run {
 }
 
 /// The text of a client's only call, which must have been answered without an error.
-fn answered(run: &Run, gateway: &HttpGateway) -> String {
+fn answered(run: &Run, gateway: &Gateway) -> String {
     let out: Value = run.json(0);
     let call = &out["calls"][0];
     let text = call["result"]["content"][0]["text"]
@@ -252,12 +166,12 @@ fn a_server_that_stops_answering_is_restarted() {
     let config_file = dir_path.join("moat.toml");
     std::fs::write(&config_file, config).expect("write moat.toml");
 
-    let gateway = HttpGateway::start(&config_file, &starts_file);
+    let gateway = Gateway::start(&config_file, &starts_file);
 
     // Answered (once the server is up), and then the server stops reading.
     let run = py_client(
         &peers,
-        &gateway.url,
+        gateway.url(),
         &["--call", "hung__echo", r#"{"text": "before"}"#],
     );
     assert_eq!(answered(&run, &gateway), "start 1: before");
@@ -284,7 +198,7 @@ fn a_server_that_stops_answering_is_restarted() {
     // A call now is answered by the new start (waiting for it if it is still starting).
     let run = py_client(
         &peers,
-        &gateway.url,
+        gateway.url(),
         &["--call", "hung__echo", r#"{"text": "after"}"#],
     );
     let text = answered(&run, &gateway);

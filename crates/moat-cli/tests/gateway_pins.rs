@@ -93,30 +93,9 @@ impl Workspace {
     }
 }
 
-async fn tools(client: &Client) -> BTreeSet<String> {
-    client
-        .list_all_tools()
-        .await
-        .expect("tools/list")
-        .into_iter()
-        .map(|t| t.name)
-        .collect()
-}
-
 /// Polls until `check` holds for the tool list, or fails after a deadline.
 async fn wait_for(client: &Client, what: &str, check: impl Fn(&BTreeSet<String>) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let names = tools(client).await;
-        if check(&names) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; tools: {names:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    support::wait_for_tools(client, what, Duration::from_secs(20), check).await;
 }
 
 fn wait_for_file(path: &Path, what: &str) {
@@ -326,7 +305,7 @@ async fn a_swapped_command_in_an_imported_vscode_file_never_runs_until_approved(
         "an added server ran unapproved"
     );
     assert!(
-        !tools(&client)
+        !support::tool_names(&client)
             .await
             .iter()
             .any(|n| n.starts_with("extra__"))
@@ -336,7 +315,7 @@ async fn a_swapped_command_in_an_imported_vscode_file_never_runs_until_approved(
     wait_for_file(&ws.marker("extra"), "the approved server to start");
     wait_for(&client, "extra's tools", |t| t.contains("extra__greet")).await;
     // shell kept running all along.
-    assert!(tools(&client).await.contains("shell__greet"));
+    assert!(support::tool_names(&client).await.contains("shell__greet"));
     client.close().await;
 }
 

@@ -14,18 +14,18 @@
 //! Terminals are pseudo-terminals the tests allocate (`posix_openpt`).
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 mod support;
-use support::{Run, command_line, kill_group, spawn_reader};
+use support::{Leftovers, Lines, Run, Running, detach, kill_tree};
 
 /// Deadline of one command: far above what any of them needs, and what turns a hang into
 /// a failure.
@@ -113,100 +113,15 @@ impl Setup {
 /// [`TIMEOUT`].
 fn run_detached(argv: &[String]) -> Run {
     let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: setsid is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::setsid() == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
+    cmd.args(&argv[1..]).stdin(Stdio::null());
+    detach(&mut cmd);
     wait_bounded(cmd, argv)
 }
 
 /// Spawns `cmd` (its stdout and stderr piped) and waits for it at most [`TIMEOUT`],
-/// killing its process group and failing the test past that.
-fn wait_bounded(mut cmd: Command, argv: &[String]) -> Run {
-    let cmdline = command_line(argv);
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot spawn {cmdline}: {e}"));
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    spawn_reader(child.stdout.take().expect("stdout piped"), tx.clone(), true);
-    spawn_reader(child.stderr.take().expect("stderr piped"), tx, false);
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if started.elapsed() < TIMEOUT => thread::sleep(Duration::from_millis(20)),
-            Ok(None) => {
-                kill_tree(pid);
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            Err(e) => panic!("waiting for {cmdline}: {e}"),
-        }
-    };
-    let (stdout, stderr, _) =
-        support::collect_output(&rx, Duration::from_secs(10), || kill_tree(pid));
-    let run = Run {
-        cmdline,
-        code: status.and_then(|s| s.code()),
-        stdout,
-        stderr,
-    };
-    assert!(
-        status.is_some(),
-        "hung: no end after {}s; killed\n{}",
-        TIMEOUT.as_secs(),
-        run.describe()
-    );
-    run
-}
-
-/// SIGKILL to `pid`'s process group and to the groups of its descendants (the gateway
-/// `moat call` started runs in a group of its own, and its servers in theirs).
-fn kill_tree(pid: u32) {
-    let mut pids = vec![pid];
-    let mut i = 0;
-    while i < pids.len() {
-        let parent = pids[i];
-        if let Ok(entries) = std::fs::read_dir("/proc") {
-            for entry in entries.flatten() {
-                let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
-                    continue;
-                };
-                let stat =
-                    std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
-                // pid (comm) state ppid …: the command may hold spaces and parentheses.
-                let ppid = stat
-                    .rsplit_once(')')
-                    .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-                    .and_then(|p| p.parse::<u32>().ok());
-                if ppid == Some(parent) && !pids.contains(&child) {
-                    pids.push(child);
-                }
-            }
-        }
-        i += 1;
-    }
-    for pid in pids.into_iter().rev() {
-        kill_group(pid);
-        // SAFETY: a plain syscall on a process this test started (or its descendant).
-        unsafe {
-            libc::kill(pid as i32, libc::SIGKILL);
-        }
-    }
+/// killing its process tree and failing the test past that.
+fn wait_bounded(cmd: Command, argv: &[String]) -> Run {
+    Running::start(cmd, argv).finish(TIMEOUT, Duration::from_secs(10), Leftovers::Kill)
 }
 
 /// The text of a `moat call --json` result, and whether it is an error.
@@ -540,30 +455,15 @@ fn a_gateway_in_the_foreground_asks_on_the_terminal() {
         }
     }
     let shown = answer_on(master, "o\n");
-    let mut child = cmd.spawn().expect("spawn moat gateway");
-    // Kept open until the end: with no slave descriptor open anywhere (the gateway holds
-    // none until it asks), reading the master fails and closing it hangs the terminal up.
+    // stdin is kept open until the end: with no slave descriptor open anywhere (the gateway
+    // holds none until it asks), reading the master fails and closing it hangs the terminal up.
+    let (mut child, mut io) = Lines::spawn(&mut cmd);
     let pid = child.id();
-    let mut stdin = child.stdin.take().expect("stdin");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, lines) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let send = |stdin: &mut std::process::ChildStdin, v: Value| {
-        writeln!(stdin, "{v}").expect("write to the gateway");
-        stdin.flush().unwrap();
-    };
-    let wait_for = |id: u64| -> Value {
+    let wait_for = |io: &Lines, id: u64| -> Value {
         let deadline = Instant::now() + TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let line = match lines.recv_timeout(left) {
+            let line = match io.recv(left) {
                 Ok(line) => line,
                 Err(_) => {
                     kill_tree(pid);
@@ -579,24 +479,19 @@ fn a_gateway_in_the_foreground_asks_on_the_terminal() {
             }
         }
     };
-    send(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    io.send_json(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "pty-test", "version": "0"}}}),
     );
-    wait_for(1);
-    send(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    );
-    send(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+    wait_for(&io, 1);
+    io.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    io.send_json(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
             "name": "files__delete_file", "arguments": {"path": "victim.txt"}}}),
     );
-    let answer = wait_for(2);
-    drop(stdin);
+    let answer = wait_for(&io, 2);
+    io.close();
     let ended = Instant::now();
     while child.try_wait().ok().flatten().is_none() && ended.elapsed() < TIMEOUT {
         thread::sleep(Duration::from_millis(20));

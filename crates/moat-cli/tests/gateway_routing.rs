@@ -20,10 +20,8 @@
 //! test, except under CI (`CI` set), where they fail it.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -34,7 +32,7 @@ use moat::{Client, ProtocolVersion, RequestOptions, VersionPreference};
 use serde_json::{Value, json};
 
 mod support;
-use support::{Leftovers, Run, kill_group, run, truncate};
+use support::{HttpGateway, Leftovers, Ready, Run, alive, children, kill_group, run, script};
 
 const MOAT: &str = env!("CARGO_BIN_EXE_moat");
 const EVERYTHING_JS: &str = "node_modules/@modelcontextprotocol/server-everything/dist/index.js";
@@ -61,18 +59,6 @@ fn peers(needs: &[&str]) -> Option<PathBuf> {
 
 fn path(dir: &Path, rel: &str) -> String {
     dir.join(rel).to_string_lossy().into_owned()
-}
-
-/// A script of this checkout's `interop/` (new scripts are there before they are in an
-/// installed `$MOAT_INTEROP_DIR`).
-fn script(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../interop")
-        .join(name);
-    std::fs::canonicalize(&path)
-        .unwrap_or(path)
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// A temporary directory by its real path (roots and sandbox paths are compared as text).
@@ -102,31 +88,6 @@ fn moat_everything(name: &str) -> String {
     )
 }
 
-/// The direct children of `pid`.
-fn children(pid: u32) -> BTreeSet<u32> {
-    let mut out = BTreeSet::new();
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return out;
-    };
-    for task in tasks.flatten() {
-        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            out.extend(
-                text.split_whitespace()
-                    .filter_map(|p| p.parse::<u32>().ok()),
-            );
-        }
-    }
-    out
-}
-
-/// Whether process `pid` exists (a zombie does not count).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-    })
-}
-
 /// On drop (a test that fails half-way), ends the servers the stdio gateway `pid` runs:
 /// ending the gateway does not end them (see `a_gateway_stopped_with_sigterm_stops_its_servers`).
 /// Declared after the client, so that it is dropped first, while the gateway still runs.
@@ -151,124 +112,12 @@ fn kill_leftovers(pids: &BTreeSet<u32>) {
 // The HTTP gateway
 // ---------------------------------------------------------------------------------------
 
-/// `moat gateway --config X --http 127.0.0.1:0` in a session of its own, its stderr
-/// collected, started once it has said where it serves and what it lists (its servers are
-/// up: a client that connects sooner is offered less, see
-/// `a_client_that_connects_while_servers_start_is_offered_what_they_offer`). Dropping it
-/// ends it and what is left of its servers.
-struct HttpGateway {
-    child: Child,
-    url: String,
-    log: Arc<Mutex<String>>,
-}
-
-impl HttpGateway {
-    fn start(config: &Path) -> HttpGateway {
-        let mut cmd = Command::new(MOAT);
-        cmd.args(["gateway", "--config"])
-            .arg(config)
-            .args(["--http", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: setsid is async-signal-safe and touches nothing of the parent.
-            unsafe {
-                cmd.pre_exec(|| {
-                    if libc::setsid() == -1 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-        }
-        let mut child = cmd.spawn().expect("spawn moat gateway --http");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        {
-            let pipe = child.stderr.take().expect("stderr piped");
-            let log = log.clone();
-            thread::spawn(move || {
-                let mut address = None;
-                let mut tx = Some(tx);
-                for line in BufReader::new(pipe).lines() {
-                    let Ok(line) = line else { break };
-                    {
-                        let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
-                        log.push_str(&line);
-                        log.push('\n');
-                    }
-                    if line.starts_with("moat gateway: serving on http://") {
-                        address = Some(line);
-                    } else if line.contains(" tools listed")
-                        && let Some(address) = address.take()
-                        && let Some(tx) = tx.take()
-                    {
-                        let _ = tx.send(address);
-                    }
-                }
-            });
-        }
-        let mut gateway = HttpGateway {
-            child,
-            url: String::new(),
-            log,
-        };
-        let line = rx.recv_timeout(GATEWAY_START).unwrap_or_else(|e| {
-            panic!(
-                "moat gateway did not print `moat gateway: serving on http://ADDR/mcp`, then \
-                 its catalog ({e}); exit status: {:?}\n--- stderr ---\n{}",
-                gateway.child.try_wait().ok().flatten(),
-                gateway.log()
-            )
-        });
-        let authority = line
-            .split_once("http://")
-            .and_then(|(_, rest)| rest.split_once("/mcp"))
-            .map(|(a, _)| a.to_owned())
-            .unwrap_or_else(|| panic!("no http://ADDR/mcp in {line:?}"));
-        gateway.url = format!("http://{authority}/mcp");
-        gateway
-    }
-
-    fn log(&self) -> String {
-        truncate(&self.log.lock().map(|s| s.clone()).unwrap_or_default())
-    }
-}
-
-impl HttpGateway {
-    /// Sends `signal` to the gateway and waits up to `within` for it to exit; whether it
-    /// did.
-    fn stop(&mut self, signal: i32, within: Duration) -> bool {
-        let pid = self.child.id();
-        // SAFETY: plain syscall on the gateway this test started.
-        unsafe {
-            libc::kill(pid as i32, signal);
-        }
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return true;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        false
-    }
-}
-
-impl Drop for HttpGateway {
-    /// Ends the gateway the way it ends cleanly (SIGINT: it stops its servers), then
-    /// anything left of it or of the servers it ran.
-    fn drop(&mut self) {
-        let pid = self.child.id();
-        let servers = children(pid);
-        self.stop(libc::SIGINT, Duration::from_secs(5));
-        kill_group(pid);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        kill_leftovers(&servers);
-    }
+/// `moat gateway --config X --http 127.0.0.1:0` (see [`HttpGateway`]), started once it has
+/// said where it serves and what it lists (its servers are up: a client that connects
+/// sooner is offered less, see
+/// `a_client_that_connects_while_servers_start_is_offered_what_they_offer`).
+fn http_gateway(config: &Path) -> HttpGateway {
+    HttpGateway::start(MOAT, config, &[], Ready::Listed, GATEWAY_START)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -445,7 +294,7 @@ fn assert_overlapped(spans: &[Span], expected: usize) {
 async fn overlapping_calls_of_two_clients_each_get_their_own_answer_from_a_modern_server() {
     let (_guard, dir) = real_tempdir();
     let config = write_config(&dir, &moat_everything("ev"));
-    let gateway = HttpGateway::start(&config);
+    let gateway = http_gateway(&config);
 
     let clients = [
         ("alpha", ProtocolVersion::V2025_11_25),
@@ -552,7 +401,7 @@ async fn overlapping_calls_to_a_handshake_era_server_never_get_another_clients_a
         js = path(&peers, EVERYTHING_JS),
     );
     let config = write_config(&dir, &servers);
-    let gateway = HttpGateway::start(&config);
+    let gateway = http_gateway(&config);
 
     let clients = [
         ("alpha", ProtocolVersion::V2025_11_25),
@@ -802,7 +651,7 @@ async fn a_task_belongs_to_the_session_that_started_it_and_its_id_is_the_gateway
         wire = wire.to_string_lossy(),
     );
     let config = write_config(&dir, &servers);
-    let gateway = HttpGateway::start(&config);
+    let gateway = http_gateway(&config);
     let url = gateway.url.clone();
 
     let a = plain_client(&url, ProtocolVersion::V2025_11_25).await;
@@ -1383,8 +1232,8 @@ async fn a_reload_that_restarts_a_server_costs_one_list_changed_or_none() {
 fn stop_and_watch(signal: i32) -> (bool, bool, String) {
     let (_guard, dir) = real_tempdir();
     let config = write_config(&dir, &moat_everything("ev"));
-    let mut gateway = HttpGateway::start(&config);
-    let servers = children(gateway.child.id());
+    let mut gateway = http_gateway(&config);
+    let servers = children(gateway.pid());
     assert_eq!(servers.len(), 1, "one server: {servers:?}");
     let stopped = gateway.stop(signal, Duration::from_secs(10));
     let deadline = Instant::now() + Duration::from_secs(5);

@@ -10,6 +10,7 @@ use moat::Client;
 use serde_json::json;
 
 mod support;
+use support::children;
 
 const MOAT: &str = env!("CARGO_BIN_EXE_moat");
 
@@ -30,37 +31,9 @@ fn config(state: &Path, servers: &[&str], deny: Option<&str>) -> String {
     text
 }
 
-/// The direct children of `pid`.
-fn children(pid: u32) -> BTreeSet<u32> {
-    let mut out = BTreeSet::new();
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return out;
-    };
-    for task in tasks.flatten() {
-        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            out.extend(
-                text.split_whitespace()
-                    .filter_map(|p| p.parse::<u32>().ok()),
-            );
-        }
-    }
-    out
-}
-
 /// Polls until `check` holds for the tool list, or fails after a deadline.
 async fn wait_for(client: &Client, what: &str, check: impl Fn(&BTreeSet<String>) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let names = support::tool_names(client).await;
-        if check(&names) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; tools: {names:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    support::wait_for_tools(client, what, Duration::from_secs(15), check).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -25,7 +25,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 mod support;
-use support::{Leftovers, Run};
+use support::json::{array, assert_contains_all, is_error, strings, text_of};
+use support::{Leftovers, Peers, Run};
 
 /// Deadline for one child process (moat, or an SDK client driving moat).
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -47,15 +48,14 @@ const VENV_PYTHON: &str = ".venv/bin/python";
 // Locating the peers
 // ---------------------------------------------------------------------------
 
-struct Peers {
-    dir: PathBuf,
+/// The reference servers among the peers.
+trait Servers {
+    fn everything(&self) -> Vec<String>;
+    fn filesystem(&self, root: &Path) -> Vec<String>;
+    fn time(&self) -> Vec<String>;
 }
 
-impl Peers {
-    fn path(&self, rel: &str) -> String {
-        self.dir.join(rel).to_string_lossy().into_owned()
-    }
-
+impl Servers for Peers {
     /// `node .../server-everything/dist/index.js stdio`
     fn everything(&self) -> Vec<String> {
         vec!["node".into(), self.path(EVERYTHING_JS), "stdio".into()]
@@ -78,31 +78,12 @@ impl Peers {
             "UTC".into(),
         ]
     }
-
-    /// TypeScript SDK 1.x (`@modelcontextprotocol/sdk`).
-    fn ts_client(&self) -> Vec<String> {
-        vec!["node".into(), self.path("ts_client.mjs")]
-    }
-
-    /// TypeScript SDK 2.x (`@modelcontextprotocol/client`).
-    fn ts2_client(&self) -> Vec<String> {
-        vec![
-            "node".into(),
-            self.path("ts_client.mjs"),
-            "--sdk".into(),
-            "v2".into(),
-        ]
-    }
-
-    fn py_client(&self) -> Vec<String> {
-        vec![self.path(VENV_PYTHON), self.path("py_client.py")]
-    }
 }
 
 /// Finds the installed peers, or returns `None` (test skipped) when they are
 /// missing outside CI. Under CI a missing peer is a test failure.
 fn peers() -> Option<Peers> {
-    support::interop_dir(&[
+    support::peers(&[
         EVERYTHING_JS,
         FILESYSTEM_JS,
         "node_modules/@modelcontextprotocol/sdk/package.json",
@@ -112,7 +93,6 @@ fn peers() -> Option<Peers> {
         "ts_client.mjs",
         "py_client.py",
     ])
-    .map(|dir| Peers { dir })
 }
 
 // ---------------------------------------------------------------------------
@@ -146,52 +126,6 @@ fn with_protocol<'a>(mut args: Vec<&'a str>, rev: Option<&'a str>) -> Vec<&'a st
 // ---------------------------------------------------------------------------
 // JSON helpers
 // ---------------------------------------------------------------------------
-
-fn array<'a>(v: &'a Value, key: &str) -> &'a Vec<Value> {
-    v.get(key)
-        .and_then(Value::as_array)
-        .unwrap_or_else(|| panic!("`{key}` is not an array in {v:#}"))
-}
-
-fn names(v: &Value, key: &str, field: &str) -> Vec<String> {
-    array(v, key)
-        .iter()
-        .map(|item| {
-            item.get(field)
-                .and_then(Value::as_str)
-                .unwrap_or_else(|| panic!("`{key}` entry without string `{field}`: {item}"))
-                .to_owned()
-        })
-        .collect()
-}
-
-fn assert_contains_all(have: &[String], want: &[&str], what: &str) {
-    for w in want {
-        assert!(
-            have.iter().any(|h| h == w),
-            "{what}: `{w}` missing from {have:?}"
-        );
-    }
-}
-
-/// The concatenated text of every `{"type":"text"}` block in `content`.
-fn text_of(content: &Value) -> String {
-    content
-        .as_array()
-        .unwrap_or_else(|| panic!("content is not an array: {content}"))
-        .iter()
-        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-        .filter_map(|b| b.get("text").and_then(Value::as_str))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn is_error(result: &Value) -> bool {
-    result
-        .get("isError")
-        .and_then(Value::as_bool)
-        .unwrap_or(false)
-}
 
 fn assert_protocol(out: &Value, rev: Option<&str>, default: &str) {
     let want = rev.unwrap_or(default);
@@ -227,7 +161,7 @@ fn client_vs_everything(rev: Option<&str>) {
     assert_protocol(&out, rev, EVERYTHING_LATEST);
     assert_server_name(&out, EVERYTHING_NAME);
     assert_contains_all(
-        &names(&out, "tools", "name"),
+        &strings(&out, "tools", Some("name")),
         &[
             "echo",
             "get-sum",
@@ -312,12 +246,12 @@ fn client_vs_everything(rev: Option<&str>) {
     assert_protocol(&out, rev, EVERYTHING_LATEST);
     assert_server_name(&out, EVERYTHING_NAME);
     assert_contains_all(
-        &names(&out, "resources", "uri"),
+        &strings(&out, "resources", Some("uri")),
         &["demo://resource/static/document/architecture.md"],
         "everything resources",
     );
     assert_contains_all(
-        &names(&out, "resourceTemplates", "uriTemplate"),
+        &strings(&out, "resourceTemplates", Some("uriTemplate")),
         &[
             "demo://resource/dynamic/text/{resourceId}",
             "demo://resource/dynamic/blob/{resourceId}",
@@ -362,7 +296,7 @@ fn client_vs_everything(rev: Option<&str>) {
     assert_protocol(&out, rev, EVERYTHING_LATEST);
     assert_server_name(&out, EVERYTHING_NAME);
     assert_contains_all(
-        &names(&out, "prompts", "name"),
+        &strings(&out, "prompts", Some("name")),
         &["simple-prompt", "args-prompt", "resource-prompt"],
         "everything prompts",
     );
@@ -491,7 +425,7 @@ fn client_vs_filesystem(rev: Option<&str>) {
     assert_protocol(&out, rev, EVERYTHING_LATEST);
     assert_server_name(&out, FILESYSTEM_NAME);
     assert_contains_all(
-        &names(&out, "tools", "name"),
+        &strings(&out, "tools", Some("name")),
         &[
             "read_text_file",
             "list_directory",
@@ -594,7 +528,7 @@ fn client_vs_time(rev: Option<&str>) {
     assert_protocol(&out, rev, TIME_LATEST);
     assert_server_name(&out, TIME_NAME);
     assert_contains_all(
-        &names(&out, "tools", "name"),
+        &strings(&out, "tools", Some("name")),
         &["get_current_time", "convert_time"],
         "time tools",
     );
@@ -797,12 +731,12 @@ fn sdk_client_vs_moat(client: Vec<String>, rev: Option<&str>) -> Value {
     );
 
     assert_contains_all(
-        &names(&out, "resources", "uri"),
+        &strings(&out, "resources", Some("uri")),
         &["test://static-text"],
         "moat everything resources",
     );
     assert_contains_all(
-        &names(&out, "resourceTemplates", "uriTemplate"),
+        &strings(&out, "resourceTemplates", Some("uriTemplate")),
         &["test://template/{id}/data"],
         "moat everything resource templates",
     );
@@ -815,7 +749,7 @@ fn sdk_client_vs_moat(client: Vec<String>, rev: Option<&str>) -> Value {
     );
 
     assert_contains_all(
-        &names(&out, "prompts", "name"),
+        &strings(&out, "prompts", Some("name")),
         &["test_simple_prompt", "test_prompt_with_arguments"],
         "moat everything prompts",
     );
@@ -824,7 +758,7 @@ fn sdk_client_vs_moat(client: Vec<String>, rev: Option<&str>) -> Value {
         .find(|p| p["name"] == "test_prompt_with_arguments")
         .expect("listed above");
     assert_contains_all(
-        &names(with_args, "arguments", "name"),
+        &strings(with_args, "arguments", Some("name")),
         &["arg1", "arg2"],
         "test_prompt_with_arguments arguments",
     );

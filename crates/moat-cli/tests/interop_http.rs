@@ -15,18 +15,17 @@
 //! `interop.rs` (`$MOAT_INTEROP_DIR`, else `interop/`); when missing the tests print
 //! `SKIPPED: ...` and pass, except under CI (`CI` set), where they fail.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 mod support;
-use support::{Leftovers, Run, kill_group};
+use support::json::{array, assert_contains_all, is_error, strings, text_of};
+use support::{Leftovers, Listening, Peers, Run, mcp_authority};
 
 /// Deadline for one SDK client process; the clients get a shorter `--timeout` of their own.
 const TIMEOUT: Duration = Duration::from_secs(45);
@@ -48,27 +47,16 @@ const VENV_PYTHON: &str = ".venv/bin/python";
 // Locating the peers (the client side only)
 // ---------------------------------------------------------------------------
 
-struct Peers {
-    dir: PathBuf,
-}
-
-impl Peers {
-    fn path(&self, rel: &str) -> String {
-        self.dir.join(rel).to_string_lossy().into_owned()
-    }
-}
-
 /// Finds the installed SDK clients, or returns `None` (test skipped) when they are missing
 /// outside CI. Under CI a missing peer is a test failure.
 fn peers() -> Option<Peers> {
-    support::interop_dir(&[
+    support::peers(&[
         "node_modules/@modelcontextprotocol/sdk/package.json",
         "node_modules/@modelcontextprotocol/client/package.json",
         VENV_PYTHON,
         "ts_client.mjs",
         "py_client.py",
     ])
-    .map(|dir| Peers { dir })
 }
 
 // ---------------------------------------------------------------------------
@@ -78,80 +66,37 @@ fn peers() -> Option<Peers> {
 /// `moat serve everything --http 127.0.0.1:0 [EXTRA...]`, in its own process group, killed
 /// (the whole group) when dropped.
 struct MoatHttp {
-    child: Child,
+    server: Listening,
     /// `http://127.0.0.1:PORT`
     base: String,
     /// `127.0.0.1:PORT`, for raw requests.
     authority: String,
-    stderr: Arc<Mutex<String>>,
 }
 
 impl MoatHttp {
     fn start(extra: &[&str]) -> MoatHttp {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_moat"));
         cmd.args(["serve", "everything", "--http", "127.0.0.1:0"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        #[cfg(unix)]
+            .args(extra);
         {
             use std::os::unix::process::CommandExt;
             cmd.process_group(0);
         }
-        let mut child = cmd.spawn().expect("spawn moat serve");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        {
-            let pipe = child.stderr.take().expect("stderr piped");
-            let log = stderr.clone();
-            thread::spawn(move || {
-                let mut tx = Some(tx);
-                for line in BufReader::new(pipe).lines() {
-                    let Ok(line) = line else { break };
-                    log.lock().unwrap().push_str(&line);
-                    log.lock().unwrap().push('\n');
-                    if line.starts_with("moat: serving ")
-                        && let Some(tx) = tx.take()
-                    {
-                        let _ = tx.send(line);
-                    }
-                }
-                // EOF: dropping `tx` tells the waiter the server is gone.
-            });
-        }
-        let mut server = MoatHttp {
-            child,
-            base: String::new(),
-            authority: String::new(),
-            stderr,
-        };
-        let line = match rx.recv_timeout(SERVER_START) {
-            Ok(line) => line,
-            Err(e) => panic!(
-                "moat serve did not print its `moat: serving ... on http://...` line ({e}); \
-                 exit status: {:?}\n--- stderr ---\n{}",
-                server.child.try_wait().ok().flatten(),
-                server.log()
-            ),
-        };
         // `moat: serving moat-everything on http://127.0.0.1:PORT/mcp (...)`
-        let authority = line
-            .split_once("http://")
-            .and_then(|(_, rest)| rest.split_once("/mcp"))
-            .map(|(authority, _)| authority.to_owned())
-            .unwrap_or_else(|| panic!("cannot find http://HOST:PORT/mcp in {line:?}"));
-        let port: u16 = authority
-            .rsplit_once(':')
-            .and_then(|(_, p)| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {line:?}"));
-        assert_ne!(
-            port, 0,
-            "the server must report the port it bound: {line:?}"
+        let (server, authority) = Listening::start(
+            cmd,
+            |line| {
+                line.starts_with("moat: serving ")
+                    .then(|| mcp_authority(line))
+                    .flatten()
+            },
+            SERVER_START,
         );
-        server.base = format!("http://{authority}");
-        server.authority = authority;
-        server
+        MoatHttp {
+            server,
+            base: format!("http://{authority}"),
+            authority,
+        }
     }
 
     fn mcp_url(&self) -> String {
@@ -163,25 +108,12 @@ impl MoatHttp {
     }
 
     fn log(&self) -> String {
-        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
+        self.server.log()
     }
 
     /// The server must still be running after serving the clients.
     fn assert_alive(&mut self) {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!(
-                "moat serve exited while serving ({status})\n--- stderr ---\n{}",
-                self.log()
-            );
-        }
-    }
-}
-
-impl Drop for MoatHttp {
-    fn drop(&mut self) {
-        kill_group(self.child.id());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.server.assert_alive();
     }
 }
 
@@ -330,55 +262,6 @@ impl std::fmt::Debug for Case<'_> {
 // ---------------------------------------------------------------------------
 // JSON helpers and checks
 // ---------------------------------------------------------------------------
-
-fn array<'a>(v: &'a Value, key: &str) -> &'a Vec<Value> {
-    v.get(key)
-        .and_then(Value::as_array)
-        .unwrap_or_else(|| panic!("`{key}` is not an array in {v:#}"))
-}
-
-fn strings(v: &Value, key: &str, field: Option<&str>) -> Vec<String> {
-    array(v, key)
-        .iter()
-        .map(|item| {
-            let s = match field {
-                Some(f) => item.get(f),
-                None => Some(item),
-            };
-            s.and_then(Value::as_str)
-                .unwrap_or_else(|| panic!("`{key}` entry without a string: {item}"))
-                .to_owned()
-        })
-        .collect()
-}
-
-fn assert_contains_all(have: &[String], want: &[&str], what: &str) {
-    for w in want {
-        assert!(
-            have.iter().any(|h| h == w),
-            "{what}: `{w}` missing from {have:?}"
-        );
-    }
-}
-
-/// The concatenated text of every `{"type":"text"}` block in `content`.
-fn text_of(content: &Value) -> String {
-    content
-        .as_array()
-        .unwrap_or_else(|| panic!("content is not an array: {content}"))
-        .iter()
-        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-        .filter_map(|b| b.get("text").and_then(Value::as_str))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn is_error(result: &Value) -> bool {
-    result
-        .get("isError")
-        .and_then(Value::as_bool)
-        .unwrap_or(false)
-}
 
 /// Fields 2026-07-28 added to results; a handshake-era answer must not carry them.
 const MODERN_ONLY_RESULT_FIELDS: [&str; 3] = ["ttlMs", "cacheScope", "resultType"];

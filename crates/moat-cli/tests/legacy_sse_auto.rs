@@ -9,16 +9,13 @@
 //! CI (`CI` set), where they fail.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::thread;
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
 
 mod support;
-use support::{Leftovers, kill_group};
+use support::{Leftovers, Listening};
 
 /// Deadline for one `moat tools` run.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -30,71 +27,27 @@ const SERVER_START: Duration = Duration::from_secs(20);
 const EVERYTHING_JS: &str = "node_modules/@modelcontextprotocol/server-everything/dist/index.js";
 
 /// A server in its own process group, killed (the whole group) when dropped.
-struct Listening {
-    child: Child,
+struct Running {
+    _server: Listening,
     /// `http://127.0.0.1:PORT`
     base: String,
 }
 
-impl Drop for Listening {
-    fn drop(&mut self) {
-        kill_group(self.child.id());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Starts `cmd` in its own process group and reads its stderr until `port_of` finds the
 /// port in a line (the rest of stderr is drained, so the server never blocks on it).
-fn start(mut cmd: Command, port_of: impl Fn(&str) -> Option<u16> + Send + 'static) -> Listening {
+fn start(mut cmd: Command, port_of: impl Fn(&str) -> Option<u16> + Send + 'static) -> Running {
     use std::os::unix::process::CommandExt;
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut child = cmd.spawn().expect("spawn the server");
-    let stderr = child.stderr.take().expect("stderr piped");
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let mut tx = Some(tx);
-        let mut seen = String::new();
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            seen.push_str(&line);
-            seen.push('\n');
-            if let Some(port) = port_of(&line)
-                && let Some(tx) = tx.take()
-            {
-                let _ = tx.send(Ok(port));
-            }
-        }
-        if let Some(tx) = tx {
-            let _ = tx.send(Err(seen));
-        }
-    });
-    let port = match rx.recv_timeout(SERVER_START) {
-        Ok(Ok(port)) => port,
-        Ok(Err(stderr)) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the server exited before listening\n--- stderr ---\n{stderr}")
-        }
-        Err(e) => {
-            kill_group(child.id());
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the server did not say it was listening within {SERVER_START:?} ({e})")
-        }
-    };
-    Listening {
-        child,
+    cmd.process_group(0);
+    let (server, port) = Listening::start(cmd, port_of, SERVER_START);
+    Running {
+        _server: server,
         base: format!("http://127.0.0.1:{port}"),
     }
 }
 
 /// `moat serve everything --http 127.0.0.1:0`, whose stderr says
 /// `moat: serving moat-everything on http://127.0.0.1:PORT/mcp (...)`.
-fn moat_server() -> Listening {
+fn moat_server() -> Running {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_moat"));
     cmd.args(["serve", "everything", "--http", "127.0.0.1:0"]);
     start(cmd, |line| {
@@ -110,7 +63,7 @@ fn moat_server() -> Listening {
 
 /// The TypeScript reference server in `mode` (`sse` or `streamableHttp`), or `None` (test
 /// skipped) when it is not installed.
-fn reference_server(mode: &str) -> Option<Listening> {
+fn reference_server(mode: &str) -> Option<Running> {
     let dir = support::interop_dir(&[EVERYTHING_JS])?;
     // It takes its port from PORT; ask the kernel for a free one.
     let port = std::net::TcpListener::bind("127.0.0.1:0")

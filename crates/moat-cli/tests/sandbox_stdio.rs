@@ -4,11 +4,12 @@
 //! exit status comes back, a real MCP client talks to a sandboxed `moat serve everything`,
 //! an output cap is refused, and killing `moat sandbox` kills the command.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Read;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use moat_test_support::Lines;
 
 const MOAT: &str = env!("CARGO_BIN_EXE_moat");
 
@@ -16,70 +17,37 @@ const MOAT: &str = env!("CARGO_BIN_EXE_moat");
 /// thread (so that a read can time out).
 struct Sandboxed {
     child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
+    io: Lines,
 }
 
 impl Sandboxed {
     fn start(profile: &str, argv: &[&str]) -> Sandboxed {
-        let mut child = Command::new(MOAT)
-            .args(["sandbox", "--stdio", "--profile", profile, "--"])
-            .args(argv)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Sandboxed {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-        }
+        let (child, io) = Lines::spawn(
+            Command::new(MOAT)
+                .args(["sandbox", "--stdio", "--profile", profile, "--"])
+                .args(argv)
+                .stderr(Stdio::piped()),
+        );
+        Sandboxed { child, io }
     }
 
     fn send(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
-        stdin.flush().unwrap();
+        self.io.send(line.as_bytes());
     }
 
     fn line(&self) -> String {
-        self.lines
-            .recv_timeout(Duration::from_secs(20))
-            .expect("a line from the sandboxed command")
+        self.io
+            .line(Duration::from_secs(20), "a line from the sandboxed command")
     }
 
     /// The lines until stdout ends, which must be within `within`.
     fn rest(&self, within: Duration) -> Vec<String> {
-        let until = Instant::now() + within;
-        let mut rest = Vec::new();
-        loop {
-            match self
-                .lines
-                .recv_timeout(until.saturating_duration_since(Instant::now()))
-            {
-                Ok(line) => rest.push(line),
-                Err(mpsc::RecvTimeoutError::Disconnected) => return rest,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    panic!("stdout still open after {within:?} (read: {rest:?})")
-                }
-            }
-        }
+        self.io.rest(within)
     }
 
     /// Closes stdin, waits: the exit code and stderr.
     fn finish(mut self) -> (i32, String) {
-        drop(self.stdin.take());
+        self.io.close();
         let mut err = String::new();
         let mut stderr = self.child.stderr.take().unwrap();
         stderr.read_to_string(&mut err).unwrap();
@@ -98,7 +66,7 @@ fn lines_round_trip_live_and_the_exit_status_passes_through() {
         assert_eq!(s.line(), format!("got line {i}"));
         std::thread::sleep(Duration::from_millis(50));
     }
-    drop(s.stdin.take());
+    s.io.close();
     // Nothing but the command's output on stdout.
     assert!(s.rest(Duration::from_secs(10)).is_empty());
     let (code, stderr) = s.finish();

@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 mod support;
-use support::{Leftovers, Run};
+use support::json::{array, strings};
+use support::{Leftovers, Peers, Run};
 
 /// Deadline for one client run (the client spawns the server and runs its whole script).
 const TIMEOUT: Duration = Duration::from_secs(40);
@@ -88,27 +89,16 @@ impl Client {
     }
 }
 
-struct Peers {
-    dir: PathBuf,
-}
-
-impl Peers {
-    fn path(&self, rel: &str) -> String {
-        self.dir.join(rel).to_string_lossy().into_owned()
-    }
-}
-
 /// Finds the installed clients, or returns `None` (test skipped) when they are missing
 /// outside CI. Under CI a missing peer is a test failure.
 fn peers() -> Option<Peers> {
-    support::interop_dir(&[
+    support::peers(&[
         "node_modules/@modelcontextprotocol/sdk/package.json",
         "node_modules/@modelcontextprotocol/client/package.json",
         VENV_PYTHON,
         "ts_client.mjs",
         "py_client.py",
     ])
-    .map(|dir| Peers { dir })
 }
 
 /// Runs `client` against `moat serve SERVER_ARGS...` with `script` (`--call`/`--read`
@@ -166,24 +156,6 @@ fn run(argv: &[String]) -> Run {
 // ---------------------------------------------------------------------------
 // JSON helpers
 // ---------------------------------------------------------------------------
-
-fn array<'a>(v: &'a Value, key: &str) -> &'a Vec<Value> {
-    v.get(key)
-        .and_then(Value::as_array)
-        .unwrap_or_else(|| panic!("`{key}` is not an array in {v:#}"))
-}
-
-fn strings(v: &Value, key: &str, field: &str) -> Vec<String> {
-    array(v, key)
-        .iter()
-        .map(|item| {
-            item.get(field)
-                .and_then(Value::as_str)
-                .unwrap_or_else(|| panic!("`{key}` entry without string `{field}`: {item}"))
-                .to_owned()
-        })
-        .collect()
-}
 
 /// Every listed tool as the client saw it: name → (readOnlyHint, destructiveHint).
 fn hints(out: &Value) -> BTreeMap<String, (Option<bool>, Option<bool>)> {
@@ -348,14 +320,14 @@ fn fs_vs(client: Client) {
         Some(&json!(true)),
         "{out:#}"
     );
-    let resources = strings(&out, "resources", "uri");
+    let resources = strings(&out, "resources", Some("uri"));
     assert!(resources.contains(&hello_uri), "{resources:?}");
     assert!(
         resources.contains(&format!("file://{root_s}/docs/note.md")),
         "{resources:?}"
     );
     assert_eq!(
-        strings(&out, "resourceTemplates", "uriTemplate"),
+        strings(&out, "resourceTemplates", Some("uriTemplate")),
         ["file:///{+path}"]
     );
 
@@ -661,7 +633,7 @@ fn sqlite_vs(client: Client) {
         );
     }
     assert_eq!(
-        strings(&out, "resources", "uri"),
+        strings(&out, "resources", Some("uri")),
         [
             "sqlite://schema",
             "sqlite://table/customers",
@@ -669,7 +641,7 @@ fn sqlite_vs(client: Client) {
         ]
     );
     assert_eq!(
-        strings(&out, "resourceTemplates", "uriTemplate"),
+        strings(&out, "resourceTemplates", Some("uriTemplate")),
         ["sqlite://table/{name}"]
     );
 

@@ -14,16 +14,15 @@
 //! asserts there are none.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::thread;
+use std::process::Child;
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 mod support;
+use support::Lines;
 
 const REPLY: Duration = Duration::from_secs(10);
 const MODERN: &str = "2026-07-28";
@@ -201,8 +200,7 @@ struct Session {
     schema: Schema,
     modern: bool,
     child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
+    io: Lines,
     next_id: u64,
     /// Every violation found: one paragraph each.
     violations: Vec<String>,
@@ -219,14 +217,12 @@ struct Session {
 impl Session {
     fn start(rev: &'static str) -> Session {
         let schema = Schema::load(rev);
-        let (mut child, lines) = support::serve_everything();
-        let stdin = child.stdin.take();
+        let (child, io) = support::serve_everything();
         Session {
             schema,
             modern: rev == MODERN,
             child,
-            stdin,
-            lines,
+            io,
             next_id: 0,
             violations: Vec::new(),
             notes: Vec::new(),
@@ -241,9 +237,7 @@ impl Session {
     }
 
     fn send(&mut self, msg: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{msg}").expect("write to moat");
-        stdin.flush().expect("flush to moat");
+        self.io.send_json(msg);
     }
 
     /// Check `instance` against each definition; record a violation per failing one.
@@ -323,7 +317,7 @@ impl Session {
     }
 
     fn recv(&mut self, within: Duration, during: &str) -> Option<Value> {
-        match self.lines.recv_timeout(within) {
+        match self.io.recv(within) {
             Ok(line) => match serde_json::from_str::<Value>(&line) {
                 Ok(v) => Some(v),
                 Err(e) => {
@@ -336,7 +330,7 @@ impl Session {
                 }
             },
             Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) if self.stdin.is_none() => None,
+            Err(RecvTimeoutError::Disconnected) if !self.io.is_open() => None,
             Err(RecvTimeoutError::Disconnected) => {
                 panic!(
                     "[{}] during {during}: the server closed its stdout",
@@ -483,27 +477,17 @@ impl Session {
     }
 
     fn finish(mut self) -> (Vec<String>, Vec<String>) {
-        drop(self.stdin.take());
+        self.io.close();
         let rev = self.rev();
         self.drain(Duration::from_secs(2), "shutdown");
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                if !status.success() {
-                    self.notes
-                        .push(format!("exit status after stdin closed: {status}"));
-                }
-                break;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                self.violations.push(format!(
-                    "[{rev}] the server did not exit after stdin closed"
-                ));
-                break;
-            }
-            thread::sleep(Duration::from_millis(20));
+        match support::wait_exit(&mut self.child, Duration::from_secs(5)) {
+            Some(status) if !status.success() => self
+                .notes
+                .push(format!("exit status after stdin closed: {status}")),
+            Some(_) => {}
+            None => self.violations.push(format!(
+                "[{rev}] the server did not exit after stdin closed"
+            )),
         }
         eprintln!(
             "[{rev}] validated {} messages; notifications seen: {:?}; server requests seen: {:?}",

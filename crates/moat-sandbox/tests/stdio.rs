@@ -8,15 +8,15 @@
 //! still holds, the timeout still applies, an output cap is refused, and killing the
 //! supervising process kills the run (nothing is left holding its stdout).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use moat_sandbox::{LimitHit, Outcome, Profile, Sandbox, Termination};
+use moat_test_support::Lines;
 
 fn sandbox() -> Sandbox {
     Sandbox::with_helper(env!("CARGO_BIN_EXE_moat-sandbox-init"))
@@ -72,9 +72,9 @@ fn supervise_if_asked() {
 /// The supervising process, as the test sees it.
 struct Supervisor {
     child: Child,
-    stdin: Option<std::fs::File>,
-    /// Lines of the command's stdout, read by a thread (so that a read can time out).
-    lines: mpsc::Receiver<String>,
+    /// The command's stdin, and the lines of its stdout (read by a thread, so that a read
+    /// can time out).
+    io: Lines,
 }
 
 impl Supervisor {
@@ -111,57 +111,30 @@ impl Supervisor {
         let child = cmd.spawn().unwrap();
         // Only the supervising process holds these ends now: end of file can come.
         drop((in_r, out_w, cmd));
-        let (tx, lines) = mpsc::channel();
-        let out = std::fs::File::from(out_r);
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Supervisor {
-            child,
-            stdin: Some(std::fs::File::from(in_w)),
-            lines,
-        }
+        let io = Lines::new(std::fs::File::from(in_w), std::fs::File::from(out_r));
+        Supervisor { child, io }
     }
 
     fn send(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
-        stdin.flush().unwrap();
+        self.io.send(line.as_bytes());
     }
 
     /// The next line of the command's stdout, within a few seconds.
     fn line(&self) -> String {
-        self.lines
-            .recv_timeout(Duration::from_secs(20))
-            .expect("a line from the sandboxed command")
+        self.io
+            .line(Duration::from_secs(20), "a line from the sandboxed command")
     }
 
     /// Waits for the stdout to end (every holder of its writing end gone); the lines
     /// still read.
     fn rest(&self, within: Duration) -> Vec<String> {
-        let until = Instant::now() + within;
-        let mut rest = Vec::new();
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => rest.push(line),
-                Err(mpsc::RecvTimeoutError::Disconnected) => return rest,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    panic!("stdout still open after {within:?} (read: {rest:?})")
-                }
-            }
-        }
+        self.io.rest(within)
     }
 
     /// Waits for the supervising process: its exit code, the outcome it printed, and its
     /// stderr before that (the command's).
     fn finish(mut self) -> (i32, Result<Outcome, String>, String) {
-        drop(self.stdin.take());
+        self.io.close();
         let mut err = String::new();
         self.child
             .stderr
@@ -216,7 +189,7 @@ fn lines_stream_through_one_at_a_time_and_the_run_ends_with_stdin() {
             assert_eq!(s.line(), format!("got line {i}"), "namespaces {namespaces}");
             std::thread::sleep(Duration::from_millis(50));
         }
-        drop(s.stdin.take());
+        s.io.close();
         assert!(s.rest(Duration::from_secs(10)).is_empty());
         let (code, outcome, stderr) = s.finish();
         let o = outcome.unwrap();
@@ -252,7 +225,7 @@ fn reading_outside_the_read_paths_still_fails_while_streaming() {
         let line = s.line();
         assert!(!line.contains("TOP-SECRET"), "{line}");
         assert!(line.starts_with("status ") && line != "status 0", "{line}");
-        drop(s.stdin.take());
+        s.io.close();
         let (code, _, stderr) = s.finish();
         assert_eq!(code, 0, "{stderr}");
     }

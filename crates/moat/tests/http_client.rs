@@ -8,7 +8,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStderr, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -26,38 +26,7 @@ const EVERYTHING_JS: &str = "node_modules/@modelcontextprotocol/server-everythin
 
 /// The reference server's entry point, or `None` (test skipped) when it cannot run here.
 fn everything_js() -> Option<PathBuf> {
-    let dir = match std::env::var_os("MOAT_INTEROP_DIR").filter(|v| !v.is_empty()) {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop"),
-    };
-    let js = dir.join(EVERYTHING_JS);
-    let node_ok = Command::new("node")
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    let mut missing = Vec::new();
-    if !js.exists() {
-        missing.push(js.display().to_string());
-    }
-    if !node_ok {
-        missing.push("`node` on PATH".to_owned());
-    }
-    if missing.is_empty() {
-        return Some(js);
-    }
-    let msg = format!(
-        "the reference server is not installed (missing: {}); run `bash .ci/run` \
-         (or `bash .ci/run --install-only`) from the repository root",
-        missing.join(", ")
-    );
-    if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
-        panic!("{msg}");
-    }
-    eprintln!("SKIPPED: {msg}");
-    None
+    moat_test_support::interop_dir(&[EVERYTHING_JS]).map(|dir| dir.join(EVERYTHING_JS))
 }
 
 /// A running `server-everything`, killed when dropped.
