@@ -205,7 +205,7 @@ impl Host {
     pub async fn start(config: Config, options: HostOptions) -> Result<Host, HostError> {
         let policy = Policy::for_config(&config)?;
         warn_unmatched(policy.unmatched_servers());
-        let redactor = config.audit.redactor();
+        let redactor = crate::audit::Redactor::new(&config.audit.redact);
         let (pins, decisions, audit) = open_state(&config, &options)?;
         let server = Server::new("moat", env!("CARGO_PKG_VERSION")).instructions(
             "moat gateway: the tools of several MCP servers, each named after its server \
@@ -310,7 +310,7 @@ impl Host {
     pub async fn reload(&self, config: Config) -> Result<(), HostError> {
         let policy = Policy::for_config(&config)?;
         warn_unmatched(policy.unmatched_servers());
-        let redactor = config.audit.redactor();
+        let redactor = crate::audit::Redactor::new(&config.audit.redact);
         let old: Vec<ServerConfig> = self.inner.settings().config.servers.clone();
         // A file new to the configuration is the user's own doing (they imported it): its
         // servers are trusted on first use; one added to a file already read is held.

@@ -6,7 +6,7 @@ use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::PolicyError;
-use super::config::{ArgCondition, Globs};
+use crate::config::policy::{ArgCondition, Globs};
 
 /// Which arguments a condition looks at.
 #[derive(Debug)]

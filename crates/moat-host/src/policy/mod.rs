@@ -152,80 +152,27 @@
 //! 3. `[[policy.labels]]` entries that match the tool, in file order (the last one wins).
 
 mod args;
-mod config;
 mod explain;
 mod rate;
 mod unmatched;
 
 use std::cell::OnceCell;
 use std::collections::HashMap;
-use std::fmt;
-use std::str::FromStr;
 use std::time::Instant;
 
 use globset::{Glob, GlobMatcher, GlobSet, GlobSetBuilder};
 use moat_protocol::types::ToolAnnotations;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use config::{
-    AnnotationsConfig, ArgCondition, Globs, LabelConfig, PolicyConfig, RateLimitConfig,
-    RequestRuleConfig, RuleConfig, TrustOverride,
+pub use crate::config::policy::{
+    AnnotationsConfig, ArgCondition, Decision, Globs, LabelConfig, ParseDecisionError,
+    PolicyConfig, RateLimitConfig, RequestRuleConfig, RuleConfig, TrustOverride,
 };
 pub use rate::RateLimited;
 pub use unmatched::{Unmatched, unmatched_names};
 
 use args::ArgRule;
 use rate::RateLimiter;
-
-/// What policy decides about a tool call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum Decision {
-    /// Forward the call.
-    Allow,
-    /// Forward the call only with the user's consent.
-    #[default]
-    Ask,
-    /// Refuse the call (and hide the tool when denied outright).
-    Deny,
-}
-
-impl Decision {
-    /// `"allow"`, `"ask"` or `"deny"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Allow => "allow",
-            Decision::Ask => "ask",
-            Decision::Deny => "deny",
-        }
-    }
-}
-
-impl fmt::Display for Decision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A string that is not `allow`, `ask` or `deny`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown decision {0:?} (expected allow, ask or deny)")]
-pub struct ParseDecisionError(pub String);
-
-impl FromStr for Decision {
-    type Err = ParseDecisionError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "allow" => Ok(Decision::Allow),
-            "ask" => Ok(Decision::Ask),
-            "deny" => Ok(Decision::Deny),
-            other => Err(ParseDecisionError(other.to_owned())),
-        }
-    }
-}
 
 /// The tool policy is asked about.
 #[derive(Debug, Clone, Copy)]
@@ -833,7 +780,7 @@ mod tests {
         doc[start..start + len].join("\n")
     }
 
-    #[derive(Deserialize)]
+    #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct File {
         policy: PolicyConfig,

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::config::RateLimitConfig;
 use super::{Named, PolicyError, Selector, ToolRef};
+use crate::config::policy::RateLimitConfig;
 
 /// Buckets beyond this many are pruned of full ones (a full bucket is the same as no bucket).
 const PRUNE_ABOVE: usize = 4096;

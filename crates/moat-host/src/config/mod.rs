@@ -19,7 +19,7 @@
 //! A complete moat.toml, annotated (it is also `tests/fixtures/moat.toml`, loaded by the
 //! tests):
 //!
-#![doc = concat!("```toml\n", include_str!("../tests/fixtures/moat.toml"), "```")]
+#![doc = concat!("```toml\n", include_str!("../../tests/fixtures/moat.toml"), "```")]
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -32,7 +32,15 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use toml::de::DeTable;
 
-use crate::expand::{ExpandError, expand};
+use expand::{ExpandError, expand};
+
+pub mod audit;
+mod expand;
+mod import;
+pub mod pins;
+pub mod policy;
+mod reach;
+pub mod search;
 
 /// The host's whole configuration.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -42,15 +50,15 @@ pub struct Config {
     /// The servers, in file order (a moat.toml's own first, then each import's).
     pub servers: Vec<ServerConfig>,
     /// `[policy]`.
-    pub policy: crate::policy::PolicyConfig,
+    pub policy: policy::PolicyConfig,
     /// `[pins]`.
-    pub pins: crate::pins::PinsConfig,
+    pub pins: pins::PinsConfig,
     /// `[audit]`.
-    pub audit: crate::audit::AuditConfig,
+    pub audit: audit::AuditConfig,
     /// `[consent]`.
     pub consent: ConsentConfig,
     /// `[tool_search]`.
-    pub tool_search: crate::search::ToolSearchConfig,
+    pub tool_search: search::ToolSearchConfig,
     /// `[gateway]`.
     pub gateway: GatewayConfig,
     /// Where the audit store, pins and consent decisions live; `None`: the XDG state
@@ -436,7 +444,7 @@ impl Config {
         path: Option<&Path>,
         lookup: Lookup<'_>,
     ) -> Result<Config, ConfigError> {
-        let servers = crate::import::servers_from_json(text, path, lookup)?;
+        let servers = import::servers_from_json(text, path, lookup)?;
         Ok(Config {
             path: path.map(Path::to_path_buf),
             servers,
@@ -757,11 +765,11 @@ struct TomlFile {
     #[serde(default)]
     servers: Ordered<TomlServer>,
     #[serde(default)]
-    policy: crate::policy::PolicyConfig,
+    policy: policy::PolicyConfig,
     #[serde(default)]
-    pins: crate::pins::PinsConfig,
+    pins: pins::PinsConfig,
     #[serde(default)]
-    audit: crate::audit::AuditConfig,
+    audit: audit::AuditConfig,
     #[serde(default)]
     consent: TomlConsent,
     #[serde(default)]
@@ -814,7 +822,7 @@ struct TomlConsent {
 #[serde(deny_unknown_fields)]
 struct TomlToolSearch {
     #[serde(default)]
-    mode: crate::search::SearchMode,
+    mode: search::SearchMode,
     max_tools: Option<usize>,
     max_tokens: Option<usize>,
     #[serde(default)]
@@ -826,9 +834,9 @@ struct TomlToolSearch {
 fn tool_search(
     src: &Source<'_>,
     raw: TomlToolSearch,
-) -> Result<crate::search::ToolSearchConfig, ConfigError> {
-    let default = crate::search::ToolSearchConfig::default();
-    let config = crate::search::ToolSearchConfig {
+) -> Result<search::ToolSearchConfig, ConfigError> {
+    let default = search::ToolSearchConfig::default();
+    let config = search::ToolSearchConfig {
         mode: raw.mode,
         max_tools: raw.max_tools.unwrap_or(default.max_tools),
         max_tokens: raw.max_tokens.unwrap_or(default.max_tokens),
@@ -1005,7 +1013,7 @@ fn toml_server(
         transport: raw.transport.take(),
     };
     let mut server = build_server(src, "servers", name, parts)?;
-    crate::reach::widen_server(&mut server, src.lookup, protected);
+    reach::widen_server(&mut server, src.lookup, protected);
     apply_settings(src, name, &mut server, raw)?;
     Ok(server)
 }
@@ -1248,10 +1256,10 @@ fn toml_imports(
                 Some(IMPORT_HINT.into()),
             ));
         }
-        let mut servers = crate::import::servers_from_json(&text, Some(&path), src.lookup)?;
+        let mut servers = import::servers_from_json(&text, Some(&path), src.lookup)?;
         // The imported file was read alone: it knew nothing of the moat.toml importing it.
         for server in &mut servers {
-            crate::reach::protect(server, protected);
+            reach::protect(server, protected);
         }
         let conflict = |name: &str, first: Option<&Path>| {
             let at_key = (src.locate)(&["servers", name]).or_else(|| (src.locate)(&["import"]));
