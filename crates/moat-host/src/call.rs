@@ -20,8 +20,9 @@ use moat_protocol::types::{CallToolResult, TaskSupport};
 use serde_json::{Map, Value};
 
 use crate::audit::AuditRecord;
+use crate::catalog::ToolEntry;
 use crate::consent::{self, Choice, Question};
-use crate::host::{Inner, ToolEntry};
+use crate::inner::Inner;
 use crate::policy::{Decision, ToolRef};
 use crate::sessions::Sessions;
 
@@ -41,7 +42,7 @@ pub(crate) async fn call(
     record.set_arguments(&args, &settings.config.audit, &settings.redactor);
     let result = run(&inner, &ctx, exposed, args, &mut record).await;
     record.duration_us = started.elapsed().as_micros() as u64;
-    if let Some(audit) = &inner.audit {
+    if let Some(audit) = inner.audit() {
         audit.record(record);
     }
     result
@@ -72,7 +73,7 @@ pub(crate) async fn call_unlisted(
             message.push_str(&format!(". {}", inner.down_message(&server)));
         }
         record.error = Some(message.clone());
-        if let Some(audit) = &inner.audit {
+        if let Some(audit) = inner.audit() {
             audit.record(record);
         }
         return Err(ErrorObject::invalid_params(message));
@@ -173,7 +174,7 @@ async fn run(
     // Containment: after untrusted content, anything that can send data out or change
     // things goes to a person, whatever its own rule says.
     let taint = if entry.labels.sink {
-        inner.sessions.taint_source(ctx)
+        inner.sessions().taint_source(ctx)
     } else {
         None
     };
@@ -190,7 +191,8 @@ async fn run(
 
     if decision == Decision::Ask {
         let settled = taint.is_none()
-            && (inner.sessions.approved(ctx, exposed) || inner.decisions.always_allowed(exposed));
+            && (inner.sessions().approved(ctx, exposed)
+                || inner.decisions().always_allowed(exposed));
         if settled {
             record.consent = Some("approved earlier".into());
         } else {
@@ -229,9 +231,9 @@ async fn run(
                     // A 2026-07-28 request has no session to remember it for: the
                     // approval covers this call only, or it would cover every client.
                     Choice::Session if Sessions::is_sessionless(ctx) => {}
-                    Choice::Session => inner.sessions.approve(ctx, exposed),
+                    Choice::Session => inner.sessions().approve(ctx, exposed),
                     Choice::Always => {
-                        if let Err(e) = inner.decisions.allow_always(exposed) {
+                        if let Err(e) = inner.decisions().allow_always(exposed) {
                             tracing::warn!(tool = exposed, error = %e, "decision not stored");
                         }
                     }
@@ -347,7 +349,7 @@ async fn forward(
                 "ok".into()
             };
             if entry.labels.untrusted_source {
-                inner.sessions.taint(ctx, exposed);
+                inner.sessions().taint(ctx, exposed);
             }
             Ok(result)
         }

@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use crate::audit::AuditRecord;
 use crate::consent::{self, Question};
-use crate::host::Inner;
+use crate::inner::Inner;
 use crate::policy::{Decision, RequestKind};
 use crate::sessions::Sessions;
 
@@ -214,7 +214,7 @@ async fn answer(
             record.error = Some(error.message.clone());
         }
     }
-    if let Some(audit) = &inner.audit {
+    if let Some(audit) = inner.audit() {
         audit.record(record);
     }
     result
@@ -337,7 +337,7 @@ async fn roots_outside_a_call(
     record: &mut AuditRecord,
 ) -> Result<InputResponse, ErrorObject> {
     let with_roots: Vec<moat::Peer> = inner
-        .server
+        .server()
         .connections()
         .into_iter()
         .filter(|p| p.client_capabilities().is_some_and(|c| c.roots.is_some()))
