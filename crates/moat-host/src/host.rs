@@ -15,11 +15,11 @@ use moat::Server;
 use moat_protocol::types::{CompleteRequestParams, CompletionReference, LoggingLevel};
 use tokio::sync::watch;
 
-use crate::HostError;
 use crate::audit::AuditLog;
 use crate::catalog::passed_on;
 use crate::config::{Config, ServerConfig};
 use crate::consent::Decisions;
+use crate::error::HostError;
 use crate::inner::{Inner, Settings, held_notice};
 pub use crate::options::HostOptions;
 use crate::pins::PinStore;

@@ -107,7 +107,7 @@ pub fn origin(config_path: Option<&Path>, cfg: &ServerConfig) -> String {
 
 /// The files a configuration reads servers from (itself and its imports), as [`origin`]
 /// names them.
-pub fn files(config: &crate::Config) -> Vec<String> {
+pub fn files(config: &crate::config::Config) -> Vec<String> {
     config
         .path
         .iter()

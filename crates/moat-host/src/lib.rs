@@ -38,6 +38,7 @@ pub mod scan;
 pub mod search;
 mod search_state;
 mod sessions;
+mod sqlite;
 pub mod state;
 mod subscriptions;
 mod supervisor;

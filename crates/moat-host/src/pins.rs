@@ -396,7 +396,7 @@ impl PinStore {
         let conn = Connection::open(path)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         // WAL: the gateway reads while the CLI writes, and the reverse.
-        let mode = crate::state::use_wal(&conn)?;
+        let mode = crate::sqlite::use_wal(&conn)?;
         if !mode.eq_ignore_ascii_case("wal") {
             // Another connection holds the file; still correct, only less concurrent.
             tracing::warn!(path = %path.display(), %mode, "pin store is not in WAL mode");

@@ -21,8 +21,8 @@ use moat_protocol::types::{
 };
 use serde_json::Value;
 
-use crate::HostError;
 use crate::catalog::{Catalog, Fetched, Held, ToolEntry, passed_on};
+use crate::error::HostError;
 use crate::inner::Inner;
 use crate::naming::prefixed_name;
 use crate::pins::{PinStatus, ServerIdentity};

@@ -17,8 +17,8 @@ use moat_transport::ChildConfig;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::HostError;
 use crate::config::{ServerConfig, ServerTransport, UrlTransport};
+use crate::error::HostError;
 use crate::inner::Inner;
 
 /// The first backoff; doubled after each failed start, up to [`MAX_BACKOFF`].

@@ -124,7 +124,7 @@ fn prepare(conn: &Connection, wal: bool) -> rusqlite::Result<()> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     if wal {
         // A killed host then loses at most the transaction it was writing: committed ones are in the WAL.
-        let mode = crate::state::use_wal(conn)?;
+        let mode = crate::sqlite::use_wal(conn)?;
         if !mode.eq_ignore_ascii_case("wal") {
             tracing::warn!(%mode, "audit store: SQLite refused WAL mode");
         }

@@ -603,7 +603,7 @@ impl Policy {
     /// Compiles `config`'s `[policy]` for its servers: `tool` globs then also match the
     /// names clients see under each server's `prefix`, and globs that select no configured
     /// server can be found ([`Policy::unmatched_servers`]).
-    pub fn for_config(config: &crate::Config) -> Result<Policy, PolicyError> {
+    pub fn for_config(config: &crate::config::Config) -> Result<Policy, PolicyError> {
         Ok(Policy::new(&config.policy)?.with_servers(
             config
                 .servers
