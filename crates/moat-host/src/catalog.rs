@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 use moat_protocol::ErrorObject;
 use moat_protocol::types::{Prompt, Resource, ResourceTemplate, Tool};
 
+use crate::audit::Refusal;
 use crate::policy::Labels;
 
 /// A tool the client may call (whether or not policy lists it).
@@ -39,7 +40,7 @@ impl ToolEntry {
 pub(crate) struct Held {
     pub(crate) server: String,
     /// For the audit trail: "pin changed", "scan: hidden instructions", …
-    pub(crate) rule: String,
+    pub(crate) rule: Refusal,
     /// For the client: what happened and what to do.
     pub(crate) reason: String,
 }

@@ -21,6 +21,7 @@ use moat_protocol::types::{
 };
 use serde_json::Value;
 
+use crate::audit::Refusal;
 use crate::catalog::{Catalog, Fetched, Held, ToolEntry, passed_on};
 use crate::error::HostError;
 use crate::inner::Inner;
@@ -173,7 +174,7 @@ impl Inner {
                     exposed,
                     Held {
                         server: server.to_owned(),
-                        rule: "schema".into(),
+                        rule: Refusal::Schema,
                         reason: format!(
                             "its inputSchema is not a valid JSON Schema ({e}); moat cannot check its arguments"
                         ),
@@ -227,7 +228,7 @@ impl Inner {
             let details: Vec<String> = blocking.iter().map(|f| f.detail.clone()).collect();
             return Some(Held {
                 server: server.to_owned(),
-                rule: format!("scan: {}", first.kind),
+                rule: Refusal::Rule(format!("scan: {}", first.kind)),
                 reason: format!(
                     "its definition looks poisoned ({}); moat keeps it from the model. \
                      If it is benign, set `[pins] {} = \"warn\"` in the configuration.",
@@ -245,7 +246,7 @@ impl Inner {
                     crate::pins::diff(&pinned.definition, &crate::pins::pinned_definition(tool));
                 Some(Held {
                     server: server.to_owned(),
-                    rule: "pin changed".into(),
+                    rule: Refusal::PinChanged,
                     reason: format!(
                         "its definition changed since it was approved, so it is held back until a \
                          person approves it again: `moat pins approve {exposed}` (see `moat pins list`). \
@@ -256,7 +257,7 @@ impl Inner {
             Ok(_) => None,
             Err(e) => Some(Held {
                 server: server.to_owned(),
-                rule: "pin store".into(),
+                rule: Refusal::PinStore,
                 reason: format!("its pin could not be checked ({e}); held back to be safe"),
             }),
         }

@@ -5,7 +5,7 @@
 //! The list stays the same whatever servers come and go, which matters because popular
 //! clients ignore `tools/list_changed`. Search results pass through the same policy filter
 //! as the list would (a hidden tool never appears), and `call_tool` goes through exactly the
-//! path of a direct call ([`crate::call::call`]): schema, policy, rate, containment,
+//! path of a direct call (`call::call`): schema, policy, rate, containment,
 //! consent, pins, audit. Direct calls by name keep working too (through the
 //! server's unknown-tool hook).
 //!

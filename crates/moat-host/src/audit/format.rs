@@ -4,7 +4,7 @@
 //! time-zone database needed. Every cell is text a downstream server may have chosen (tool
 //! names, error messages), so control characters are replaced before they reach a terminal.
 
-use super::AuditRecord;
+use super::{AuditRecord, Decision};
 
 const HEADERS: [&str; 8] = [
     "TIME", "DECISION", "TOOL", "RULE", "CONSENT", "OUTCOME", "DURATION", "BYTES",
@@ -35,7 +35,7 @@ pub fn format_table(records: &[AuditRecord], color: bool) -> String {
         with_errors.then_some("ERROR"),
     );
     for (row, record) in rows.iter().zip(records) {
-        let paint = color.then(|| decision_color(&record.decision));
+        let paint = color.then(|| decision_color(record.decision_kind()));
         let error = record.error.as_deref().map(|e| truncate(&clean(e)));
         push_line(
             &mut out,
@@ -95,11 +95,11 @@ fn cells(r: &AuditRecord) -> [String; 8] {
     ]
 }
 
-fn decision_color(decision: &str) -> &'static str {
+fn decision_color(decision: Option<Decision>) -> &'static str {
     match decision {
-        "allow" => "32",
-        "ask" => "33",
-        "deny" => "31",
+        Some(Decision::Allow) => "32",
+        Some(Decision::Ask) => "33",
+        Some(Decision::Deny) => "31",
         _ => "35",
     }
 }

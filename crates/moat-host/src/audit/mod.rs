@@ -26,6 +26,7 @@ mod format;
 pub mod key;
 mod redact;
 mod store;
+mod verdict;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -37,6 +38,7 @@ pub use duration::{DurationError, parse_duration};
 pub use format::format_table;
 pub use redact::{REDACTED, Redactor, args_digest, redact};
 pub use store::AuditReader;
+pub use verdict::{Decision, Outcome, Refusal};
 
 pub use crate::config::audit::{AuditConfig, DEFAULT_FILE_NAME, DEFAULT_SIGN_EVERY};
 
@@ -64,13 +66,14 @@ pub struct AuditRecord {
     pub args_digest: String,
     /// The arguments themselves, redacted; only with `full_arguments`.
     pub arguments: Option<serde_json::Value>,
-    /// `allow`, `ask`, `deny` or `error`.
+    /// `allow`, `ask`, `deny` or `error` ([`Decision`]).
     pub decision: String,
-    /// Which rule decided, e.g. `rule 2 (no-writes)`, `default`, `pin changed`, `schema`.
+    /// Which rule decided, e.g. `rule 2 (no-writes)`, `default`, `pin changed`, `schema`
+    /// (the gateway's own: [`Refusal`]).
     pub rule: String,
     /// How consent went, e.g. `approved once via elicitation`; `None` when none was asked.
     pub consent: Option<String>,
-    /// `ok`, `tool_error`, `refused` or `failed`.
+    /// `ok`, `tool_error`, `refused`, `failed` or `cancelled` ([`Outcome`]).
     pub outcome: String,
     /// Time from arrival to answer, in microseconds.
     pub duration_us: u64,
