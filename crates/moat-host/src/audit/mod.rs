@@ -21,7 +21,6 @@
 //! ```
 
 pub mod chain;
-mod duration;
 mod format;
 pub mod key;
 mod redact;
@@ -34,7 +33,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use duration::{DurationError, parse_duration};
+pub use crate::config::duration::{DurationError, parse_duration};
 pub use format::format_table;
 pub use redact::{REDACTED, Redactor, args_digest, redact};
 pub use store::AuditReader;

@@ -32,9 +32,12 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use toml::de::DeTable;
 
+use duration::DurationValue;
+pub use duration::{DurationError, parse_duration};
 use expand::{ExpandError, expand};
 
 pub mod audit;
+pub mod duration;
 mod expand;
 mod import;
 pub mod pins;
@@ -1393,57 +1396,6 @@ impl<'de> Deserialize<'de> for TomlSandbox {
     }
 }
 
-/// A duration: `"30s"`, `"500ms"`, `"2m"`, `"1h"`, or a number of seconds.
-pub(crate) struct DurationValue(pub Duration);
-
-impl<'de> Deserialize<'de> for DurationValue {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = DurationValue;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a duration such as \"30s\", \"500ms\", \"2m\", or a number of seconds")
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-                Ok(DurationValue(Duration::from_secs(v)))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-                u64::try_from(v)
-                    .map(|v| DurationValue(Duration::from_secs(v)))
-                    .map_err(|_| E::custom("a duration cannot be negative"))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-                Duration::try_from_secs_f64(v)
-                    .map(DurationValue)
-                    .map_err(|_| E::custom(format!("{v} is not a duration in seconds")))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                parse_duration(v).map(DurationValue).map_err(E::custom)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// Parses `"30s"`, `"1.5s"`, `"500ms"`, `"2m"`, `"1h"`, or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let bad = || format!("{s:?} is not a duration (write e.g. \"30s\", \"500ms\", \"2m\", \"1h\")");
-    let n: f64 = number.parse().map_err(|_| bad())?;
-    let scale = match unit.trim() {
-        "" | "s" | "sec" | "secs" => 1.0,
-        "ms" => 0.001,
-        "m" | "min" | "mins" => 60.0,
-        "h" => 3600.0,
-        _ => return Err(bad()),
-    };
-    Duration::try_from_secs_f64(n * scale).map_err(|_| bad())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1458,19 +1410,6 @@ mod tests {
 
     fn load(text: &str) -> Result<Config, ConfigError> {
         Config::from_toml_str_with(text, Some(Path::new("/etc/moat/moat.toml")), &env)
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
-        assert_eq!(parse_duration("7").unwrap(), Duration::from_secs(7));
-        assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("5 fortnights").is_err());
-        assert!(parse_duration("").is_err());
     }
 
     #[test]
