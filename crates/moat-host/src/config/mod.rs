@@ -27,7 +27,7 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use moat_sandbox::{Limits, Net, Profile};
+use moat_sandbox::Profile;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use toml::de::DeTable;
@@ -37,13 +37,24 @@ pub use duration::{DurationError, parse_duration};
 use expand::{ExpandError, expand};
 
 pub mod audit;
+mod consent;
 pub mod duration;
+mod error;
 mod expand;
+mod gateway;
 mod import;
 pub mod pins;
 pub mod policy;
 mod reach;
 pub mod search;
+mod server;
+
+pub use consent::{ConsentConfig, ConsentMode};
+pub use error::{ConfigError, Diagnostic};
+pub use gateway::GatewayConfig;
+pub use server::{
+    SandboxSetting, ServerConfig, ServerTransport, TrustLabels, UrlTransport, default_profile,
+};
 
 /// The host's whole configuration.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -69,318 +80,6 @@ pub struct Config {
     pub state_dir: Option<PathBuf>,
     /// The files `import` pulled servers from (absolute), so a watcher can follow them too.
     pub imports: Vec<PathBuf>,
-}
-
-/// `[gateway]`: how the gateway supervises its servers. `None`: the host's default.
-#[derive(Debug, Clone, Default, PartialEq)]
-#[non_exhaustive]
-pub struct GatewayConfig {
-    /// How long a client's lists and calls wait for servers that are starting
-    /// (`startup_timeout`, default 30 s); then they are answered with what is up, and
-    /// `list_changed` follows when the rest comes up.
-    pub startup_timeout: Option<Duration>,
-    /// How often each server is health-checked (`ping`, or `server/discover` in
-    /// 2026-07-28); two failures in a row restart it (`health_interval`, default 30 s).
-    pub health_interval: Option<Duration>,
-}
-
-/// One MCP server the host runs (a command) or reaches (a URL).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ServerConfig {
-    /// The table key: `^[A-Za-z0-9_-]{1,32}$` without `__` (tools are named `server__tool`).
-    pub name: String,
-    /// How to reach it.
-    pub transport: ServerTransport,
-    /// The sandbox of a command server ([`SandboxSetting::Off`] for URL servers).
-    pub sandbox: SandboxSetting,
-    /// `enabled = false` keeps a server configured but not started.
-    pub enabled: bool,
-    /// The deadline of one `tools/call`; `None`: the host's default.
-    pub call_timeout: Option<Duration>,
-    /// The server's own say about its tools.
-    pub trust: TrustLabels,
-    /// What its tools' and prompts' names start with towards the client; `None`: the
-    /// default, `NAME__`. `prefix = ""` shows them as the server names them.
-    pub prefix: Option<String>,
-    /// The revision to speak with it (`protocol = "2025-11-25"`); default `auto`: the
-    /// newest both sides speak.
-    pub protocol: moat_protocol::version::VersionPreference,
-    /// The client's JSON file (an `import`, or the configuration itself) this server was
-    /// read from; `None` for a server of moat.toml's own. Launch-spec pins hold an imported
-    /// server whose launch changed (see `launch_pins`).
-    pub imported_from: Option<PathBuf>,
-}
-
-/// How a server is reached.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum ServerTransport {
-    /// A child process speaking MCP on stdio.
-    Command {
-        /// The program (looked up on `PATH` when it has no `/`).
-        command: String,
-        /// Its arguments.
-        args: Vec<String>,
-        /// Variables set for it (the host's own environment is not passed on).
-        env: BTreeMap<String, String>,
-        /// Its working directory (absolute once loaded).
-        cwd: Option<PathBuf>,
-    },
-    /// A server already running at an HTTP URL.
-    Url {
-        /// `http://` or `https://`.
-        url: String,
-        /// Headers sent with every request (e.g. `Authorization`).
-        headers: BTreeMap<String, String>,
-        /// Which HTTP transport to speak.
-        transport: UrlTransport,
-    },
-}
-
-/// The HTTP transport of a URL server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum UrlTransport {
-    /// Streamable HTTP, falling back to the legacy HTTP+SSE transport.
-    #[default]
-    Auto,
-    /// Streamable HTTP only (`"http"` is accepted too, as in Claude Code's `.mcp.json`).
-    #[serde(alias = "http", alias = "streamable-http")]
-    Streamable,
-    /// The legacy HTTP+SSE transport of 2024-11-05.
-    Sse,
-}
-
-/// Whether and how a command server is confined.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-// One per server, built once per load: the size of `Off` does not matter, direct access does.
-#[allow(clippy::large_enum_variant)]
-pub enum SandboxSetting {
-    /// `sandbox = false`: the server runs unconfined.
-    Off,
-    /// The server runs confined by this profile.
-    Profile(Profile),
-}
-
-/// A server's own labels for its tools, used by the injection containment. `None`: the
-/// server said nothing, and the host decides from the tools. In moat.toml these are plain
-/// keys of the server's table: `untrusted = true`, `private = true`, `sink = true`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TrustLabels {
-    /// Its tools return content from outside (web pages, issues, mail): possible injection.
-    pub untrusted: Option<bool>,
-    /// Its tools read private data.
-    pub private: Option<bool>,
-    /// Its tools can send data out or change things.
-    pub sink: Option<bool>,
-}
-
-/// `[consent]`: how the host asks the user before a call that policy says to ask about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConsentConfig {
-    /// Where to ask.
-    pub mode: ConsentMode,
-    /// How long to wait for an answer before denying.
-    pub timeout: Duration,
-}
-
-impl Default for ConsentConfig {
-    fn default() -> Self {
-        ConsentConfig {
-            mode: ConsentMode::Auto,
-            timeout: Duration::from_secs(120),
-        }
-    }
-}
-
-/// Where consent is asked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum ConsentMode {
-    /// MCP elicitation if the client supports it, else the terminal, else deny.
-    #[default]
-    Auto,
-    /// MCP elicitation only (deny when the client cannot elicit).
-    Elicit,
-    /// The controlling terminal only (deny when there is none).
-    Terminal,
-    /// Never ask: whatever policy says to ask about is denied.
-    Deny,
-}
-
-impl ServerConfig {
-    /// What this server's tool and prompt names start with towards the client.
-    pub fn exposed_prefix(&self) -> String {
-        match &self.prefix {
-            Some(prefix) => prefix.clone(),
-            None => format!("{}{}", self.name, crate::naming::SEPARATOR),
-        }
-    }
-
-    /// A command server with the default sandbox profile (reading the current directory) and
-    /// no other settings.
-    pub fn command(name: impl Into<String>, command: impl Into<String>, args: Vec<String>) -> Self {
-        ServerConfig {
-            name: name.into(),
-            transport: ServerTransport::Command {
-                command: command.into(),
-                args,
-                env: BTreeMap::new(),
-                cwd: None,
-            },
-            sandbox: SandboxSetting::Profile(default_profile(&current_dir(), None)),
-            enabled: true,
-            call_timeout: None,
-            trust: TrustLabels::default(),
-            prefix: None,
-            protocol: Default::default(),
-            imported_from: None,
-        }
-    }
-
-    /// A URL server (transport `auto`, no headers).
-    pub fn url(name: impl Into<String>, url: impl Into<String>) -> Self {
-        ServerConfig {
-            name: name.into(),
-            transport: ServerTransport::Url {
-                url: url.into(),
-                headers: BTreeMap::new(),
-                transport: UrlTransport::Auto,
-            },
-            sandbox: SandboxSetting::Off,
-            enabled: true,
-            call_timeout: None,
-            trust: TrustLabels::default(),
-            prefix: None,
-            protocol: Default::default(),
-            imported_from: None,
-        }
-    }
-
-    /// The sandbox profile to start this server with: `None` for URL servers and for
-    /// `sandbox = false`.
-    pub fn profile(&self) -> Option<Profile> {
-        match (&self.transport, &self.sandbox) {
-            (ServerTransport::Command { .. }, SandboxSetting::Profile(p)) => Some(p.clone()),
-            _ => None,
-        }
-    }
-}
-
-/// The profile of a command server that says nothing about its sandbox: the system
-/// directories and `cwd` (else `base`, the config file's directory) read-only, no network,
-/// namespaces, the sandbox's default environment pass-through. Unlike a one-shot command, a
-/// server lives as long as the host, and its stdout is the protocol: no wall-clock limit and
-/// no output cap.
-pub fn default_profile(base: &Path, cwd: Option<&Path>) -> Profile {
-    Profile {
-        ro: vec![cwd.unwrap_or(base).to_path_buf()],
-        system_ro: true,
-        net: Net::None,
-        namespaces: true,
-        cwd: cwd.map(Path::to_path_buf),
-        limits: Limits {
-            timeout: None,
-            output_bytes: None,
-            ..Limits::default()
-        },
-        ..Profile::default()
-    }
-}
-
-/// A configuration mistake, located.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Diagnostic {
-    /// The file it is in.
-    pub file: Option<PathBuf>,
-    /// 1-based line.
-    pub line: Option<usize>,
-    /// 1-based column.
-    pub column: Option<usize>,
-    /// The dotted path of the field (`servers.fs.args`), empty for the document itself.
-    pub field: String,
-    /// What is wrong.
-    pub message: String,
-    /// What to do about it, when that is clear.
-    pub hint: Option<String>,
-}
-
-impl fmt::Display for Diagnostic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.file {
-            Some(file) => write!(f, "{}", file.display())?,
-            None => f.write_str("<config>")?,
-        }
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-            if let Some(column) = self.column {
-                write!(f, ":{column}")?;
-            }
-        }
-        f.write_str(": ")?;
-        if !self.field.is_empty() {
-            write!(f, "{}: ", self.field)?;
-        }
-        f.write_str(&self.message)?;
-        if let Some(hint) = &self.hint {
-            write!(f, " ({hint})")?;
-        }
-        Ok(())
-    }
-}
-
-/// Why a configuration could not be loaded.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("{}: cannot read the configuration: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file was read and something in it is wrong.
-    #[error("{0}")]
-    Invalid(Box<Diagnostic>),
-}
-
-impl ConfigError {
-    /// The 1-based line of the mistake, when known.
-    pub fn line(&self) -> Option<usize> {
-        self.diagnostic().and_then(|d| d.line)
-    }
-
-    /// The 1-based column of the mistake, when known.
-    pub fn column(&self) -> Option<usize> {
-        self.diagnostic().and_then(|d| d.column)
-    }
-
-    /// The dotted field path of the mistake (empty for the document).
-    pub fn field(&self) -> Option<&str> {
-        self.diagnostic().map(|d| d.field.as_str())
-    }
-
-    /// The file the mistake is in.
-    pub fn file(&self) -> Option<&Path> {
-        match self {
-            ConfigError::Read { path, .. } => Some(path),
-            ConfigError::Invalid(d) => d.file.as_deref(),
-        }
-    }
-
-    /// The located mistake, for an invalid file.
-    pub fn diagnostic(&self) -> Option<&Diagnostic> {
-        match self {
-            ConfigError::Invalid(d) => Some(d),
-            ConfigError::Read { .. } => None,
-        }
-    }
 }
 
 /// A variable lookup: a name (without the `env:` prefix) to its value.
@@ -1399,6 +1098,7 @@ impl<'de> Deserialize<'de> for TomlSandbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use moat_sandbox::Net;
 
     fn env(name: &str) -> Option<String> {
         match name {
