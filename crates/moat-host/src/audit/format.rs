@@ -4,7 +4,8 @@
 //! time-zone database needed. Every cell is text a downstream server may have chosen (tool
 //! names, error messages), so control characters are replaced before they reach a terminal.
 
-use super::{AuditRecord, Decision};
+use super::record::AuditRecord;
+use super::verdict::Decision;
 
 const HEADERS: [&str; 8] = [
     "TIME", "DECISION", "TOOL", "RULE", "CONSENT", "OUTCOME", "DURATION", "BYTES",

@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use super::AuditRecord;
+use super::record::AuditRecord;
 use crate::config::policy::Decision as PolicyDecision;
 
 /// What the gateway decided about a call or a server's request.

@@ -31,11 +31,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::error::{ConfigError, Diagnostic};
 use super::expand::ExpandError;
-use crate::config::{
-    ConfigError, Diagnostic, Lookup, Ordered, Parts, SandboxSetting, ServerConfig, ServerTransport,
-    Source, UrlTransport, base_dir, build_server,
-};
+use super::server::{SandboxSetting, ServerConfig, ServerTransport, UrlTransport};
+use super::source::{Lookup, Ordered, Parts, Source, base_dir, build_server};
 
 #[derive(Deserialize)]
 struct JsonFile {

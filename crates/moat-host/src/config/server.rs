@@ -8,8 +8,6 @@ use std::time::Duration;
 use moat_sandbox::{Limits, Net, Profile};
 use serde::Deserialize;
 
-use super::current_dir;
-
 /// One MCP server the host runs (a command) or reaches (a URL).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerConfig {
@@ -181,4 +179,9 @@ pub fn default_profile(base: &Path, cwd: Option<&Path>) -> Profile {
         },
         ..Profile::default()
     }
+}
+
+/// The process's working directory (`.` when it cannot be read).
+pub(crate) fn current_dir() -> PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
 }
