@@ -163,7 +163,7 @@ pub struct GatewayArgs {
 pub struct AuditArgs {
     #[command(subcommand)]
     pub action: Option<AuditAction>,
-    /// Only calls newer than this: 90s, 15m, 1h, 2d, 1h30m.
+    /// Only calls newer than this: 90s, 15m, 1h, 2d, 1h30m (docs/gateway.md, "Durations").
     #[arg(long, value_name = "DURATION")]
     pub since: Option<String>,
     /// Only tools matching this glob (server__tool, or server/tool).
@@ -335,9 +335,10 @@ pub struct Target {
     /// 2026-07-28, or auto (try 2026-07-28, fall back to the newest handshake revision).
     #[arg(long, value_name = "REV", default_value = "auto")]
     pub protocol: String,
-    /// Seconds to wait for each answer from the server.
-    #[arg(long, value_name = "SECS", default_value_t = 60)]
-    pub timeout: u64,
+    /// How long to wait for each answer from the server: seconds, or a duration such as
+    /// 2m (docs/gateway.md, "Durations").
+    #[arg(long, value_name = "DURATION", default_value = "60", value_parser = moat_host::config::parse_duration)]
+    pub timeout: std::time::Duration,
     /// With a URL: which HTTP transport to use. auto tries Streamable HTTP and falls back
     /// to the legacy HTTP+SSE transport (2024-11-05) when the server refuses it.
     #[arg(long, value_name = "KIND", default_value = "auto", value_parser = ["auto", "streamable", "sse"])]
@@ -502,9 +503,10 @@ pub struct SandboxArgs {
     /// as addresses. Repeatable, or comma-separated: github.com:22,443,*.github.io.
     #[arg(long, value_name = "PATTERN")]
     pub allow_net: Vec<String>,
-    /// Wall-clock limit in seconds. Default: 60, or none with --stdio.
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<f64>,
+    /// Wall-clock limit: seconds, or a duration such as 2m (docs/gateway.md, "Durations").
+    /// Default: 60 s, or none with --stdio.
+    #[arg(long, value_name = "DURATION", value_parser = moat_host::config::parse_duration)]
+    pub timeout: Option<std::time::Duration>,
     /// Memory (address space) limit in bytes; K, M and G suffixes allowed.
     #[arg(long, value_name = "BYTES")]
     pub memory: Option<String>,

@@ -19,9 +19,10 @@ use moat_protocol::ErrorObject;
 use moat_protocol::types::{CallToolResult, TaskSupport};
 use serde_json::{Map, Value};
 
-use crate::audit::AuditRecord;
+use crate::audit::{self, AuditRecord, Outcome, Refusal};
+use crate::catalog::ToolEntry;
 use crate::consent::{self, Choice, Question};
-use crate::host::{Inner, ToolEntry};
+use crate::inner::Inner;
 use crate::policy::{Decision, ToolRef};
 use crate::sessions::Sessions;
 
@@ -41,7 +42,7 @@ pub(crate) async fn call(
     record.set_arguments(&args, &settings.config.audit, &settings.redactor);
     let result = run(&inner, &ctx, exposed, args, &mut record).await;
     record.duration_us = started.elapsed().as_micros() as u64;
-    if let Some(audit) = &inner.audit {
+    if let Some(audit) = inner.audit() {
         audit.record(record);
     }
     result
@@ -63,16 +64,13 @@ pub(crate) async fn call_unlisted(
         let settings = inner.settings();
         let mut record = new_record(&ctx, name);
         record.set_arguments(&args, &settings.config.audit, &settings.redactor);
-        record.decision = "error".into();
-        record.rule = "unknown tool".into();
-        record.outcome = "refused".into();
         // A tool of a server that is down is unknown only because its server is: say so.
         let mut message = format!("Unknown tool: {name}");
         for server in inner.down_servers_for(name) {
             message.push_str(&format!(". {}", inner.down_message(&server)));
         }
-        record.error = Some(message.clone());
-        if let Some(audit) = &inner.audit {
+        record.refuse(&Refusal::UnknownTool, &message);
+        if let Some(audit) = inner.audit() {
             audit.record(record);
         }
         return Err(ErrorObject::invalid_params(message));
@@ -81,17 +79,18 @@ pub(crate) async fn call_unlisted(
 }
 
 fn new_record(ctx: &RequestContext, exposed: &str) -> AuditRecord {
-    AuditRecord {
+    let mut record = AuditRecord {
         time_ms: unix_ms(),
         session: Sessions::key(ctx).to_string(),
         client: ctx
             .client_info()
             .map(|i| format!("{} {}", i.name, i.version)),
         exposed_name: exposed.to_owned(),
-        decision: "deny".into(),
-        outcome: "refused".into(),
         ..AuditRecord::default()
-    }
+    };
+    record.decide(audit::Decision::Deny);
+    record.end(Outcome::Refused);
+    record
 }
 
 async fn run(
@@ -109,13 +108,13 @@ async fn run(
                     record.server = held.server.clone();
                     refuse(
                         record,
-                        &held.rule,
+                        held.rule.clone(),
                         format!("moat holds back {exposed}: {}", held.reason),
                     )
                 }
                 None => refuse(
                     record,
-                    "unknown tool",
+                    Refusal::UnknownTool,
                     format!("no tool {exposed} is available (its server may be restarting)"),
                 ),
             });
@@ -129,7 +128,7 @@ async fn run(
         other => {
             return Ok(refuse(
                 record,
-                "schema",
+                Refusal::Schema,
                 format!("the arguments of {exposed} must be a JSON object, not {other}"),
             ));
         }
@@ -137,7 +136,7 @@ async fn run(
     if let Err(message) = validate(&entry, &args) {
         return Ok(refuse(
             record,
-            "schema",
+            Refusal::Schema,
             format!("invalid arguments for {exposed}: {message}"),
         ));
     }
@@ -155,7 +154,7 @@ async fn run(
     if verdict.decision == Decision::Deny {
         return Ok(refuse(
             record,
-            &verdict.rule,
+            Refusal::Rule(verdict.rule.clone()),
             format!(
                 "moat's policy denies this call to {exposed} ({}). If it should be allowed, change that rule in the gateway's configuration.",
                 verdict.rule
@@ -165,7 +164,7 @@ async fn run(
     if let Err(limited) = settings.policy.check_rate(&tool_ref) {
         return Ok(refuse(
             record,
-            "rate limit",
+            Refusal::RateLimit,
             format!("{exposed} is called too often: {limited}"),
         ));
     }
@@ -173,7 +172,7 @@ async fn run(
     // Containment: after untrusted content, anything that can send data out or change
     // things goes to a person, whatever its own rule says.
     let taint = if entry.labels.sink {
-        inner.sessions.taint_source(ctx)
+        inner.sessions().taint_source(ctx)
     } else {
         None
     };
@@ -184,13 +183,14 @@ async fn run(
         reason = format!(
             "this session has read untrusted content (from {source}) and {exposed} can send data out or change things"
         );
-        record.rule = "taint".into();
+        record.rule = Refusal::Taint.rule().to_owned();
     }
-    record.decision = decision.to_string();
+    record.decide(decision.into());
 
     if decision == Decision::Ask {
         let settled = taint.is_none()
-            && (inner.sessions.approved(ctx, exposed) || inner.decisions.always_allowed(exposed));
+            && (inner.sessions().approved(ctx, exposed)
+                || inner.decisions().always_allowed(exposed));
         if settled {
             record.consent = Some("approved earlier".into());
         } else {
@@ -216,7 +216,7 @@ async fn run(
                 };
                 return Ok(refuse(
                     record,
-                    &record.rule.clone(),
+                    Refusal::Rule(record.rule.clone()),
                     format!(
                         "{exposed} needs consent ({reason}), and it was not given ({}).{hint}",
                         answer.how
@@ -229,9 +229,9 @@ async fn run(
                     // A 2026-07-28 request has no session to remember it for: the
                     // approval covers this call only, or it would cover every client.
                     Choice::Session if Sessions::is_sessionless(ctx) => {}
-                    Choice::Session => inner.sessions.approve(ctx, exposed),
+                    Choice::Session => inner.sessions().approve(ctx, exposed),
                     Choice::Always => {
-                        if let Err(e) = inner.decisions.allow_always(exposed) {
+                        if let Err(e) = inner.decisions().allow_always(exposed) {
                             tracing::warn!(tool = exposed, error = %e, "decision not stored");
                         }
                     }
@@ -270,7 +270,7 @@ async fn forward(
     let client = match inner.wait_live(&entry.server).await {
         Ok(client) => client,
         Err(message) => {
-            record.outcome = "failed".into();
+            record.end(Outcome::Failed);
             record.error = Some(message.clone());
             return Ok(CallToolResult::error(message));
         }
@@ -328,7 +328,7 @@ async fn forward(
     match answer {
         None => {
             // Dropping the call future sends `notifications/cancelled` downstream.
-            record.outcome = "cancelled".into();
+            record.end(Outcome::Cancelled);
             Ok(CallToolResult::error("cancelled by the client"))
         }
         Some(Ok(mut result)) => {
@@ -341,20 +341,20 @@ async fn forward(
                 }
             }
             record.result_bytes = encoded_len(&result);
-            record.outcome = if result.is_error == Some(true) {
-                "tool_error".into()
+            record.end(if result.is_error == Some(true) {
+                Outcome::ToolError
             } else {
-                "ok".into()
-            };
+                Outcome::Ok
+            });
             if entry.labels.untrusted_source {
-                inner.sessions.taint(ctx, exposed);
+                inner.sessions().taint(ctx, exposed);
             }
             Ok(result)
         }
         // The server's own JSON-RPC error goes to the client as it is: an intermediary
         // that turned it into a tool result would change what the client sees.
         Some(Err(moat::Error::Remote { error, .. })) => {
-            record.outcome = "failed".into();
+            record.end(Outcome::Failed);
             record.error = Some(format!("server {}: {error}", entry.server));
             Err(error)
         }
@@ -370,7 +370,7 @@ async fn forward(
                 ),
                 _ => format!("server {}: {error}", entry.server),
             };
-            record.outcome = "failed".into();
+            record.end(Outcome::Failed);
             record.error = Some(message.clone());
             Ok(CallToolResult::error(message))
         }
@@ -445,18 +445,8 @@ fn validate(entry: &ToolEntry, args: &Value) -> Result<(), String> {
     }
 }
 
-fn refuse(record: &mut AuditRecord, rule: &str, message: String) -> CallToolResult {
-    // A refused `ask` stays `ask` in the trail (the consent column says who said no).
-    if rule == "unknown tool" || rule == "schema" {
-        record.decision = "error".into();
-    } else if record.decision != "ask" {
-        record.decision = "deny".into();
-    }
-    if record.rule.is_empty() || record.rule != rule {
-        record.rule = rule.to_owned();
-    }
-    record.outcome = "refused".into();
-    record.error = Some(message.clone());
+fn refuse(record: &mut AuditRecord, refusal: Refusal, message: String) -> CallToolResult {
+    record.refuse(&refusal, &message);
     CallToolResult::error(message)
 }
 

@@ -26,8 +26,8 @@ use moat::RequestContext;
 use moat_protocol::types::{ElicitAction, ElicitRequestFormParams, ElicitValue, RequestedSchema};
 use rusqlite::Connection;
 
-use crate::HostError;
 use crate::config::ConsentMode;
+use crate::error::HostError;
 
 /// How long an answer holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -403,7 +403,7 @@ impl Decisions {
 
     fn init(conn: Connection) -> rusqlite::Result<Decisions> {
         conn.busy_timeout(Duration::from_secs(5))?;
-        crate::state::use_wal(&conn)?;
+        crate::sqlite::use_wal(&conn)?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS consent_always (
                 tool TEXT PRIMARY KEY,

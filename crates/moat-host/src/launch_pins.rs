@@ -27,26 +27,13 @@
 use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+pub use crate::config::pins::ServerPins;
 use crate::config::{SandboxSetting, ServerConfig, ServerTransport};
 use crate::pins::{PinError, PinStore, bump, diff, hash_value, json_column, unix_now};
-
-/// `[pins] servers`: whose changed launches are held until approved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum ServerPins {
-    /// Servers read from a client's JSON file (imported, or the configuration itself).
-    #[default]
-    Imports,
-    /// Every server, moat.toml's own too.
-    All,
-    /// No launch pins.
-    Off,
-}
 
 /// The launch spec of a server, as pinned: what decides what runs. Secrets stay out: an
 /// environment value is a digest, a header only its name.
@@ -120,7 +107,7 @@ pub fn origin(config_path: Option<&Path>, cfg: &ServerConfig) -> String {
 
 /// The files a configuration reads servers from (itself and its imports), as [`origin`]
 /// names them.
-pub fn files(config: &crate::Config) -> Vec<String> {
+pub fn files(config: &crate::config::Config) -> Vec<String> {
     config
         .path
         .iter()

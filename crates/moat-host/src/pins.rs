@@ -53,61 +53,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use moat_protocol::types::Tool;
 use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::scan::{Finding, FindingKind, ScanAction};
-
-/// The `[pins]` table of the configuration (see the module docs for the defaults and why).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-#[non_exhaustive]
-pub struct PinsConfig {
-    /// Pin tool definitions and hold back changed ones.
-    pub enabled: bool,
-    /// Which servers' changed launches are held until approved.
-    pub servers: crate::launch_pins::ServerPins,
-    /// What to do when a definition carries invisible Unicode.
-    pub invisible: ScanAction,
-    /// What to do when a definition carries instructions aimed at the model.
-    pub instructions: ScanAction,
-    /// What to do when a definition names another server's tool.
-    pub shadowing: ScanAction,
-}
-
-// Not derived: pinning is on by default, and `bool::default()` is false.
-impl Default for PinsConfig {
-    fn default() -> Self {
-        PinsConfig {
-            enabled: true,
-            servers: crate::launch_pins::ServerPins::default(),
-            invisible: ScanAction::Block,
-            instructions: ScanAction::Block,
-            shadowing: ScanAction::Warn,
-        }
-    }
-}
-
-impl PinsConfig {
-    /// The configured action for one kind of finding.
-    pub fn action(&self, kind: FindingKind) -> ScanAction {
-        match kind {
-            FindingKind::InvisibleUnicode => self.invisible,
-            FindingKind::HiddenInstructions => self.instructions,
-            FindingKind::Shadowing => self.shadowing,
-        }
-    }
-
-    /// The strongest action any of `findings` calls for (`Off` when there are none).
-    pub fn verdict(&self, findings: &[Finding]) -> ScanAction {
-        findings
-            .iter()
-            .map(|f| self.action(f.kind))
-            .max()
-            .unwrap_or(ScanAction::Off)
-    }
-}
+pub use crate::config::pins::{PinsConfig, ServerPins};
 
 /// Errors of the pin store.
 #[derive(Debug, thiserror::Error)]
@@ -446,7 +396,7 @@ impl PinStore {
         let conn = Connection::open(path)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         // WAL: the gateway reads while the CLI writes, and the reverse.
-        let mode = crate::state::use_wal(&conn)?;
+        let mode = crate::sqlite::use_wal(&conn)?;
         if !mode.eq_ignore_ascii_case("wal") {
             // Another connection holds the file; still correct, only less concurrent.
             tracing::warn!(path = %path.display(), %mode, "pin store is not in WAL mode");
@@ -883,6 +833,7 @@ pub(crate) fn unix_now() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scan::{Finding, FindingKind, ScanAction};
     use serde_json::json;
 
     fn tool(description: &str) -> Tool {

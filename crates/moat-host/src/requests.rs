@@ -27,9 +27,9 @@ use moat_protocol::types::{
 use moat_protocol::version::{META_CLIENT_CAPABILITIES, META_LOG_LEVEL};
 use serde_json::Value;
 
-use crate::audit::AuditRecord;
+use crate::audit::{self, AuditRecord, Outcome};
 use crate::consent::{self, Question};
-use crate::host::Inner;
+use crate::inner::Inner;
 use crate::policy::{Decision, RequestKind};
 use crate::sessions::Sessions;
 
@@ -172,10 +172,10 @@ async fn answer(
         server: server.to_owned(),
         tool: request.method().to_owned(),
         exposed_name: format!("{server}: {}", request.method()),
-        decision: "deny".into(),
-        outcome: "refused".into(),
         ..AuditRecord::default()
     };
+    record.decide(audit::Decision::Deny);
+    record.end(Outcome::Refused);
     let settings = inner.settings();
     if let Ok(params) = serde_json::to_value(&request) {
         let params = params.get("params").cloned().unwrap_or(Value::Null);
@@ -204,17 +204,17 @@ async fn answer(
     record.duration_us = started.elapsed().as_micros() as u64;
     match &result {
         Ok(answer) => {
-            record.outcome = "ok".into();
+            record.end(Outcome::Ok);
             record.result_bytes = serde_json::to_vec(answer).map_or(0, |v| v.len() as u64);
         }
         Err(error) => {
-            if record.outcome != "refused" {
-                record.outcome = "failed".into();
+            if record.outcome_kind() != Some(Outcome::Refused) {
+                record.end(Outcome::Failed);
             }
             record.error = Some(error.message.clone());
         }
     }
-    if let Some(audit) = &inner.audit {
+    if let Some(audit) = inner.audit() {
         audit.record(record);
     }
     result
@@ -232,7 +232,7 @@ async fn decide_and_forward(
     let settings = inner.settings();
     let verdict = settings.policy.request(server, kind);
     record.rule = verdict.rule.clone();
-    record.decision = verdict.decision.to_string();
+    record.decide(verdict.decision.into());
     if verdict.decision == Decision::Deny {
         return Err(ErrorObject::new(
             REFUSED,
@@ -288,7 +288,7 @@ async fn decide_and_forward(
             ));
         }
     }
-    record.outcome = "failed".into();
+    record.end(Outcome::Failed);
     let lacks = |what: &str| {
         ErrorObject::new(
             moat_protocol::error::METHOD_NOT_FOUND,
@@ -337,7 +337,7 @@ async fn roots_outside_a_call(
     record: &mut AuditRecord,
 ) -> Result<InputResponse, ErrorObject> {
     let with_roots: Vec<moat::Peer> = inner
-        .server
+        .server()
         .connections()
         .into_iter()
         .filter(|p| p.client_capabilities().is_some_and(|c| c.roots.is_some()))
@@ -363,7 +363,7 @@ async fn roots_outside_a_call(
         }
     };
     record.session = peer.id().to_string();
-    record.outcome = "failed".into();
+    record.end(Outcome::Failed);
     let roots: ListRootsResult = peer
         .request_with(
             methods::ROOTS_LIST,

@@ -5,7 +5,7 @@
 //! The list stays the same whatever servers come and go, which matters because popular
 //! clients ignore `tools/list_changed`. Search results pass through the same policy filter
 //! as the list would (a hidden tool never appears), and `call_tool` goes through exactly the
-//! path of a direct call ([`crate::call::call`]): schema, policy, rate, containment,
+//! path of a direct call (`call::call`): schema, policy, rate, containment,
 //! consent, pins, audit. Direct calls by name keep working too (through the
 //! server's unknown-tool hook).
 //!
@@ -14,20 +14,20 @@
 //! background after each catalog change; tool embeddings are cached in the state directory
 //! by definition hash, so a rebuild embeds only what changed.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use globset::{Glob, GlobSet, GlobSetBuilder};
+use globset::GlobSet;
 use moat::RequestContext;
 use moat_protocol::types::{CallToolResult, Tool, ToolAnnotations};
-use moat_search::{Embedder, Index, ToolDoc};
-use serde::Deserialize;
+use moat_search::Embedder;
 use serde_json::{Value, json};
 
-use crate::host::Inner;
+pub use crate::config::search::{SearchMode, ToolSearchConfig};
+use crate::inner::Inner;
+use crate::reindex::{catalog_changed, rebuild_now};
+use crate::search_state::SearchState;
 
 /// The names of the meta-tools (never `server__tool`, so they cannot collide).
 pub const SEARCH_TOOLS: &str = "search_tools";
@@ -39,64 +39,6 @@ const MAX_LIMIT: usize = 50;
 
 /// Longest query `search_tools` takes.
 const MAX_QUERY_BYTES: usize = 4096;
-
-/// How long catalog changes settle before the index is rebuilt.
-const REBUILD_DELAY: Duration = Duration::from_millis(100);
-
-/// `[tool_search]`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ToolSearchConfig {
-    /// `auto` (on when the catalog is larger than `max_tools` or `max_tokens`), `on`, `off`.
-    pub mode: SearchMode,
-    /// `auto` turns search on above this many listed tools.
-    pub max_tools: usize,
-    /// `auto` turns search on above this many tokens of tool definitions.
-    pub max_tokens: usize,
-    /// Tools listed directly even in search mode (globs on `server__tool`).
-    pub always: Vec<String>,
-    /// A directory with the embedding model (`config.json`, `tokenizer.json`,
-    /// `model.safetensors`); default: `$MOAT_MODEL_DIR`, then the standard caches.
-    pub model: Option<PathBuf>,
-    /// Results of a search when the model does not ask for a number.
-    pub limit: usize,
-}
-
-impl Default for ToolSearchConfig {
-    fn default() -> Self {
-        ToolSearchConfig {
-            mode: SearchMode::Auto,
-            max_tools: 40,
-            max_tokens: 10_000,
-            always: Vec::new(),
-            model: None,
-            limit: 8,
-        }
-    }
-}
-
-/// Whether the gateway lists meta-tools instead of its catalog.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum SearchMode {
-    /// On when the catalog is larger than the configured bounds (decided at start and on reload).
-    #[default]
-    Auto,
-    On,
-    Off,
-}
-
-impl ToolSearchConfig {
-    /// The `always` globs, compiled; a bad glob is reported by the configuration loader.
-    pub(crate) fn always_set(&self) -> Result<GlobSet, globset::Error> {
-        let mut builder = GlobSetBuilder::new();
-        for pattern in &self.always {
-            builder.add(Glob::new(pattern)?);
-        }
-        builder.build()
-    }
-}
 
 /// What tool definitions cost in a prompt, counted with a real tokenizer (`o200k_base`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,36 +56,6 @@ pub struct ToolCost {
     pub ranking: Option<&'static str>,
 }
 
-/// The search state of one gateway.
-#[derive(Default)]
-pub(crate) struct SearchState {
-    active: AtomicBool,
-    always: RwLock<GlobSet>,
-    embedder: Mutex<Option<Arc<Embedder>>>,
-    /// Whether the "no model" note was printed.
-    told: AtomicBool,
-    index: RwLock<Option<Arc<Index>>>,
-    generation: AtomicU64,
-}
-
-impl SearchState {
-    pub(crate) fn is_active(&self) -> bool {
-        self.active.load(Ordering::Acquire)
-    }
-
-    /// Whether `exposed` is listed directly in search mode.
-    pub(crate) fn always_listed(&self, exposed: &str) -> bool {
-        self.always
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_match(exposed)
-    }
-
-    fn index(&self) -> Option<Arc<Index>> {
-        self.index.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-}
-
 /// Decides search mode from the configuration and the catalog now listed, and switches it
 /// on or off (registering or removing the meta-tools, moving tools out of or back into the
 /// list). Builds a lexical index before returning, so the first search finds everything;
@@ -152,7 +64,7 @@ impl SearchState {
 pub(crate) async fn apply(inner: &Arc<Inner>) {
     let settings = inner.settings();
     let config = &settings.config.tool_search;
-    let state = &inner.search;
+    let state = &inner.search();
     *state.always.write().unwrap_or_else(|e| e.into_inner()) =
         config.always_set().unwrap_or_else(|e| {
             tracing::warn!(error = %e, "tool_search.always: bad glob; none listed directly");
@@ -174,7 +86,7 @@ pub(crate) async fn apply(inner: &Arc<Inner>) {
         tracing::info!("tool search on: tools/list shows search_tools, describe_tool, call_tool");
     } else if !want && was {
         for name in [SEARCH_TOOLS, DESCRIBE_TOOL, CALL_TOOL] {
-            inner.server.remove_tool(name);
+            inner.server().remove_tool(name);
         }
         *state.index.write().unwrap_or_else(|e| e.into_inner()) = None;
     }
@@ -187,7 +99,7 @@ pub(crate) async fn apply(inner: &Arc<Inner>) {
 
 /// Finds and loads the embedding model once; without one the index is lexical.
 async fn load_model(inner: &Arc<Inner>, explicit: Option<PathBuf>) {
-    let state = &inner.search;
+    let state = &inner.search();
     if state
         .embedder
         .lock()
@@ -229,77 +141,6 @@ fn tell_once(state: &SearchState, message: &str) {
         // Said on stderr itself, not only in the log: it changes what the user gets.
         eprintln!("{message}");
         tracing::warn!("{message}");
-    }
-}
-
-/// Schedules an index rebuild after the catalog settles (no-op when search is off).
-pub(crate) fn catalog_changed(inner: &Arc<Inner>) {
-    if !inner.search.is_active() {
-        return;
-    }
-    let generation = inner.search.generation.fetch_add(1, Ordering::AcqRel) + 1;
-    let weak = Arc::downgrade(inner);
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
-    runtime.spawn(async move {
-        tokio::time::sleep(REBUILD_DELAY).await;
-        let Some(inner) = weak.upgrade() else { return };
-        if inner.search.generation.load(Ordering::Acquire) == generation {
-            rebuild_now(&inner, true, Some(generation)).await;
-        }
-    });
-}
-
-/// Builds the index of what is listed now; with `model`, hybrid when a model is loaded.
-/// A build for `generation` is dropped if the catalog changed meanwhile (a newer build
-/// is on its way).
-async fn rebuild_now(inner: &Arc<Inner>, model: bool, generation: Option<u64>) {
-    // The client definitions carry the exposed names already.
-    let mut docs: Vec<ToolDoc> = inner
-        .searchable_map()
-        .into_values()
-        .map(|def| ToolDoc {
-            name: def.name.clone(),
-            title: def.title.clone(),
-            description: def.description.clone(),
-            input_schema: def.input_schema.clone(),
-            annotations: def
-                .annotations
-                .as_ref()
-                .and_then(|a| serde_json::to_value(a).ok()),
-        })
-        .collect();
-    // In name order, so that ties rank the same way on every build.
-    docs.sort_by(|a, b| a.name.cmp(&b.name));
-    let state = &inner.search;
-    let embedder = state
-        .embedder
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
-        .filter(|_| model);
-    let cache = inner.search_cache_dir();
-    let built = tokio::task::spawn_blocking(move || {
-        match Index::build(docs.clone(), embedder, cache.as_deref()) {
-            Ok(index) => Ok(index),
-            // A model that fails on this catalog must not take search away: words only.
-            Err(e) => {
-                tracing::warn!(error = %e, "tool search: embedding failed; ranking by words");
-                Index::build(docs, None, None).map_err(|e| e.to_string())
-            }
-        }
-    })
-    .await;
-    match built {
-        Ok(Ok(index)) => {
-            let current = state.generation.load(Ordering::Acquire);
-            if generation.is_none_or(|g| g == current) {
-                *state.index.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(index));
-            }
-        }
-        Ok(Err(e)) => tracing::warn!(error = %e, "tool search: index not rebuilt"),
-        Err(e) => tracing::warn!(error = %e, "tool search: index build stopped"),
     }
 }
 
@@ -388,7 +229,7 @@ fn register_meta_tools(inner: &Arc<Inner>) {
     let [search, describe, call] = meta_tools();
     let weak = Arc::downgrade(inner);
     let _ = inner
-        .server
+        .server()
         .clone()
         .tool_def(search, move |_ctx: RequestContext, args: Value| {
             let weak = weak.clone();
@@ -399,7 +240,7 @@ fn register_meta_tools(inner: &Arc<Inner>) {
         });
     let weak = Arc::downgrade(inner);
     let _ = inner
-        .server
+        .server()
         .clone()
         .tool_def(describe, move |_ctx: RequestContext, args: Value| {
             let weak = weak.clone();
@@ -410,7 +251,7 @@ fn register_meta_tools(inner: &Arc<Inner>) {
         });
     let weak = Arc::downgrade(inner);
     let _ = inner
-        .server
+        .server()
         .clone()
         .tool_def(call, move |ctx: RequestContext, args: Value| {
             let weak = weak.clone();
@@ -489,7 +330,7 @@ pub(crate) fn ranked(
     limit: usize,
 ) -> Result<Vec<(moat_search::Hit, Arc<Tool>)>, &'static str> {
     let index = inner
-        .search
+        .search()
         .index()
         .ok_or("tool search is still indexing the catalog; try again in a moment")?;
     let listed = inner.searchable_map();
@@ -565,22 +406,19 @@ pub(crate) fn cost(inner: &Arc<Inner>) -> ToolCost {
             .filter(|d| {
                 d.get("name")
                     .and_then(Value::as_str)
-                    .is_some_and(|n| inner.search.always_listed(n))
+                    .is_some_and(|n| inner.search().always_listed(n))
             })
             .cloned(),
     );
-    let active = inner.search.is_active();
+    let active = inner.search().is_active();
     ToolCost {
         tools: listed.len(),
         full_tokens,
         search_tokens: moat_search::tokens::tools_cost(&shown),
         active,
-        ranking: active.then(|| match inner.search.index().map(|i| i.mode()) {
+        ranking: active.then(|| match inner.search().index().map(|i| i.mode()) {
             Some(moat_search::Mode::Hybrid) => "hybrid",
             _ => "lexical",
         }),
     }
 }
-
-/// A map of names to client definitions, for lookups.
-pub(crate) type Definitions = HashMap<String, Arc<Tool>>;

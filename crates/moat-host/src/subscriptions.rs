@@ -11,58 +11,21 @@
 //! set changes). `notifications/resources/updated` comes back to the gateway and goes, by
 //! the SDK, only to the connections that watch that URI.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use moat::{Client, Listening};
 use moat_protocol::Era;
 use moat_protocol::types::SubscriptionFilter;
-use tokio::sync::watch;
 
-use crate::host::{Inner, lock};
-
-/// Watchers per URI, across every client connection.
-#[derive(Default)]
-pub(crate) struct Watched {
-    counts: std::sync::Mutex<HashMap<String, usize>>,
-    /// Bumped whenever a URI gains its first watcher or loses its last.
-    version: watch::Sender<u64>,
-}
-
-impl Watched {
-    /// A receiver that changes when the watched set does.
-    pub(crate) fn changes(&self) -> watch::Receiver<u64> {
-        self.version.subscribe()
-    }
-}
+use crate::inner::Inner;
 
 impl Inner {
     /// A connection started (`on`) or stopped watching `uri`.
     pub(crate) fn watch_changed(self: &Arc<Self>, uri: &str, on: bool) {
-        let edge = {
-            let mut counts = lock(&self.watched.counts);
-            if on {
-                let count = counts.entry(uri.to_owned()).or_insert(0);
-                *count += 1;
-                *count == 1
-            } else {
-                match counts.get_mut(uri) {
-                    Some(count) if *count > 1 => {
-                        *count -= 1;
-                        false
-                    }
-                    Some(_) => {
-                        counts.remove(uri);
-                        true
-                    }
-                    None => false,
-                }
-            }
-        };
-        if !edge {
+        if !self.watched().count(uri, on) {
             return;
         }
-        self.watched.version.send_modify(|v| *v += 1);
         let Some(owner) = self.resource_owner(uri) else {
             return;
         };
@@ -85,14 +48,6 @@ impl Inner {
                 tracing::debug!(server = %owner, %uri, error = %e, "subscription not forwarded");
             }
         });
-    }
-
-    /// The URIs of `server` some client watches, in order.
-    pub(crate) fn watched_uris(&self, server: &str) -> BTreeSet<String> {
-        let uris: Vec<String> = lock(&self.watched.counts).keys().cloned().collect();
-        uris.into_iter()
-            .filter(|uri| self.resource_owner(uri).as_deref() == Some(server))
-            .collect()
     }
 }
 

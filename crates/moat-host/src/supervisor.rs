@@ -11,14 +11,15 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use moat::{Client, HttpOptions, HttpTransport, RequestOptions};
+use moat::{Client, HttpOptions, HttpTransport, RequestOptions, ServerNotification};
 use moat_protocol::Era;
 use moat_transport::ChildConfig;
+use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::HostError;
 use crate::config::{ServerConfig, ServerTransport, UrlTransport};
-use crate::host::Inner;
+use crate::error::HostError;
+use crate::inner::Inner;
 
 /// The first backoff; doubled after each failed start, up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
@@ -27,9 +28,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const STABLE_AFTER: Duration = Duration::from_secs(60);
 /// Health checks: a `ping` every interval; this many failures in a row restart it.
 const PING_FAILURES_TO_RESTART: u32 = 2;
-
-/// The live connection of a server, shared with calls.
-pub(crate) type Live = watch::Receiver<Option<Arc<Client>>>;
 
 /// Connects to the server `cfg` describes. `helper` is the binary whose
 /// `sandbox --stdio --profile JSON -- CMD…` confines a command (the `moat` binary).
@@ -208,7 +206,7 @@ pub(crate) async fn supervise(
         {
             tracing::debug!(server = %cfg.name, error = %e, "logging/setLevel refused");
         }
-        let mut watched = inner.watched.changes();
+        let mut watched = inner.watched().changes();
         let mut following = crate::subscriptions::follow(&inner, &cfg.name, &client).await;
         drop(inner);
         end_first_attempt(&host, &mut first);
@@ -334,5 +332,41 @@ async fn sleep_or_stop(stop: &mut watch::Receiver<bool>, backoff: &mut Duration)
     tokio::select! {
         _ = stop.changed() => true,
         _ = tokio::time::sleep(wait) => false,
+    }
+}
+
+impl Inner {
+    /// A notification from a downstream server.
+    async fn downstream_notification(
+        self: &Arc<Self>,
+        server: &str,
+        client: &Arc<Client>,
+        n: ServerNotification,
+    ) {
+        match n.method.as_str() {
+            "notifications/tools/list_changed"
+            | "notifications/resources/list_changed"
+            | "notifications/prompts/list_changed" => {
+                if let Err(e) = self.refresh_catalog(server, client).await {
+                    tracing::warn!(server, error = %e, "catalog refresh failed");
+                }
+            }
+            "notifications/resources/updated" => {
+                let uri = n
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("uri"))
+                    .and_then(Value::as_str);
+                if let Some(uri) = uri
+                    && self.resource_owner(uri).as_deref() == Some(server)
+                {
+                    self.server().notify_resource_updated(uri).await;
+                }
+            }
+            "notifications/message" => {
+                tracing::info!(server, params = ?n.params, "server log");
+            }
+            _ => {}
+        }
     }
 }

@@ -29,7 +29,7 @@ async fn connect(url: Option<&str>, target: &Target) -> Result<Client, Failure> 
         .protocol
         .parse()
         .map_err(|e| Failure::Usage(anyhow!("--protocol: {e}")))?;
-    let timeout = Duration::from_secs(target.timeout.max(1));
+    let timeout = target.timeout.max(Duration::from_secs(1));
     if let Some(url) = url {
         if !target.command.is_empty() {
             return Err(Failure::Usage(anyhow!(

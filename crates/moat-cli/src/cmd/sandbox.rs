@@ -3,7 +3,6 @@
 //! sandboxed MCP server); otherwise its output is captured, then printed.
 
 use std::io::Write;
-use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 use moat_sandbox::{HostPattern, Net, Profile, Sandbox, Termination, Verdict};
@@ -185,12 +184,11 @@ fn profile(args: &SandboxArgs) -> anyhow::Result<Profile> {
     p.ro.extend(args.ro.iter().cloned());
     p.rw.extend(args.rw.iter().cloned());
     p.env.extend(args.env.iter().cloned());
-    if let Some(secs) = args.timeout {
-        if !(secs.is_finite() && secs > 0.0) {
-            bail!("--timeout must be a positive number of seconds");
+    if let Some(timeout) = args.timeout {
+        if timeout.is_zero() {
+            bail!("--timeout must be longer than zero");
         }
-        p.limits.timeout =
-            Some(Duration::try_from_secs_f64(secs).map_err(|e| anyhow!("--timeout {secs}: {e}"))?);
+        p.limits.timeout = Some(timeout);
     }
     if let Some(bytes) = &args.memory {
         p.limits.memory_bytes = Some(parse_bytes(bytes)?);

@@ -58,6 +58,8 @@ use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::record::AuditRecord;
+
 /// A SHA-256 hash.
 pub type Hash = [u8; 32];
 
@@ -73,7 +75,7 @@ const HEAD_TAG: &[u8] = b"moat-audit-head-v1";
 pub struct StoredRecord {
     /// The sequence number (consecutive from the first chained record).
     pub id: i64,
-    /// Unix milliseconds (see [`AuditRecord`](super::AuditRecord) for every field).
+    /// Unix milliseconds (see [`AuditRecord`] for every field).
     pub time_ms: i64,
     /// What is recorded (`call`, `sampling`, …).
     pub kind: String,
@@ -109,7 +111,7 @@ pub struct StoredRecord {
 
 impl StoredRecord {
     /// The stored form of `record` with sequence number `id` (an empty kind is stored as `call`).
-    pub fn from_record(id: i64, r: &super::AuditRecord) -> StoredRecord {
+    pub fn from_record(id: i64, r: &AuditRecord) -> StoredRecord {
         StoredRecord {
             id,
             time_ms: r.time_ms,

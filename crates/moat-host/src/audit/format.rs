@@ -4,7 +4,8 @@
 //! time-zone database needed. Every cell is text a downstream server may have chosen (tool
 //! names, error messages), so control characters are replaced before they reach a terminal.
 
-use super::AuditRecord;
+use super::record::AuditRecord;
+use super::verdict::Decision;
 
 const HEADERS: [&str; 8] = [
     "TIME", "DECISION", "TOOL", "RULE", "CONSENT", "OUTCOME", "DURATION", "BYTES",
@@ -35,7 +36,7 @@ pub fn format_table(records: &[AuditRecord], color: bool) -> String {
         with_errors.then_some("ERROR"),
     );
     for (row, record) in rows.iter().zip(records) {
-        let paint = color.then(|| decision_color(&record.decision));
+        let paint = color.then(|| decision_color(record.decision_kind()));
         let error = record.error.as_deref().map(|e| truncate(&clean(e)));
         push_line(
             &mut out,
@@ -95,11 +96,11 @@ fn cells(r: &AuditRecord) -> [String; 8] {
     ]
 }
 
-fn decision_color(decision: &str) -> &'static str {
+fn decision_color(decision: Option<Decision>) -> &'static str {
     match decision {
-        "allow" => "32",
-        "ask" => "33",
-        "deny" => "31",
+        Some(Decision::Allow) => "32",
+        Some(Decision::Ask) => "33",
+        Some(Decision::Deny) => "31",
         _ => "35",
     }
 }
@@ -135,32 +136,13 @@ fn human_bytes(b: u64) -> String {
     }
 }
 
-/// `time_ms` as `YYYY-MM-DDTHH:MM:SSZ` in UTC.
+/// `time_ms` as `YYYY-MM-DDTHH:MM:SSZ` in UTC (whole seconds). A time no clock writes
+/// (outside about the years -9999 to 9999: a damaged store) shows as its milliseconds.
 fn utc_iso(time_ms: i64) -> String {
-    let secs = time_ms.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// Gregorian (year, month, day) of a count of days since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    // Count in 400-year eras starting on 0000-03-01, so the leap day falls at the end of a year.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    match jiff::Timestamp::from_second(time_ms.div_euclid(1000)) {
+        Ok(time) => time.to_string(),
+        Err(_) => format!("{time_ms} ms"),
+    }
 }
 
 #[cfg(test)]
@@ -187,6 +169,8 @@ mod tests {
         assert_eq!(utc_iso(1_700_000_000_123), "2023-11-14T22:13:20Z");
         assert_eq!(utc_iso(951_782_400_000), "2000-02-29T00:00:00Z");
         assert_eq!(utc_iso(-1), "1969-12-31T23:59:59Z");
+        assert_eq!(utc_iso(221_845_392_000_999), "9000-01-01T00:00:00Z");
+        assert_eq!(utc_iso(i64::MAX), format!("{} ms", i64::MAX));
     }
 
     #[test]

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 pub use ed25519_dalek::{SigningKey, VerifyingKey};
 
-use super::AuditError;
 use super::chain::{from_hex, to_hex};
+use super::error::AuditError;
 
 /// The key's file name inside the state directory.
 pub const KEY_FILE_NAME: &str = "audit.key";

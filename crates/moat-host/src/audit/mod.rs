@@ -21,232 +21,27 @@
 //! ```
 
 pub mod chain;
-mod duration;
+mod error;
 mod format;
 pub mod key;
+mod record;
 mod redact;
 mod store;
+mod verdict;
 mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
-pub use duration::{DurationError, parse_duration};
+pub use crate::config::duration::{DurationError, parse_duration};
+pub use error::AuditError;
 pub use format::format_table;
+pub use record::{AuditQuery, AuditRecord, ms_ago, now_ms};
 pub use redact::{REDACTED, Redactor, args_digest, redact};
 pub use store::AuditReader;
+pub use verdict::{Decision, Outcome, Refusal};
 
-/// The file name of the store inside the host's state directory when `[audit] path` is unset.
-pub const DEFAULT_FILE_NAME: &str = "audit.db";
-
-/// How many records at most follow a signed head before the next is signed, by default.
-pub const DEFAULT_SIGN_EVERY: u64 = 100;
-
-/// The `[audit]` table of the configuration.
-///
-/// ```toml
-/// [audit]
-/// enabled = true                 # default
-/// path = "/var/lib/moat/audit.db" # default: <state dir>/audit.db
-/// full_arguments = false         # default: store only a digest of the arguments
-/// redact = ["customer_id", "x-*"]  # extra argument keys (globs) to redact
-/// sign = false                   # default: sign the chain's head with <state dir>/audit.key
-/// sign_every = 100               # default: sign at least every this many records
-/// ```
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-#[non_exhaustive]
-pub struct AuditConfig {
-    /// Whether calls are recorded at all.
-    pub enabled: bool,
-    /// Where the SQLite store lives; the host's state directory when unset.
-    pub path: Option<PathBuf>,
-    /// Store the (redacted) arguments of each call, not only their digest.
-    pub full_arguments: bool,
-    /// Extra argument key names or globs to redact, case-insensitive, on top of the built-in list.
-    pub redact: Vec<String>,
-    /// Sign the chain's head (Ed25519) with the key in the state directory, made on first
-    /// start: every [`sign_every`](Self::sign_every) records, a minute after the last
-    /// signature when records followed it, and at flush and shutdown.
-    pub sign: bool,
-    /// With `sign`: sign once this many records follow the last signed head (at least 1).
-    pub sign_every: u64,
-}
-
-// Written out rather than derived: auditing is on unless the configuration turns it off.
-impl Default for AuditConfig {
-    fn default() -> Self {
-        AuditConfig {
-            enabled: true,
-            path: None,
-            full_arguments: false,
-            redact: Vec::new(),
-            sign: false,
-            sign_every: DEFAULT_SIGN_EVERY,
-        }
-    }
-}
-
-impl AuditConfig {
-    /// The store's path: the configured one, else [`DEFAULT_FILE_NAME`] in `state_dir`.
-    pub fn store_path(&self, state_dir: &Path) -> PathBuf {
-        self.path
-            .clone()
-            .unwrap_or_else(|| state_dir.join(DEFAULT_FILE_NAME))
-    }
-
-    /// The redactor for this configuration's extra keys (build it once, use it per call).
-    pub fn redactor(&self) -> Redactor {
-        Redactor::new(&self.redact)
-    }
-}
-
-/// One tool call, as stored. JSON output of `moat audit --json` is this type serialized.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AuditRecord {
-    /// Unix time in milliseconds when the call arrived.
-    pub time_ms: i64,
-    /// What is recorded: `call` (a `tools/call`; also when empty), or a request a server
-    /// made of the client — `sampling`, `elicitation`, `roots` — whose `tool` is its
-    /// method.
-    #[serde(default)]
-    pub kind: String,
-    /// Who: the upstream session or connection id.
-    pub session: String,
-    /// The client's name/version from `initialize`, when known.
-    pub client: Option<String>,
-    /// The downstream server's configured name.
-    pub server: String,
-    /// The tool's name on its server.
-    pub tool: String,
-    /// The name the client saw (`server__tool`).
-    pub exposed_name: String,
-    /// SHA-256 hex of the canonical arguments (object keys sorted); see [`args_digest`].
-    pub args_digest: String,
-    /// The arguments themselves, redacted; only with `full_arguments`.
-    pub arguments: Option<serde_json::Value>,
-    /// `allow`, `ask`, `deny` or `error`.
-    pub decision: String,
-    /// Which rule decided, e.g. `rule 2 (no-writes)`, `default`, `pin changed`, `schema`.
-    pub rule: String,
-    /// How consent went, e.g. `approved once via elicitation`; `None` when none was asked.
-    pub consent: Option<String>,
-    /// `ok`, `tool_error`, `refused` or `failed`.
-    pub outcome: String,
-    /// Time from arrival to answer, in microseconds.
-    pub duration_us: u64,
-    /// Size of the result sent back, in bytes.
-    pub result_bytes: u64,
-    /// What went wrong, when something did.
-    pub error: Option<String>,
-}
-
-impl AuditRecord {
-    /// Fills `args_digest`, and `arguments` when `config.full_arguments`, from a call's arguments.
-    ///
-    /// The digest is taken over the *redacted* arguments: a digest of a short password could be
-    /// brute-forced offline by anyone who can read the store.
-    pub fn set_arguments(
-        &mut self,
-        args: &serde_json::Value,
-        config: &AuditConfig,
-        redactor: &Redactor,
-    ) {
-        let redacted = redactor.redact(args);
-        self.args_digest = args_digest(&redacted);
-        self.arguments = config.full_arguments.then_some(redacted);
-    }
-}
-
-/// Unix time now, in milliseconds (for [`AuditRecord::time_ms`]).
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
-/// The unix time in milliseconds `ago` before now (for `--since`: `since_ms: Some(ms_ago(d))`).
-pub fn ms_ago(ago: std::time::Duration) -> i64 {
-    now_ms().saturating_sub(i64::try_from(ago.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// What to read back. Every filter is optional; results come oldest first, newest last.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AuditQuery {
-    /// Only calls that arrived at or after this unix time in milliseconds.
-    pub since_ms: Option<i64>,
-    /// A glob matched against the exposed name (`fs__read_*`) or against `server/tool` (`fs/*`).
-    pub tool: Option<String>,
-    /// Only calls to this server.
-    pub server: Option<String>,
-    /// At most this many records: the newest ones.
-    pub limit: Option<usize>,
-}
-
-/// What can go wrong opening, writing or reading the store.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum AuditError {
-    /// The signing key could not be read or made.
-    #[error("audit signing key {path}: {reason}")]
-    Key {
-        /// The key file.
-        path: PathBuf,
-        /// Why.
-        reason: String,
-    },
-    /// Writing exported records failed.
-    #[error("cannot write the export: {source}")]
-    Write {
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The directory for the store could not be created.
-    #[error("cannot create the audit store's directory {path}: {source}")]
-    CreateDir {
-        /// The directory.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// There is no store at this path (reading never creates one).
-    #[error(
-        "no audit store at {0} (nothing has been recorded yet, or [audit] path points elsewhere)"
-    )]
-    Missing(PathBuf),
-    /// SQLite refused an operation.
-    #[error("audit store {path}: {source}")]
-    Sqlite {
-        /// The store (`:memory:` for an in-memory one).
-        path: PathBuf,
-        /// SQLite's error.
-        source: rusqlite::Error,
-    },
-    /// The `tool` filter is not a valid glob.
-    #[error("invalid tool pattern {pattern:?}: {reason}")]
-    BadPattern {
-        /// The pattern.
-        pattern: String,
-        /// Why it is invalid.
-        reason: String,
-    },
-    /// Records handed over earlier could not be committed (they are lost; the log says more).
-    #[error("audit store {path}: {count} record(s) could not be written: {reason}")]
-    WriteFailed {
-        /// The store.
-        path: PathBuf,
-        /// How many records were lost since the last flush.
-        count: u64,
-        /// The first failure's message.
-        reason: String,
-    },
-    /// The writer thread is gone (it panicked); nothing more can be recorded.
-    #[error("the audit writer thread has stopped")]
-    WriterGone,
-}
+pub use crate::config::audit::{AuditConfig, DEFAULT_FILE_NAME, DEFAULT_SIGN_EVERY};
 
 /// The audit log of a running host: cheap to clone, `Send + Sync`.
 ///

@@ -25,6 +25,8 @@ use regex::Regex;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::config::audit::AuditConfig;
+
 /// What a redacted value or span becomes.
 pub const REDACTED: &str = "[redacted]";
 
@@ -100,6 +102,15 @@ pub struct Redactor {
 impl Default for Redactor {
     fn default() -> Self {
         Redactor::new(&[])
+    }
+}
+
+// Here rather than with the table: building a redactor is the audit's work, and the
+// configuration stays data.
+impl AuditConfig {
+    /// The redactor for this configuration's extra keys (build it once, use it per call).
+    pub fn redactor(&self) -> Redactor {
+        Redactor::new(&self.redact)
     }
 }
 

@@ -13,7 +13,8 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension as _, Row, TransactionBe
 use super::chain::{
     self, ChainEntry, Checkpoint, ExportLine, Hash, Report, StoredRecord, Verifier, to_hex,
 };
-use super::{AuditError, AuditQuery, AuditRecord};
+use super::error::AuditError;
+use super::record::{AuditQuery, AuditRecord, now_ms};
 
 /// How long a statement waits for another connection's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -124,7 +125,7 @@ fn prepare(conn: &Connection, wal: bool) -> rusqlite::Result<()> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     if wal {
         // A killed host then loses at most the transaction it was writing: committed ones are in the WAL.
-        let mode = crate::state::use_wal(conn)?;
+        let mode = crate::sqlite::use_wal(conn)?;
         if !mode.eq_ignore_ascii_case("wal") {
             tracing::warn!(%mode, "audit store: SQLite refused WAL mode");
         }
@@ -215,7 +216,7 @@ fn insert_checkpoint(
     head_id: i64,
     head: Hash,
 ) -> rusqlite::Result<()> {
-    let c = Checkpoint::sign(&signer.key, head_id, head, super::now_ms());
+    let c = Checkpoint::sign(&signer.key, head_id, head, now_ms());
     conn.execute(
         "INSERT INTO audit_checkpoint (record_id, head, time_ms, public_key, signature)
          VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -274,7 +275,7 @@ pub(super) fn insert_all(
     }
     if let Some(signer) = signer
         && !records.is_empty()
-        && signer.due(last_checkpoint(&tx)?, id, super::now_ms(), false)
+        && signer.due(last_checkpoint(&tx)?, id, now_ms(), false)
     {
         insert_checkpoint(&tx, signer, id, prev)?;
     }
@@ -293,7 +294,7 @@ pub(super) fn sign_head(conn: &mut Connection, signer: &Signer) -> rusqlite::Res
         .optional()?;
     if let Some((id, hash)) = newest
         && let Some(head) = chain::from_hex(&hash)
-        && signer.due(last_checkpoint(&tx)?, id, super::now_ms(), true)
+        && signer.due(last_checkpoint(&tx)?, id, now_ms(), true)
     {
         insert_checkpoint(&tx, signer, id, head)?;
     }

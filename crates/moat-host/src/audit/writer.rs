@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
-use super::{AuditError, AuditQuery, AuditRecord, redact, store};
+use super::error::AuditError;
+use super::record::{AuditQuery, AuditRecord};
+use super::{redact, store};
 
 /// Most records per transaction, so one commit stays short even after a backlog.
 const MAX_BATCH: usize = 512;

@@ -5,8 +5,8 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use super::PolicyError;
-use super::config::{ArgCondition, Globs};
+use super::select::PolicyError;
+use crate::config::policy::{ArgCondition, Globs};
 
 /// Which arguments a condition looks at.
 #[derive(Debug)]

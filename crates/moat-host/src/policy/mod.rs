@@ -152,109 +152,29 @@
 //! 3. `[[policy.labels]]` entries that match the tool, in file order (the last one wins).
 
 mod args;
-mod config;
 mod explain;
 mod rate;
+mod select;
 mod unmatched;
 
 use std::cell::OnceCell;
 use std::collections::HashMap;
-use std::fmt;
-use std::str::FromStr;
 use std::time::Instant;
 
-use globset::{Glob, GlobMatcher, GlobSet, GlobSetBuilder};
 use moat_protocol::types::ToolAnnotations;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use config::{
-    AnnotationsConfig, ArgCondition, Globs, LabelConfig, PolicyConfig, RateLimitConfig,
-    RequestRuleConfig, RuleConfig, TrustOverride,
+pub use crate::config::policy::{
+    AnnotationsConfig, ArgCondition, Decision, Globs, LabelConfig, ParseDecisionError,
+    PolicyConfig, RateLimitConfig, RequestRuleConfig, RuleConfig, TrustOverride,
 };
 pub use rate::RateLimited;
+use select::{NameGlobs, Named, Selector, item_label, name_globs};
+pub use select::{PolicyError, ToolRef};
 pub use unmatched::{Unmatched, unmatched_names};
 
 use args::ArgRule;
 use rate::RateLimiter;
-
-/// What policy decides about a tool call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum Decision {
-    /// Forward the call.
-    Allow,
-    /// Forward the call only with the user's consent.
-    #[default]
-    Ask,
-    /// Refuse the call (and hide the tool when denied outright).
-    Deny,
-}
-
-impl Decision {
-    /// `"allow"`, `"ask"` or `"deny"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Allow => "allow",
-            Decision::Ask => "ask",
-            Decision::Deny => "deny",
-        }
-    }
-}
-
-impl fmt::Display for Decision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A string that is not `allow`, `ask` or `deny`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown decision {0:?} (expected allow, ask or deny)")]
-pub struct ParseDecisionError(pub String);
-
-impl FromStr for Decision {
-    type Err = ParseDecisionError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "allow" => Ok(Decision::Allow),
-            "ask" => Ok(Decision::Ask),
-            "deny" => Ok(Decision::Deny),
-            other => Err(ParseDecisionError(other.to_owned())),
-        }
-    }
-}
-
-/// The tool policy is asked about.
-#[derive(Debug, Clone, Copy)]
-pub struct ToolRef<'a> {
-    /// The downstream server's configured name.
-    pub server: &'a str,
-    /// The tool's own name on that server (not `server__tool`: the policy works that out
-    /// from the server's prefix).
-    pub tool: &'a str,
-    /// The annotations the server gave the tool.
-    pub annotations: Option<&'a ToolAnnotations>,
-}
-
-impl<'a> ToolRef<'a> {
-    /// A tool without annotations.
-    pub fn new(server: &'a str, tool: &'a str) -> Self {
-        ToolRef {
-            server,
-            tool,
-            annotations: None,
-        }
-    }
-
-    /// Sets the annotations.
-    pub fn with_annotations(mut self, annotations: Option<&'a ToolAnnotations>) -> Self {
-        self.annotations = annotations;
-        self
-    }
-}
 
 /// A decision and the rule that made it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -296,144 +216,6 @@ impl Labels {
         self.private_data = private.unwrap_or(self.private_data);
         self.sink = sink.unwrap_or(self.sink);
     }
-}
-
-/// A policy configuration that does not compile. `item` names the entry (`rule 3 (no-shell)`,
-/// `rate limit 1`, `label 2`) and `field` the key in it (`tool`, `args.path.inside`).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum PolicyError {
-    /// A glob that does not parse.
-    #[error("policy {item}: `{field}`: bad glob {glob:?}: {error}")]
-    Glob {
-        /// The entry.
-        item: String,
-        /// The key.
-        field: String,
-        /// The glob as written.
-        glob: String,
-        /// Why it does not parse.
-        error: globset::Error,
-    },
-    /// A regex that does not parse.
-    #[error("policy {item}: `{field}`: bad regex: {error}")]
-    Regex {
-        /// The entry.
-        item: String,
-        /// The key.
-        field: String,
-        /// Why it does not parse.
-        error: regex::Error,
-    },
-    /// A value that parses but makes no sense.
-    #[error("policy {item}: `{field}`: {reason}")]
-    Invalid {
-        /// The entry.
-        item: String,
-        /// The key.
-        field: String,
-        /// What is wrong.
-        reason: String,
-    },
-}
-
-/// `rule 3 (no-shell)` or `rule 3`, 1-based like the file reads.
-fn item_label(kind: &str, index: usize, name: Option<&str>) -> String {
-    match name {
-        Some(name) => format!("{kind} {} ({name})", index + 1),
-        None => format!("{kind} {}", index + 1),
-    }
-}
-
-/// A tool under both its names: its own, and the one clients see (worked out from the
-/// server's prefix on first need, so a rule without a `tool` glob costs no allocation).
-pub(crate) struct Named<'a> {
-    tool: &'a ToolRef<'a>,
-    prefixes: &'a HashMap<String, String>,
-    exposed: OnceCell<String>,
-}
-
-impl<'a> Named<'a> {
-    fn server(&self) -> &str {
-        self.tool.server
-    }
-
-    fn own(&self) -> &str {
-        self.tool.tool
-    }
-
-    fn exposed(&self) -> &str {
-        self.exposed
-            .get_or_init(|| match self.prefixes.get(self.tool.server) {
-                Some(prefix) => crate::naming::prefixed_name(prefix, self.tool.tool),
-                None => crate::naming::exposed_name(self.tool.server, self.tool.tool),
-            })
-    }
-
-    pub(crate) fn tool(&self) -> &ToolRef<'a> {
-        self.tool
-    }
-}
-
-/// One side of a selector: the globs as written (for reports) and compiled together (for
-/// matching).
-#[derive(Debug)]
-struct NameGlobs {
-    set: GlobSet,
-    each: Vec<(String, GlobMatcher)>,
-}
-
-/// Server and tool globs; an absent side matches everything.
-#[derive(Debug)]
-struct Selector {
-    server: Option<NameGlobs>,
-    tool: Option<NameGlobs>,
-}
-
-impl Selector {
-    fn new(item: &str, server: Option<&Globs>, tool: Option<&Globs>) -> Result<Self, PolicyError> {
-        Ok(Selector {
-            server: server.map(|g| name_globs(item, "server", g)).transpose()?,
-            tool: tool.map(|g| name_globs(item, "tool", g)).transpose()?,
-        })
-    }
-
-    fn matches(&self, tool: &Named) -> bool {
-        self.selects_server(tool.server())
-            && self
-                .tool
-                .as_ref()
-                .is_none_or(|g| g.set.is_match(tool.own()) || g.set.is_match(tool.exposed()))
-    }
-
-    fn selects_server(&self, server: &str) -> bool {
-        self.server.as_ref().is_none_or(|g| g.set.is_match(server))
-    }
-}
-
-fn name_globs(item: &str, field: &str, globs: &Globs) -> Result<NameGlobs, PolicyError> {
-    let error = |glob: &str, error| PolicyError::Glob {
-        item: item.to_owned(),
-        field: field.to_owned(),
-        glob: glob.to_owned(),
-        error,
-    };
-    if globs.0.is_empty() {
-        return Err(PolicyError::Invalid {
-            item: item.to_owned(),
-            field: field.to_owned(),
-            reason: "the list of globs is empty".to_owned(),
-        });
-    }
-    let mut set = GlobSetBuilder::new();
-    let mut each = Vec::with_capacity(globs.0.len());
-    for glob in &globs.0 {
-        let compiled = Glob::new(glob).map_err(|e| error(glob, e))?;
-        each.push((glob.clone(), compiled.compile_matcher()));
-        set.add(compiled);
-    }
-    let set = set.build().map_err(|e| error(&globs.0.join(", "), e))?;
-    Ok(NameGlobs { set, each })
 }
 
 /// Annotation values a rule requires, compared with the tool's effective hints.
@@ -656,7 +438,7 @@ impl Policy {
     /// Compiles `config`'s `[policy]` for its servers: `tool` globs then also match the
     /// names clients see under each server's `prefix`, and globs that select no configured
     /// server can be found ([`Policy::unmatched_servers`]).
-    pub fn for_config(config: &crate::Config) -> Result<Policy, PolicyError> {
+    pub fn for_config(config: &crate::config::Config) -> Result<Policy, PolicyError> {
         Ok(Policy::new(&config.policy)?.with_servers(
             config
                 .servers
@@ -833,7 +615,7 @@ mod tests {
         doc[start..start + len].join("\n")
     }
 
-    #[derive(Deserialize)]
+    #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct File {
         policy: PolicyConfig,

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::config::RateLimitConfig;
-use super::{Named, PolicyError, Selector, ToolRef};
+use super::select::{Named, PolicyError, Selector, ToolRef, item_label};
+use crate::config::policy::RateLimitConfig;
 
 /// Buckets beyond this many are pruned of full ones (a full bucket is the same as no bucket).
 const PRUNE_ABOVE: usize = 4096;
@@ -117,7 +117,7 @@ impl RateLimiter {
 
 impl RateRule {
     fn new(index: usize, c: &RateLimitConfig) -> Result<Self, PolicyError> {
-        let label = super::item_label("rate limit", index, c.name.as_deref());
+        let label = item_label("rate limit", index, c.name.as_deref());
         let invalid = |field: &str, reason: &str| PolicyError::Invalid {
             item: label.clone(),
             field: field.to_owned(),

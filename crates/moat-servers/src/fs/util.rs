@@ -148,26 +148,13 @@ pub(crate) fn uri_path(uri: &str) -> Result<OsString, String> {
     Ok(OsString::from_vec(out))
 }
 
-/// Seconds since the epoch as RFC 3339 UTC (`2024-05-01T12:00:00Z`).
+/// Seconds since the epoch as RFC 3339 UTC (`2024-05-01T12:00:00Z`). A time outside about
+/// the years -9999 to 9999 (a file whose clock was broken) stays a count of seconds.
 pub(crate) fn rfc3339(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    match jiff::Timestamp::from_second(secs) {
+        Ok(time) => time.to_string(),
+        Err(_) => secs.to_string(),
+    }
 }
 
 /// `rwxr-xr-x` for permission bits.
@@ -379,6 +366,8 @@ mod tests {
     fn times_and_modes() {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(1_709_210_096), "2024-02-29T12:34:56Z");
+        assert_eq!(rfc3339(-86_401), "1969-12-30T23:59:59Z");
+        assert_eq!(rfc3339(i64::MAX), i64::MAX.to_string());
         assert_eq!(mode_string(0o754), "rwxr-xr--");
     }
 

@@ -1311,29 +1311,20 @@ fn new_task_id() -> String {
     )
 }
 
-/// `2026-01-02T03:04:05.678Z`.
+/// `2026-01-02T03:04:05.678Z` (RFC 3339, UTC, milliseconds). A time before 1970 (a clock
+/// set wrong) reads as the epoch.
 fn iso8601(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_millis()
-    )
+    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = i64::try_from(since.as_secs()).unwrap_or(i64::MAX);
+    match jiff::Timestamp::from_second(secs) {
+        Ok(time) => format!(
+            "{}.{:03}Z",
+            time.strftime("%Y-%m-%dT%H:%M:%S"),
+            since.subsec_millis()
+        ),
+        // Past the year 9999: no clock reads that; say so rather than invent a date.
+        Err(_) => format!("{secs}.{:03}", since.subsec_millis()),
+    }
 }
 
 #[cfg(test)]
@@ -1347,6 +1338,10 @@ mod tests {
         assert_eq!(iso8601(t), "2026-01-02T03:04:05.678Z");
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
         assert_eq!(iso8601(leap), "2000-02-29T00:00:00.000Z");
+        let before = UNIX_EPOCH - Duration::from_secs(1);
+        assert_eq!(iso8601(before), "1970-01-01T00:00:00.000Z");
+        let far = UNIX_EPOCH + Duration::from_secs(300_000_000_000);
+        assert_eq!(iso8601(far), "300000000000.000");
     }
 
     #[test]

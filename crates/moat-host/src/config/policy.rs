@@ -1,13 +1,61 @@
-//! The `[policy]` table as written in the configuration, before [`Policy::new`](super::Policy::new)
+//! The `[policy]` table as written in the configuration, before [`Policy::new`](crate::policy::Policy::new)
 //! compiles it. Every table refuses unknown keys so a typo is an error, not a silently ignored rule.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::str::FromStr;
 
-use serde::Deserialize;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
 
-use super::Decision;
+/// What policy decides about a tool call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Decision {
+    /// Forward the call.
+    Allow,
+    /// Forward the call only with the user's consent.
+    #[default]
+    Ask,
+    /// Refuse the call (and hide the tool when denied outright).
+    Deny,
+}
+
+impl Decision {
+    /// `"allow"`, `"ask"` or `"deny"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Ask => "ask",
+            Decision::Deny => "deny",
+        }
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that is not `allow`, `ask` or `deny`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown decision {0:?} (expected allow, ask or deny)")]
+pub struct ParseDecisionError(pub String);
+
+impl FromStr for Decision {
+    type Err = ParseDecisionError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "allow" => Ok(Decision::Allow),
+            "ask" => Ok(Decision::Ask),
+            "deny" => Ok(Decision::Deny),
+            other => Err(ParseDecisionError(other.to_owned())),
+        }
+    }
+}
 
 /// The `[policy]` table of the configuration.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

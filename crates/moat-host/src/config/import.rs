@@ -31,11 +31,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::config::{
-    ConfigError, Diagnostic, Lookup, Ordered, Parts, SandboxSetting, ServerConfig, ServerTransport,
-    Source, UrlTransport, base_dir, build_server,
-};
-use crate::expand::ExpandError;
+use super::error::{ConfigError, Diagnostic};
+use super::expand::ExpandError;
+use super::server::{SandboxSetting, ServerConfig, ServerTransport, UrlTransport};
+use super::source::{Lookup, Ordered, Parts, Source, base_dir, build_server};
 
 #[derive(Deserialize)]
 struct JsonFile {
@@ -233,8 +232,8 @@ fn json_server(
     {
         let path_var = env.get("PATH").cloned().or_else(|| (src.lookup)("PATH"));
         let home = (src.lookup)("HOME").map(PathBuf::from);
-        let limits = crate::reach::Limits::new(home.as_deref(), src.file.as_slice());
-        crate::reach::widen(profile, command, args, path_var.as_deref(), &limits);
+        let limits = super::reach::Limits::new(home.as_deref(), src.file.as_slice());
+        super::reach::widen(profile, command, args, path_var.as_deref(), &limits);
     }
     Ok(server)
 }

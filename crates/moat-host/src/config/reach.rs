@@ -32,7 +32,8 @@ use std::path::{Path, PathBuf};
 
 use moat_sandbox::Profile;
 
-use crate::config::{Lookup, SandboxSetting, ServerConfig, ServerTransport};
+use super::server::{SandboxSetting, ServerConfig, ServerTransport};
+use super::source::Lookup;
 
 /// Where a server's command line may not widen its sandbox (see the module docs).
 pub(crate) struct Limits {

@@ -19,20 +19,45 @@
 //! A complete moat.toml, annotated (it is also `tests/fixtures/moat.toml`, loaded by the
 //! tests):
 //!
-#![doc = concat!("```toml\n", include_str!("../tests/fixtures/moat.toml"), "```")]
+#![doc = concat!("```toml\n", include_str!("../../tests/fixtures/moat.toml"), "```")]
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use moat_sandbox::{Limits, Net, Profile};
+use moat_sandbox::Profile;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use toml::de::DeTable;
 
-use crate::expand::{ExpandError, expand};
+use duration::DurationValue;
+pub use duration::{DurationError, parse_duration};
+
+pub mod audit;
+mod consent;
+pub mod duration;
+mod error;
+mod expand;
+mod gateway;
+mod import;
+pub mod pins;
+pub mod policy;
+mod reach;
+pub mod search;
+mod server;
+mod source;
+
+pub use consent::{ConsentConfig, ConsentMode};
+pub use error::{ConfigError, Diagnostic};
+pub use gateway::GatewayConfig;
+pub use server::{
+    SandboxSetting, ServerConfig, ServerTransport, TrustLabels, UrlTransport, default_profile,
+};
+pub use source::{Lookup, process_env};
+use source::{
+    NEITHER_HINT, Ordered, Parts, Source, add_servers, base_dir, build_server, is_json, show,
+};
 
 /// The host's whole configuration.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -42,15 +67,15 @@ pub struct Config {
     /// The servers, in file order (a moat.toml's own first, then each import's).
     pub servers: Vec<ServerConfig>,
     /// `[policy]`.
-    pub policy: crate::policy::PolicyConfig,
+    pub policy: policy::PolicyConfig,
     /// `[pins]`.
-    pub pins: crate::pins::PinsConfig,
+    pub pins: pins::PinsConfig,
     /// `[audit]`.
-    pub audit: crate::audit::AuditConfig,
+    pub audit: audit::AuditConfig,
     /// `[consent]`.
     pub consent: ConsentConfig,
     /// `[tool_search]`.
-    pub tool_search: crate::search::ToolSearchConfig,
+    pub tool_search: search::ToolSearchConfig,
     /// `[gateway]`.
     pub gateway: GatewayConfig,
     /// Where the audit store, pins and consent decisions live; `None`: the XDG state
@@ -58,326 +83,6 @@ pub struct Config {
     pub state_dir: Option<PathBuf>,
     /// The files `import` pulled servers from (absolute), so a watcher can follow them too.
     pub imports: Vec<PathBuf>,
-}
-
-/// `[gateway]`: how the gateway supervises its servers. `None`: the host's default.
-#[derive(Debug, Clone, Default, PartialEq)]
-#[non_exhaustive]
-pub struct GatewayConfig {
-    /// How long a client's lists and calls wait for servers that are starting
-    /// (`startup_timeout`, default 30 s); then they are answered with what is up, and
-    /// `list_changed` follows when the rest comes up.
-    pub startup_timeout: Option<Duration>,
-    /// How often each server is health-checked (`ping`, or `server/discover` in
-    /// 2026-07-28); two failures in a row restart it (`health_interval`, default 30 s).
-    pub health_interval: Option<Duration>,
-}
-
-/// One MCP server the host runs (a command) or reaches (a URL).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ServerConfig {
-    /// The table key: `^[A-Za-z0-9_-]{1,32}$` without `__` (tools are named `server__tool`).
-    pub name: String,
-    /// How to reach it.
-    pub transport: ServerTransport,
-    /// The sandbox of a command server ([`SandboxSetting::Off`] for URL servers).
-    pub sandbox: SandboxSetting,
-    /// `enabled = false` keeps a server configured but not started.
-    pub enabled: bool,
-    /// The deadline of one `tools/call`; `None`: the host's default.
-    pub call_timeout: Option<Duration>,
-    /// The server's own say about its tools.
-    pub trust: TrustLabels,
-    /// What its tools' and prompts' names start with towards the client; `None`: the
-    /// default, `NAME__`. `prefix = ""` shows them as the server names them.
-    pub prefix: Option<String>,
-    /// The revision to speak with it (`protocol = "2025-11-25"`); default `auto`: the
-    /// newest both sides speak.
-    pub protocol: moat_protocol::version::VersionPreference,
-    /// The client's JSON file (an `import`, or the configuration itself) this server was
-    /// read from; `None` for a server of moat.toml's own. Launch-spec pins hold an imported
-    /// server whose launch changed (see `launch_pins`).
-    pub imported_from: Option<PathBuf>,
-}
-
-/// How a server is reached.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum ServerTransport {
-    /// A child process speaking MCP on stdio.
-    Command {
-        /// The program (looked up on `PATH` when it has no `/`).
-        command: String,
-        /// Its arguments.
-        args: Vec<String>,
-        /// Variables set for it (the host's own environment is not passed on).
-        env: BTreeMap<String, String>,
-        /// Its working directory (absolute once loaded).
-        cwd: Option<PathBuf>,
-    },
-    /// A server already running at an HTTP URL.
-    Url {
-        /// `http://` or `https://`.
-        url: String,
-        /// Headers sent with every request (e.g. `Authorization`).
-        headers: BTreeMap<String, String>,
-        /// Which HTTP transport to speak.
-        transport: UrlTransport,
-    },
-}
-
-/// The HTTP transport of a URL server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum UrlTransport {
-    /// Streamable HTTP, falling back to the legacy HTTP+SSE transport.
-    #[default]
-    Auto,
-    /// Streamable HTTP only (`"http"` is accepted too, as in Claude Code's `.mcp.json`).
-    #[serde(alias = "http", alias = "streamable-http")]
-    Streamable,
-    /// The legacy HTTP+SSE transport of 2024-11-05.
-    Sse,
-}
-
-/// Whether and how a command server is confined.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-// One per server, built once per load: the size of `Off` does not matter, direct access does.
-#[allow(clippy::large_enum_variant)]
-pub enum SandboxSetting {
-    /// `sandbox = false`: the server runs unconfined.
-    Off,
-    /// The server runs confined by this profile.
-    Profile(Profile),
-}
-
-/// A server's own labels for its tools, used by the injection containment. `None`: the
-/// server said nothing, and the host decides from the tools. In moat.toml these are plain
-/// keys of the server's table: `untrusted = true`, `private = true`, `sink = true`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TrustLabels {
-    /// Its tools return content from outside (web pages, issues, mail): possible injection.
-    pub untrusted: Option<bool>,
-    /// Its tools read private data.
-    pub private: Option<bool>,
-    /// Its tools can send data out or change things.
-    pub sink: Option<bool>,
-}
-
-/// `[consent]`: how the host asks the user before a call that policy says to ask about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConsentConfig {
-    /// Where to ask.
-    pub mode: ConsentMode,
-    /// How long to wait for an answer before denying.
-    pub timeout: Duration,
-}
-
-impl Default for ConsentConfig {
-    fn default() -> Self {
-        ConsentConfig {
-            mode: ConsentMode::Auto,
-            timeout: Duration::from_secs(120),
-        }
-    }
-}
-
-/// Where consent is asked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum ConsentMode {
-    /// MCP elicitation if the client supports it, else the terminal, else deny.
-    #[default]
-    Auto,
-    /// MCP elicitation only (deny when the client cannot elicit).
-    Elicit,
-    /// The controlling terminal only (deny when there is none).
-    Terminal,
-    /// Never ask: whatever policy says to ask about is denied.
-    Deny,
-}
-
-impl ServerConfig {
-    /// What this server's tool and prompt names start with towards the client.
-    pub fn exposed_prefix(&self) -> String {
-        match &self.prefix {
-            Some(prefix) => prefix.clone(),
-            None => format!("{}{}", self.name, crate::naming::SEPARATOR),
-        }
-    }
-
-    /// A command server with the default sandbox profile (reading the current directory) and
-    /// no other settings.
-    pub fn command(name: impl Into<String>, command: impl Into<String>, args: Vec<String>) -> Self {
-        ServerConfig {
-            name: name.into(),
-            transport: ServerTransport::Command {
-                command: command.into(),
-                args,
-                env: BTreeMap::new(),
-                cwd: None,
-            },
-            sandbox: SandboxSetting::Profile(default_profile(&current_dir(), None)),
-            enabled: true,
-            call_timeout: None,
-            trust: TrustLabels::default(),
-            prefix: None,
-            protocol: Default::default(),
-            imported_from: None,
-        }
-    }
-
-    /// A URL server (transport `auto`, no headers).
-    pub fn url(name: impl Into<String>, url: impl Into<String>) -> Self {
-        ServerConfig {
-            name: name.into(),
-            transport: ServerTransport::Url {
-                url: url.into(),
-                headers: BTreeMap::new(),
-                transport: UrlTransport::Auto,
-            },
-            sandbox: SandboxSetting::Off,
-            enabled: true,
-            call_timeout: None,
-            trust: TrustLabels::default(),
-            prefix: None,
-            protocol: Default::default(),
-            imported_from: None,
-        }
-    }
-
-    /// The sandbox profile to start this server with: `None` for URL servers and for
-    /// `sandbox = false`.
-    pub fn profile(&self) -> Option<Profile> {
-        match (&self.transport, &self.sandbox) {
-            (ServerTransport::Command { .. }, SandboxSetting::Profile(p)) => Some(p.clone()),
-            _ => None,
-        }
-    }
-}
-
-/// The profile of a command server that says nothing about its sandbox: the system
-/// directories and `cwd` (else `base`, the config file's directory) read-only, no network,
-/// namespaces, the sandbox's default environment pass-through. Unlike a one-shot command, a
-/// server lives as long as the host, and its stdout is the protocol: no wall-clock limit and
-/// no output cap.
-pub fn default_profile(base: &Path, cwd: Option<&Path>) -> Profile {
-    Profile {
-        ro: vec![cwd.unwrap_or(base).to_path_buf()],
-        system_ro: true,
-        net: Net::None,
-        namespaces: true,
-        cwd: cwd.map(Path::to_path_buf),
-        limits: Limits {
-            timeout: None,
-            output_bytes: None,
-            ..Limits::default()
-        },
-        ..Profile::default()
-    }
-}
-
-/// A configuration mistake, located.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Diagnostic {
-    /// The file it is in.
-    pub file: Option<PathBuf>,
-    /// 1-based line.
-    pub line: Option<usize>,
-    /// 1-based column.
-    pub column: Option<usize>,
-    /// The dotted path of the field (`servers.fs.args`), empty for the document itself.
-    pub field: String,
-    /// What is wrong.
-    pub message: String,
-    /// What to do about it, when that is clear.
-    pub hint: Option<String>,
-}
-
-impl fmt::Display for Diagnostic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.file {
-            Some(file) => write!(f, "{}", file.display())?,
-            None => f.write_str("<config>")?,
-        }
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-            if let Some(column) = self.column {
-                write!(f, ":{column}")?;
-            }
-        }
-        f.write_str(": ")?;
-        if !self.field.is_empty() {
-            write!(f, "{}: ", self.field)?;
-        }
-        f.write_str(&self.message)?;
-        if let Some(hint) = &self.hint {
-            write!(f, " ({hint})")?;
-        }
-        Ok(())
-    }
-}
-
-/// Why a configuration could not be loaded.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("{}: cannot read the configuration: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file was read and something in it is wrong.
-    #[error("{0}")]
-    Invalid(Box<Diagnostic>),
-}
-
-impl ConfigError {
-    /// The 1-based line of the mistake, when known.
-    pub fn line(&self) -> Option<usize> {
-        self.diagnostic().and_then(|d| d.line)
-    }
-
-    /// The 1-based column of the mistake, when known.
-    pub fn column(&self) -> Option<usize> {
-        self.diagnostic().and_then(|d| d.column)
-    }
-
-    /// The dotted field path of the mistake (empty for the document).
-    pub fn field(&self) -> Option<&str> {
-        self.diagnostic().map(|d| d.field.as_str())
-    }
-
-    /// The file the mistake is in.
-    pub fn file(&self) -> Option<&Path> {
-        match self {
-            ConfigError::Read { path, .. } => Some(path),
-            ConfigError::Invalid(d) => d.file.as_deref(),
-        }
-    }
-
-    /// The located mistake, for an invalid file.
-    pub fn diagnostic(&self) -> Option<&Diagnostic> {
-        match self {
-            ConfigError::Invalid(d) => Some(d),
-            ConfigError::Read { .. } => None,
-        }
-    }
-}
-
-/// A variable lookup: a name (without the `env:` prefix) to its value.
-pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
-
-/// The process environment, as a [`Lookup`].
-pub fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
 }
 
 impl Config {
@@ -436,7 +141,7 @@ impl Config {
         path: Option<&Path>,
         lookup: Lookup<'_>,
     ) -> Result<Config, ConfigError> {
-        let servers = crate::import::servers_from_json(text, path, lookup)?;
+        let servers = import::servers_from_json(text, path, lookup)?;
         Ok(Config {
             path: path.map(Path::to_path_buf),
             servers,
@@ -450,305 +155,9 @@ impl Config {
     }
 }
 
-pub(crate) fn is_json(text: &str, path: Option<&Path>) -> bool {
-    match path.and_then(|p| p.extension()).and_then(|e| e.to_str()) {
-        Some("json") => true,
-        Some("toml") => false,
-        _ => text.trim_start().starts_with('{'),
-    }
-}
-
-fn current_dir() -> PathBuf {
-    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
-}
-
-/// The directory relative paths in `path` are resolved against.
-pub(crate) fn base_dir(path: Option<&Path>) -> PathBuf {
-    let Some(path) = path else {
-        return current_dir();
-    };
-    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    absolute
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(current_dir)
-}
-
-/// 1-based line and column (in characters) of a byte offset.
-pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let offset = offset.min(text.len());
-    let before = text.get(..offset).unwrap_or(text);
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let column = before[line_start..].chars().count() + 1;
-    (line, column)
-}
-
-/// Checks a server name: it becomes the `server` in `server__tool`.
-pub(crate) fn check_name(name: &str) -> Result<(), (String, String)> {
-    let ok_chars = name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    let hint =
-        "use 1 to 32 letters, digits, `_` or `-`, without `__`: tools are exposed as SERVER__TOOL";
-    if name.is_empty() || name.chars().count() > 32 || !ok_chars {
-        return Err((format!("invalid server name {name:?}"), hint.into()));
-    }
-    if name.contains("__") {
-        return Err((
-            format!("invalid server name {name:?}: it contains `__`"),
-            hint.into(),
-        ));
-    }
-    Ok(())
-}
-
-/// Where a file is and how to point into it; shared by the TOML and JSON loaders.
-pub(crate) struct Source<'a> {
-    pub text: &'a str,
-    pub file: Option<&'a Path>,
-    /// The directory relative paths are resolved against.
-    pub base: PathBuf,
-    /// The byte offset of the key at a path (`["servers", "fs", "args"]`), or of the
-    /// deepest key of it that exists.
-    pub locate: &'a dyn Fn(&[&str]) -> Option<usize>,
-    pub lookup: &'a dyn Fn(&str) -> Option<String>,
-    /// A better message and hint for an expansion error, where the format has one (VS Code's
-    /// `${input:ID}`).
-    pub explain: &'a dyn Fn(&ExpandError) -> Option<(String, String)>,
-}
-
-impl Source<'_> {
-    pub fn error_at(
-        &self,
-        offset: Option<usize>,
-        field: impl Into<String>,
-        message: impl Into<String>,
-        hint: Option<String>,
-    ) -> ConfigError {
-        let (line, column) = match offset {
-            Some(o) => {
-                let (l, c) = line_col(self.text, o);
-                (Some(l), Some(c))
-            }
-            None => (None, None),
-        };
-        ConfigError::Invalid(Box::new(Diagnostic {
-            file: self.file.map(Path::to_path_buf),
-            line,
-            column,
-            field: field.into(),
-            message: message.into(),
-            hint,
-        }))
-    }
-
-    /// An error at the key `at`, shown as `at` joined with dots.
-    pub fn error(
-        &self,
-        at: &[&str],
-        message: impl Into<String>,
-        hint: Option<String>,
-    ) -> ConfigError {
-        self.error_at((self.locate)(at), at.join("."), message, hint)
-    }
-
-    /// Expands `value`, found under the key `at`; `shown` is the field path to report.
-    pub fn expand(&self, at: &[&str], shown: &str, value: &str) -> Result<String, ConfigError> {
-        expand(value, self.lookup).map_err(|e| self.expand_error(at, shown, &e))
-    }
-
-    fn expand_error(&self, at: &[&str], shown: &str, e: &ExpandError) -> ConfigError {
-        let key = (self.locate)(at);
-        let needle = e.needle();
-        let offset = key
-            .and_then(|k| self.text[k..].find(&needle).map(|i| k + i))
-            .or(key);
-        let (message, hint) = (self.explain)(e).unwrap_or_else(|| (e.to_string(), e.hint()));
-        self.error_at(offset, shown, message, Some(hint))
-    }
-
-    /// Expands a path and makes it absolute against [`Source::base`].
-    pub fn path(&self, at: &[&str], shown: &str, value: &str) -> Result<PathBuf, ConfigError> {
-        Ok(self.base.join(self.expand(at, shown, value)?))
-    }
-}
-
-/// A server's transport fields, as written, before expansion and checks.
-#[derive(Default)]
-pub(crate) struct Parts {
-    pub command: Option<String>,
-    pub args: Vec<String>,
-    pub env: BTreeMap<String, String>,
-    pub cwd: Option<String>,
-    pub url: Option<String>,
-    pub headers: BTreeMap<String, String>,
-    pub transport: Option<UrlTransport>,
-}
-
-/// Expands and checks a server's fields; `root` is the key the servers are under. The
-/// result has the default sandbox for a command server.
-pub(crate) fn build_server(
-    src: &Source<'_>,
-    root: &str,
-    name: &str,
-    parts: Parts,
-) -> Result<ServerConfig, ConfigError> {
-    let at = |key: &'static str| [root, name, key];
-    let shown = |key: &str| format!("{root}.{name}.{key}");
-    if let Err((message, hint)) = check_name(name) {
-        return Err(src.error(&[root, name], message, Some(hint)));
-    }
-    let transport = match (parts.command, parts.url) {
-        (Some(_), Some(_)) => {
-            return Err(src.error(
-                &at("url"),
-                "a server has either `command` or `url`, not both",
-                Some(
-                    "keep `command` to start a program, or `url` to reach a running server".into(),
-                ),
-            ));
-        }
-        (None, None) => {
-            return Err(src.error(
-                &[root, name],
-                "the server has neither `command` nor `url`",
-                Some(NEITHER_HINT.into()),
-            ));
-        }
-        (Some(command), None) => {
-            for (key, given) in [
-                ("headers", !parts.headers.is_empty()),
-                ("transport", parts.transport.is_some()),
-            ] {
-                if given {
-                    return Err(src.error(
-                        &at(key),
-                        format!("`{key}` applies to url servers, and this one has a `command`"),
-                        None,
-                    ));
-                }
-            }
-            let command = src.expand(&at("command"), &shown("command"), &command)?;
-            if command.trim().is_empty() {
-                return Err(src.error(&at("command"), "the command is empty", None));
-            }
-            let args = parts
-                .args
-                .iter()
-                .enumerate()
-                .map(|(i, a)| src.expand(&at("args"), &format!("{root}.{name}.args[{i}]"), a))
-                .collect::<Result<_, _>>()?;
-            let env = parts
-                .env
-                .iter()
-                .map(|(k, v)| {
-                    let value = src.expand(
-                        &[root, name, "env", k],
-                        &format!("{root}.{name}.env.{k}"),
-                        v,
-                    )?;
-                    Ok((k.clone(), value))
-                })
-                .collect::<Result<_, ConfigError>>()?;
-            let cwd = match &parts.cwd {
-                Some(c) => Some(src.path(&at("cwd"), &shown("cwd"), c)?),
-                None => None,
-            };
-            ServerTransport::Command {
-                command,
-                args,
-                env,
-                cwd,
-            }
-        }
-        (None, Some(url)) => {
-            for (key, given) in [
-                ("args", !parts.args.is_empty()),
-                ("env", !parts.env.is_empty()),
-                ("cwd", parts.cwd.is_some()),
-            ] {
-                if given {
-                    return Err(src.error(
-                        &at(key),
-                        format!("`{key}` applies to command servers, and this one has a `url`"),
-                        None,
-                    ));
-                }
-            }
-            let url = src.expand(&at("url"), &shown("url"), &url)?;
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(src.error(
-                    &at("url"),
-                    format!("{url:?} is not an http:// or https:// URL"),
-                    None,
-                ));
-            }
-            let headers = parts
-                .headers
-                .iter()
-                .map(|(k, v)| {
-                    let value = src.expand(
-                        &[root, name, "headers", k],
-                        &format!("{root}.{name}.headers.{k}"),
-                        v,
-                    )?;
-                    Ok((k.clone(), value))
-                })
-                .collect::<Result<_, ConfigError>>()?;
-            ServerTransport::Url {
-                url,
-                headers,
-                transport: parts.transport.unwrap_or_default(),
-            }
-        }
-    };
-    let sandbox = match &transport {
-        ServerTransport::Command { cwd, .. } => {
-            SandboxSetting::Profile(default_profile(&src.base, cwd.as_deref()))
-        }
-        ServerTransport::Url { .. } => SandboxSetting::Off,
-    };
-    Ok(ServerConfig {
-        name: name.to_string(),
-        transport,
-        sandbox,
-        enabled: true,
-        call_timeout: None,
-        trust: TrustLabels::default(),
-        prefix: None,
-        protocol: Default::default(),
-        imported_from: None,
-    })
-}
-
-/// Adds `servers` from `origin` to `all`, refusing a name defined twice.
-pub(crate) fn add_servers(
-    all: &mut Vec<(ServerConfig, Option<PathBuf>)>,
-    servers: Vec<ServerConfig>,
-    origin: Option<&Path>,
-    conflict: &dyn Fn(&str, Option<&Path>) -> ConfigError,
-) -> Result<(), ConfigError> {
-    for server in servers {
-        if let Some((_, first)) = all.iter().find(|(s, _)| s.name == server.name) {
-            return Err(conflict(&server.name, first.as_deref()));
-        }
-        all.push((server, origin.map(Path::to_path_buf)));
-    }
-    Ok(())
-}
-
-const NEITHER_HINT: &str =
-    "add `command` (and `args`) to start a program, or `url` to reach a running server";
 const IMPORT_HINT: &str = "import takes a Claude Desktop, Claude Code, Cursor or VS Code MCP \
      configuration (an mcpServers/servers JSON file)";
 
-/// Shows a file for messages.
-pub(crate) fn show(file: Option<&Path>) -> String {
-    file.map_or_else(|| "<config>".into(), |p| p.display().to_string())
-}
-
-// ---------------------------------------------------------------------------------------
 // moat.toml
 
 #[derive(Deserialize)]
@@ -757,11 +166,11 @@ struct TomlFile {
     #[serde(default)]
     servers: Ordered<TomlServer>,
     #[serde(default)]
-    policy: crate::policy::PolicyConfig,
+    policy: policy::PolicyConfig,
     #[serde(default)]
-    pins: crate::pins::PinsConfig,
+    pins: pins::PinsConfig,
     #[serde(default)]
-    audit: crate::audit::AuditConfig,
+    audit: audit::AuditConfig,
     #[serde(default)]
     consent: TomlConsent,
     #[serde(default)]
@@ -814,7 +223,7 @@ struct TomlConsent {
 #[serde(deny_unknown_fields)]
 struct TomlToolSearch {
     #[serde(default)]
-    mode: crate::search::SearchMode,
+    mode: search::SearchMode,
     max_tools: Option<usize>,
     max_tokens: Option<usize>,
     #[serde(default)]
@@ -826,9 +235,9 @@ struct TomlToolSearch {
 fn tool_search(
     src: &Source<'_>,
     raw: TomlToolSearch,
-) -> Result<crate::search::ToolSearchConfig, ConfigError> {
-    let default = crate::search::ToolSearchConfig::default();
-    let config = crate::search::ToolSearchConfig {
+) -> Result<search::ToolSearchConfig, ConfigError> {
+    let default = search::ToolSearchConfig::default();
+    let config = search::ToolSearchConfig {
         mode: raw.mode,
         max_tools: raw.max_tools.unwrap_or(default.max_tools),
         max_tokens: raw.max_tokens.unwrap_or(default.max_tokens),
@@ -1005,7 +414,7 @@ fn toml_server(
         transport: raw.transport.take(),
     };
     let mut server = build_server(src, "servers", name, parts)?;
-    crate::reach::widen_server(&mut server, src.lookup, protected);
+    reach::widen_server(&mut server, src.lookup, protected);
     apply_settings(src, name, &mut server, raw)?;
     Ok(server)
 }
@@ -1248,10 +657,10 @@ fn toml_imports(
                 Some(IMPORT_HINT.into()),
             ));
         }
-        let mut servers = crate::import::servers_from_json(&text, Some(&path), src.lookup)?;
+        let mut servers = import::servers_from_json(&text, Some(&path), src.lookup)?;
         // The imported file was read alone: it knew nothing of the moat.toml importing it.
         for server in &mut servers {
-            crate::reach::protect(server, protected);
+            reach::protect(server, protected);
         }
         let conflict = |name: &str, first: Option<&Path>| {
             let at_key = (src.locate)(&["servers", name]).or_else(|| (src.locate)(&["import"]));
@@ -1298,36 +707,6 @@ fn field_path(path: &serde_path_to_error::Path) -> String {
 
 // ---------------------------------------------------------------------------------------
 // Shared serde helpers
-
-/// A map kept in the order its deserializer gives it (file order for JSON; TOML's is
-/// sorted afterwards by position).
-pub(crate) struct Ordered<T>(pub Vec<(String, T)>);
-
-impl<T> Default for Ordered<T> {
-    fn default() -> Self {
-        Ordered(Vec::new())
-    }
-}
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Ordered<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<T>(PhantomData<T>);
-        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
-            type Value = Ordered<T>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a table of servers by name")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut out = Vec::new();
-                while let Some((k, v)) = map.next_entry::<String, T>()? {
-                    out.push((k, v));
-                }
-                Ok(Ordered(out))
-            }
-        }
-        d.deserialize_map(V(PhantomData))
-    }
-}
 
 /// `import = "a.json"` or `import = ["a.json", "b.json"]`.
 enum OneOrMany {
@@ -1385,60 +764,11 @@ impl<'de> Deserialize<'de> for TomlSandbox {
     }
 }
 
-/// A duration: `"30s"`, `"500ms"`, `"2m"`, `"1h"`, or a number of seconds.
-pub(crate) struct DurationValue(pub Duration);
-
-impl<'de> Deserialize<'de> for DurationValue {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = DurationValue;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a duration such as \"30s\", \"500ms\", \"2m\", or a number of seconds")
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-                Ok(DurationValue(Duration::from_secs(v)))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-                u64::try_from(v)
-                    .map(|v| DurationValue(Duration::from_secs(v)))
-                    .map_err(|_| E::custom("a duration cannot be negative"))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-                Duration::try_from_secs_f64(v)
-                    .map(DurationValue)
-                    .map_err(|_| E::custom(format!("{v} is not a duration in seconds")))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                parse_duration(v).map(DurationValue).map_err(E::custom)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// Parses `"30s"`, `"1.5s"`, `"500ms"`, `"2m"`, `"1h"`, or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let bad = || format!("{s:?} is not a duration (write e.g. \"30s\", \"500ms\", \"2m\", \"1h\")");
-    let n: f64 = number.parse().map_err(|_| bad())?;
-    let scale = match unit.trim() {
-        "" | "s" | "sec" | "secs" => 1.0,
-        "ms" => 0.001,
-        "m" | "min" | "mins" => 60.0,
-        "h" => 3600.0,
-        _ => return Err(bad()),
-    };
-    Duration::try_from_secs_f64(n * scale).map_err(|_| bad())
-}
-
 #[cfg(test)]
 mod tests {
+    use super::source::{check_name, line_col};
     use super::*;
+    use moat_sandbox::Net;
 
     fn env(name: &str) -> Option<String> {
         match name {
@@ -1450,19 +780,6 @@ mod tests {
 
     fn load(text: &str) -> Result<Config, ConfigError> {
         Config::from_toml_str_with(text, Some(Path::new("/etc/moat/moat.toml")), &env)
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
-        assert_eq!(parse_duration("7").unwrap(), Duration::from_secs(7));
-        assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("5 fortnights").is_err());
-        assert!(parse_duration("").is_err());
     }
 
     #[test]
