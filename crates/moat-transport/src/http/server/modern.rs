@@ -14,7 +14,7 @@ use moat_protocol::error::{
     ErrorObject, HEADER_MISMATCH, INVALID_REQUEST, METHOD_NOT_FOUND,
     MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION,
 };
-use moat_protocol::jsonrpc::{self, Message};
+use moat_protocol::jsonrpc::Message;
 use moat_protocol::session::{self, OwnedRequestHead, RequestHead};
 use tokio::sync::mpsc;
 
