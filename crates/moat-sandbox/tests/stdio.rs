@@ -236,7 +236,8 @@ fn reading_outside_the_read_paths_still_fails_while_streaming() {
 fn the_timeout_still_applies_and_an_output_cap_is_refused() {
     supervise_if_asked();
     let mut p = streaming(true);
-    p.limits.timeout = Some(Duration::from_millis(500));
+    // Long enough for a loaded machine to start the command and print its line first.
+    p.limits.timeout = Some(Duration::from_secs(3));
     let s = Supervisor::start(
         "the_timeout_still_applies_and_an_output_cap_is_refused",
         &p,

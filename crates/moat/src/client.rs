@@ -944,12 +944,16 @@ impl Client {
                 return decode_raw(method, &raw);
             }
             let asked: InputRequiredResult = decode_raw(method, &raw)?;
-            let responses = self
-                .fulfil(
-                    asked.input_requests.unwrap_or_default(),
-                    options.answerer.as_ref(),
-                )
-                .await?;
+            let fulfil = self.fulfil(
+                asked.input_requests.unwrap_or_default(),
+                options.answerer.as_ref(),
+            );
+            // A server that goes away while its questions are answered can take no retry:
+            // the call ends then, not when the answers come (a person may never give one).
+            let responses = tokio::select! {
+                responses = fulfil => responses?,
+                _ = self.peer.closed() => return Err(Error::Closed(self.peer.close_reason())),
+            };
             params.retry_with(responses, asked.request_state);
         }
         Err(Error::Decode {

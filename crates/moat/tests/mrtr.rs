@@ -389,3 +389,34 @@ async fn answers_sealed_in_the_state_cannot_be_replaced() {
     assert_eq!(done["resultType"], "complete", "{done}");
     assert_eq!(done["content"][0]["text"], "Ada Bob ok");
 }
+
+/// A 2026-07-28 server that goes away while the client is still answering its question:
+/// the call ends with `Error::Closed` then, not when (if ever) the answer comes.
+#[tokio::test]
+async fn a_server_gone_while_its_question_is_answered_ends_the_call() {
+    let (s, c) = pair();
+    let server_peer = server().start(s);
+    let asked = std::sync::Arc::new(tokio::sync::Notify::new());
+    let told = asked.clone();
+    let client = Client::builder()
+        .protocol(VersionPreference::Exact(ProtocolVersion::V2026_07_28))
+        .on_elicitation(move |_| {
+            told.notify_one();
+            // A person who never answers.
+            std::future::pending::<Result<ElicitResult, moat::protocol::ErrorObject>>()
+        })
+        .connect(c)
+        .await
+        .unwrap();
+    let call = tokio::spawn(async move { client.call_tool("interview", json!({})).await });
+    asked.notified().await;
+    server_peer.close().await;
+    let outcome = tokio::time::timeout(std::time::Duration::from_secs(30), call)
+        .await
+        .expect("the call ends once its server is gone")
+        .unwrap();
+    assert!(
+        matches!(outcome, Err(moat::Error::Closed(_))),
+        "{outcome:?}"
+    );
+}
