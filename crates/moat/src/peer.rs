@@ -782,7 +782,9 @@ async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Ar
 }
 
 async fn on_line(peer: &Peer, handler: &Arc<dyn Handler>, line: String) {
-    let incoming = peer.state().session.handle_incoming(&line);
+    // Read outside the lock (the costly part, for a large message); decide under it.
+    let read = moat_protocol::session::read(&line);
+    let incoming = peer.state().session.decide(read);
     match incoming {
         Incoming::Batch { items, related } => on_batch(peer, handler, items, related),
         incoming => {

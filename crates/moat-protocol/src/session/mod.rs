@@ -22,7 +22,7 @@ pub use head::{
 
 use crate::error::{ErrorObject, INVALID_REQUEST, PARSE_ERROR};
 use crate::id::RequestId;
-use crate::jsonrpc::{self, ErrorResponse, Message};
+use crate::jsonrpc::{self, EnvelopeError, ErrorResponse, Message};
 use crate::lifecycle::{Lifecycle, Role, State};
 use crate::pending::{Pending, PendingTable};
 use crate::types::{
@@ -242,19 +242,24 @@ impl<T> Session<T> {
         Reply::error(None, &error)
     }
 
-    /// What to do about `text`, one message or a batch.
+    /// What to do about `text`, one message or a batch: [`read`] it, then
+    /// [`decide`](Self::decide).
     pub fn handle_incoming<'a>(&mut self, text: &'a str) -> Incoming<'a> {
-        if jsonrpc::is_batch(text) {
-            return self.batch(text);
-        }
-        match Message::parse(text) {
-            Ok(message) => self.message(message),
-            Err(e) if e.respond => Incoming::Reply(Reply::error(e.id.as_ref(), &e.error)),
-            Err(_) => Incoming::Ignored,
+        self.decide(read(text))
+    }
+
+    /// What to do about a message already [`read`]: the rules of the lifecycle and the
+    /// revisions, applied to it. Cheap: the reading (the costly part, for a large message)
+    /// needs no session, so a shell that shares its session does it outside any lock.
+    pub fn decide<'a>(&mut self, read: Read<'a>) -> Incoming<'a> {
+        match read.0 {
+            ReadKind::One(Ok(message)) => self.message(message),
+            ReadKind::One(Err(e)) | ReadKind::Batch(Err(e)) => refusal(e),
+            ReadKind::Batch(Ok(elements)) => self.batch(elements),
         }
     }
 
-    fn batch<'a>(&mut self, text: &'a str) -> Incoming<'a> {
+    fn batch<'a>(&mut self, elements: Vec<Result<ReadMessage<'a>, EnvelopeError>>) -> Incoming<'a> {
         if !self
             .version()
             .is_some_and(ProtocolVersion::supports_batches)
@@ -266,34 +271,26 @@ impl<T> Session<T> {
             ));
             return Incoming::Reply(Reply::error(None, &error));
         }
-        let elements = match Message::parse_batch(text) {
-            Ok(elements) => elements,
-            Err(e) => return Incoming::Reply(Reply::error(e.id.as_ref(), &e.error)),
-        };
         let related = elements.iter().find_map(|e| match e {
-            Ok(Message::Request(req)) => Some(req.id.clone()),
+            Ok(ReadMessage::Request(head)) => Some(head.id.clone()),
             _ => None,
         });
         let items = elements
             .into_iter()
             .map(|element| match element {
                 Ok(message) => self.message(message),
-                Err(e) if e.respond => Incoming::Reply(Reply::error(e.id.as_ref(), &e.error)),
-                Err(_) => Incoming::Ignored,
+                Err(e) => refusal(e),
             })
             .collect();
         Incoming::Batch { items, related }
     }
 
-    fn message<'a>(&mut self, message: Message<'a>) -> Incoming<'a> {
+    fn message<'a>(&mut self, message: ReadMessage<'a>) -> Incoming<'a> {
         match message {
-            Message::Request(req) => self.request(req),
-            Message::Notification(n) => Incoming::Notification(self.notification(n)),
-            Message::Response(r) => Incoming::Response {
-                id: r.id,
-                result: r.result,
-            },
-            Message::Error(e) => Incoming::Error(e),
+            ReadMessage::Request(head) => self.handle_request(head),
+            ReadMessage::Notification(n) => Incoming::Notification(self.notification(n)),
+            ReadMessage::Response { id, result } => Incoming::Response { id, result },
+            ReadMessage::Error(e) => Incoming::Error(e),
         }
     }
 
@@ -328,10 +325,6 @@ impl<T> Session<T> {
 
     /// Checks a request against the lifecycle and the revision: answered at once
     /// (`ping`, refusals), `initialize`, or a request for the handler.
-    fn request<'a>(&mut self, req: jsonrpc::Request<'a>) -> Incoming<'a> {
-        self.handle_request(RequestHead::read(req.id, req.method, req.params))
-    }
-
     /// What to do about a request whose head was already read (by a transport that
     /// checked its headers against it): the same rules as for a request in
     /// [`handle_incoming`](Self::handle_incoming), without reading its params again.
@@ -418,6 +411,63 @@ impl<T> Session<T> {
             };
         }
         Incoming::Request(RequestHead { version, ..head })
+    }
+}
+
+/// A message (or batch) read — envelope and, for a request, its head — before the
+/// session's rules are applied ([`Session::decide`]).
+#[derive(Debug)]
+pub struct Read<'a>(ReadKind<'a>);
+
+// Lives on the stack for one message, most often a request: boxing the head would cost
+// an allocation per request to save bytes for the rarer kinds.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+enum ReadKind<'a> {
+    One(Result<ReadMessage<'a>, EnvelopeError>),
+    Batch(Result<Vec<Result<ReadMessage<'a>, EnvelopeError>>, EnvelopeError>),
+}
+
+#[allow(clippy::large_enum_variant)] // as for `ReadKind`
+#[derive(Debug)]
+enum ReadMessage<'a> {
+    Request(RequestHead<'a>),
+    Notification(jsonrpc::Notification<'a>),
+    Response { id: RequestId, result: &'a RawValue },
+    Error(ErrorResponse),
+}
+
+/// Reads `text`, one message or a batch: the envelope, and each request's params once into
+/// its head. Needs no session (see [`Session::decide`]).
+pub fn read(text: &str) -> Read<'_> {
+    fn one(message: Message<'_>) -> ReadMessage<'_> {
+        match message {
+            Message::Request(r) => {
+                ReadMessage::Request(RequestHead::read(r.id, r.method, r.params))
+            }
+            Message::Notification(n) => ReadMessage::Notification(n),
+            Message::Response(r) => ReadMessage::Response {
+                id: r.id,
+                result: r.result,
+            },
+            Message::Error(e) => ReadMessage::Error(e),
+        }
+    }
+    if jsonrpc::is_batch(text) {
+        return Read(ReadKind::Batch(
+            Message::parse_batch(text)
+                .map(|elements| elements.into_iter().map(|e| e.map(one)).collect()),
+        ));
+    }
+    Read(ReadKind::One(Message::parse(text).map(one)))
+}
+
+/// The answer to a message that is not valid JSON-RPC, if it wants one.
+fn refusal<'a>(e: EnvelopeError) -> Incoming<'a> {
+    if e.respond {
+        Incoming::Reply(Reply::error(e.id.as_ref(), &e.error))
+    } else {
+        Incoming::Ignored
     }
 }
 
