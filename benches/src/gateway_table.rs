@@ -85,6 +85,33 @@ impl Settings {
 
 /// `MOAT_BIN`, else the `moat` binary next to this one, built first with the same profile
 /// (Cargo passes its target directory on through the environment).
+/// `moat-bench-server` beside this executable, built first (`cargo run --bin moat-bench`
+/// builds only the table's own binary).
+pub(crate) fn bench_server_binary() -> PathBuf {
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut build = Command::new(cargo);
+    build.args([
+        "build",
+        "--quiet",
+        "-p",
+        "moat-bench",
+        "--bin",
+        "moat-bench-server",
+        "--manifest-path",
+        manifest,
+    ]);
+    if !cfg!(debug_assertions) {
+        build.arg("--release");
+    }
+    let status = build.status().expect("run cargo build");
+    assert!(
+        status.success(),
+        "cargo build -p moat-bench --bin moat-bench-server failed"
+    );
+    PathBuf::from(crate::Binaries::beside_current_exe().moat_server)
+}
+
 pub(crate) fn moat_binary() -> PathBuf {
     if let Some(path) = std::env::var_os("MOAT_BIN") {
         // Absolute: it is written into the gateway's configuration.

@@ -25,7 +25,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use moat::Client;
-use moat_bench::Binaries;
 use moat_bench::stats::{SpreadRow, report_spread};
 
 use crate::EventArgs;
@@ -45,13 +44,12 @@ const HELD: &str = "mut__echo";
 
 pub fn main(args: EventArgs) {
     let moat = crate::gateway_table::moat_binary();
-    let bins = Binaries::beside_current_exe();
     let scratch = Scratch::new("reload");
     let config = Config {
         path: scratch.0.join("moat.toml"),
         state: scratch.0.join("state"),
         moat: moat.clone(),
-        bench_server: PathBuf::from(&bins.moat_server),
+        bench_server: crate::gateway_table::bench_server_binary(),
     };
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let mut rows = vec![
