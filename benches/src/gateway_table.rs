@@ -83,11 +83,26 @@ impl Settings {
 // ---------------------------------------------------------------------------------------
 // The moat binary and the gateway's configuration
 
-/// `MOAT_BIN`, else the `moat` binary next to this one, built first with the same profile
-/// (Cargo passes its target directory on through the environment).
 /// `moat-bench-server` beside this executable, built first (`cargo run --bin moat-bench`
 /// builds only the table's own binary).
 pub(crate) fn bench_server_binary() -> PathBuf {
+    build_sibling("moat-bench", "moat-bench-server")
+}
+
+/// `MOAT_BIN`, else the `moat` binary next to this one, built first with the same profile
+/// (Cargo passes its target directory on through the environment).
+pub(crate) fn moat_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("MOAT_BIN") {
+        // Absolute: it is written into the gateway's configuration.
+        return std::fs::canonicalize(&path).unwrap_or_else(|e| panic!("MOAT_BIN {path:?}: {e}"));
+    }
+    eprintln!("building moat (cargo build -p moat-cli; set MOAT_BIN to skip)");
+    build_sibling("moat-cli", "moat")
+}
+
+/// Builds `bin` of `package` with this executable's profile and returns its path beside
+/// this executable.
+fn build_sibling(package: &str, bin: &str) -> PathBuf {
     let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut build = Command::new(cargo);
@@ -95,9 +110,9 @@ pub(crate) fn bench_server_binary() -> PathBuf {
         "build",
         "--quiet",
         "-p",
-        "moat-bench",
+        package,
         "--bin",
-        "moat-bench-server",
+        bin,
         "--manifest-path",
         manifest,
     ]);
@@ -107,38 +122,11 @@ pub(crate) fn bench_server_binary() -> PathBuf {
     let status = build.status().expect("run cargo build");
     assert!(
         status.success(),
-        "cargo build -p moat-bench --bin moat-bench-server failed"
+        "cargo build -p {package} --bin {bin} failed"
     );
-    PathBuf::from(crate::Binaries::beside_current_exe().moat_server)
-}
-
-pub(crate) fn moat_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("MOAT_BIN") {
-        // Absolute: it is written into the gateway's configuration.
-        return std::fs::canonicalize(&path).unwrap_or_else(|e| panic!("MOAT_BIN {path:?}: {e}"));
-    }
-    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut build = Command::new(cargo);
-    build.args([
-        "build",
-        "--quiet",
-        "-p",
-        "moat-cli",
-        "--bin",
-        "moat",
-        "--manifest-path",
-        manifest,
-    ]);
-    if !cfg!(debug_assertions) {
-        build.arg("--release");
-    }
-    eprintln!("building moat (cargo build -p moat-cli; set MOAT_BIN to skip)");
-    let status = build.status().expect("run cargo build");
-    assert!(status.success(), "cargo build -p moat-cli failed");
     let exe = std::env::current_exe().expect("current exe");
-    let path = exe.parent().expect("exe dir").join("moat");
-    assert!(path.exists(), "no moat binary at {}", path.display());
+    let path = exe.parent().expect("exe dir").join(bin);
+    assert!(path.exists(), "no {bin} binary at {}", path.display());
     path
 }
 

@@ -174,28 +174,22 @@ impl Session {
 
     /// Hand one message (or batch) from the client to MCP.
     pub(crate) async fn deliver(&self, text: String) -> Result<(), Closed> {
-        let tx = self
-            .inbound
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let tx = tx.ok_or(Closed::Gone)?;
-        tx.send(Inbound::Frame(Frame::Line(text)))
-            .await
-            .map_err(|_| Closed::Gone)
+        self.hand_on(Inbound::Frame(Frame::Line(text))).await
     }
 
     /// Hand one request, its head already read, from the client to MCP.
     pub(crate) async fn deliver_request(&self, head: OwnedRequestHead) -> Result<(), Closed> {
+        self.hand_on(Inbound::Request(Box::new(head))).await
+    }
+
+    async fn hand_on(&self, item: Inbound) -> Result<(), Closed> {
         let tx = self
             .inbound
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let tx = tx.ok_or(Closed::Gone)?;
-        tx.send(Inbound::Request(Box::new(head)))
-            .await
-            .map_err(|_| Closed::Gone)
+        tx.send(item).await.map_err(|_| Closed::Gone)
     }
 
     /// A new stream for the answers to `requests` (which must not be in flight already).
