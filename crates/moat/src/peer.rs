@@ -211,12 +211,19 @@ impl Peer {
             single_request: conn.single_request,
             outbound: conn.outbound.clone(),
             state: Mutex::new(State_ {
-                session: Session::new(
-                    role,
-                    options.versions.clone(),
-                    options.max_message_bytes,
-                    options.max_pending,
-                ),
+                session: {
+                    let session = Session::new(
+                        role,
+                        options.versions.clone(),
+                        options.max_message_bytes,
+                        options.max_pending,
+                    );
+                    if conn.single_request {
+                        session.single_request()
+                    } else {
+                        session
+                    }
+                },
                 timer_armed: None,
                 timer_started: false,
                 inflight: HashMap::new(),

@@ -10,6 +10,7 @@
 //! rules or error codes of its own.
 
 mod head;
+mod outbound;
 
 use std::borrow::Cow;
 use std::time::Instant;
@@ -19,6 +20,7 @@ use serde_json::value::RawValue;
 pub use head::{
     OwnedRequestHead, ParamsFields, RequestFields, RequestHead, RequestMeta, check_input_responses,
 };
+pub use outbound::{Outbound, OutboundNotice, OutboundRequests, negotiated_version, outbound};
 
 use crate::error::{ErrorObject, INVALID_REQUEST, PARSE_ERROR};
 use crate::id::RequestId;
@@ -131,6 +133,9 @@ pub struct Session<T = ()> {
     versions: SupportedVersions,
     max_message_bytes: usize,
     pending: PendingTable<T>,
+    /// The connection carries one request and ends (a 2026-07-28 HTTP POST): no handshake
+    /// can happen on it.
+    single_request: bool,
 }
 
 /// One of our requests whose deadline passed: what to tell its caller and the other side.
@@ -160,7 +165,16 @@ impl<T> Session<T> {
             versions,
             max_message_bytes,
             pending: PendingTable::new(max_pending),
+            single_request: false,
         }
+    }
+
+    /// The connection carries one request and then ends (a 2026-07-28 HTTP POST has a
+    /// connection of its own): an `initialize` on it is refused, since no session could
+    /// follow it.
+    pub fn single_request(mut self) -> Session<T> {
+        self.single_request = true;
+        self
     }
 
     /// Our requests awaiting answers.
@@ -364,17 +378,16 @@ impl<T> Session<T> {
                     Err(error) => return refuse(error),
                 }
                 // Capabilities are declared per request, and required.
-                if role == Role::Server && meta.client_capabilities.is_none() {
-                    return refuse(ErrorObject::invalid_params(format!(
-                        "Invalid params: a {requested} request must carry _meta[\"{META_CLIENT_CAPABILITIES}\"]"
-                    )));
+                if role == Role::Server
+                    && let Err(error) = check_modern_meta(meta)
+                {
+                    return refuse(error);
                 }
             }
             None if era == Some(Era::Modern) && role == Role::Server => {
-                return refuse(ErrorObject::invalid_params(format!(
-                    "Invalid params: a {} request must carry _meta[\"{META_PROTOCOL_VERSION}\"]",
-                    version.map_or("2026-07-28", ProtocolVersion::as_str)
-                )));
+                if let Err(error) = check_modern_meta(meta) {
+                    return refuse(error);
+                }
             }
             _ => {}
         }
@@ -398,6 +411,12 @@ impl<T> Session<T> {
                 Err(error) => Reply::error(Some(&head.id), &error),
             });
         }
+        if method == methods::INITIALIZE
+            && role == Role::Server
+            && let Some(error) = self.handshake_impossible(head.params)
+        {
+            return refuse(error);
+        }
         if method != methods::SERVER_DISCOVER
             && !modern
             && let Err(error) = self.lifecycle.check_incoming_request(method)
@@ -412,6 +431,56 @@ impl<T> Session<T> {
         }
         Incoming::Request(RequestHead { version, ..head })
     }
+}
+
+impl<T> Session<T> {
+    /// Why an `initialize` cannot be answered here, if it cannot: this side speaks no
+    /// handshake-era revision, or the connection ends after one request. The client gets
+    /// -32022 naming the requested revision and the 2026-07-28 ones we do speak, so it can
+    /// retry in that era.
+    fn handshake_impossible(&self, params: Option<&RawValue>) -> Option<ErrorObject> {
+        if !self.single_request && self.versions.latest_handshake().is_some() {
+            return None;
+        }
+        #[derive(serde::Deserialize)]
+        struct Requested {
+            #[serde(rename = "protocolVersion", default)]
+            protocol_version: Option<String>,
+        }
+        let requested = decode::<Requested>(params)
+            .and_then(|r| r.protocol_version)
+            .unwrap_or_default();
+        let modern = self
+            .versions
+            .as_slice()
+            .iter()
+            .copied()
+            .filter(|v| v.era() == Era::Modern)
+            .collect();
+        Some(SupportedVersions::new(modern).unsupported_error(&requested))
+    }
+}
+
+/// The rule for every 2026-07-28 request a server gets: its `_meta` names the revision and
+/// declares the client's capabilities (there is no handshake to learn them from). The
+/// error (-32602) says which is missing. Transports that check a request before it reaches
+/// a session (HTTP answers it with status 400) apply this same rule.
+pub fn check_modern_meta(meta: &RequestMeta<'_>) -> Result<(), ErrorObject> {
+    let missing = |revision: &str, what: &str| {
+        Err(ErrorObject::invalid_params(format!(
+            "Invalid params: a {revision} request must carry {what}"
+        )))
+    };
+    if meta.raw.is_none() {
+        return missing("2026-07-28", "params._meta");
+    }
+    let Some(revision) = meta.protocol_version.as_deref() else {
+        return missing("2026-07-28", &format!("_meta[\"{META_PROTOCOL_VERSION}\"]"));
+    };
+    if meta.client_capabilities.is_none() {
+        return missing(revision, &format!("_meta[\"{META_CLIENT_CAPABILITIES}\"]"));
+    }
+    Ok(())
 }
 
 /// A message (or batch) read — envelope and, for a request, its head — before the

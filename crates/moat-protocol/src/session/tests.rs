@@ -127,6 +127,77 @@ fn a_modern_request_names_a_known_revision_and_its_capabilities() {
     assert_eq!(refused(s.handle_incoming(&no_caps)), INVALID_PARAMS);
 }
 
+/// The error object of a reply.
+fn refusal_of(incoming: Incoming<'_>) -> Value {
+    match incoming {
+        Incoming::Reply(r) => {
+            let v: Value = serde_json::from_str(&r.line).expect("a JSON reply");
+            v["error"].clone()
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_modern_request_without_meta_says_what_is_missing() {
+    // Once modern, every request must carry `_meta`: each missing piece is named.
+    let mut s: Session = server();
+    let first = line(
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta": modern_meta()}}),
+    );
+    assert!(matches!(s.handle_incoming(&first), Incoming::Request(_)));
+    let bare = line(json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}));
+    let e = refusal_of(s.handle_incoming(&bare));
+    assert_eq!(e["code"], INVALID_PARAMS, "{e}");
+    assert!(
+        e["message"].as_str().unwrap_or("").contains("params._meta"),
+        "{e}"
+    );
+    let no_version = line(
+        json!({"jsonrpc":"2.0","id":3,"method":"tools/list","params":{
+        "_meta": {"io.modelcontextprotocol/clientCapabilities": {}}}}),
+    );
+    let e = refusal_of(s.handle_incoming(&no_version));
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("protocolVersion"),
+        "{e}"
+    );
+}
+
+#[test]
+fn initialize_is_refused_where_no_handshake_can_follow() {
+    let init = line(
+        json!({"jsonrpc":"2.0","id":7,"method":"initialize","params":{
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name":"t","version":"1"}}}),
+    );
+    // A connection that carries one request (a 2026-07-28 HTTP POST).
+    let mut one: Session = server::<()>().single_request();
+    let e = refusal_of(one.handle_incoming(&init));
+    assert_eq!(e["code"], UNSUPPORTED_PROTOCOL_VERSION, "{e}");
+    assert_eq!(e["data"]["requested"], "2025-11-25", "{e}");
+    assert_eq!(e["data"]["supported"], json!(["2026-07-28"]), "{e}");
+    // A side that speaks only 2026-07-28, over any transport.
+    let mut modern_only: Session = Session::new(
+        Role::Server,
+        SupportedVersions::new(vec![ProtocolVersion::V2026_07_28]),
+        1 << 20,
+        16,
+    );
+    let e = refusal_of(modern_only.handle_incoming(&init));
+    assert_eq!(e["code"], UNSUPPORTED_PROTOCOL_VERSION, "{e}");
+    assert_eq!(e["data"]["supported"], json!(["2026-07-28"]), "{e}");
+    // A side that also speaks the handshake era answers it.
+    let mut both: Session = server();
+    assert!(matches!(
+        both.handle_incoming(&init),
+        Incoming::Initialize { .. }
+    ));
+}
+
 #[test]
 fn a_modern_connection_refuses_what_its_revision_does_not_define() {
     let mut s: Session = server();

@@ -65,6 +65,7 @@ mod errors;
 mod legacy;
 mod session;
 mod streamable;
+mod wire;
 mod xheader;
 
 /// Which HTTP transport to speak.

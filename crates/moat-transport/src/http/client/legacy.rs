@@ -9,12 +9,12 @@ use futures_util::StreamExt;
 use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderValue, Method};
 use moat_protocol::ErrorObject;
+use moat_protocol::session::{self, Outbound};
 use url::Url;
 
 use super::auth::{self, SendError};
 use super::body::{self, Events, StreamError};
 use super::errors::{challenge, describe_status, http_failure};
-use super::streamable::request_ids;
 use super::{ClientError, Shared, content_type, is_event_stream};
 
 /// How long the GET and its `endpoint` event may take when no request timeout is set.
@@ -128,8 +128,11 @@ async fn read(shared: &Shared, mut events: Events) {
 /// POST one message to the endpoint (in order: the driver waits). A refused request gets
 /// an error response.
 pub(super) async fn send(shared: &Shared, endpoint: &Url, text: String) {
-    let (ids, method) = request_ids(&text);
-    let method = method.unwrap_or_else(|| "a response".to_owned());
+    let (ids, method) = match session::outbound(&text) {
+        Outbound::Requests(r) => (r.ids, r.method),
+        Outbound::Notification(n) => (Vec::new(), n.method),
+        _ => (Vec::new(), "a response".to_owned()),
+    };
     let mut headers = shared.headers();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     let wait = shared.options.request_timeout.unwrap_or(DEFAULT_WAIT);

@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use super::auth;
 use super::body;
 use super::errors::{challenge, describe_status, jsonrpc_error};
-use super::streamable::{backoff, get, note_initialize_result, post, session_headers};
+use super::wire::{backoff, get, note_initialize_result, post, session_headers};
 use super::{Shared, is_event_stream};
 use crate::http::headers::{LAST_EVENT_ID, SESSION_ID};
 

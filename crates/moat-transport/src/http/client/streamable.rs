@@ -9,20 +9,18 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::header::{ACCEPT, CONTENT_TYPE};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use moat_protocol::error::{HEADER_MISMATCH, METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION};
 use moat_protocol::jsonrpc::{self, Message};
-use moat_protocol::session::RequestHead;
-use moat_protocol::types::methods;
+use moat_protocol::session::{self, Outbound, OutboundNotice, OutboundRequests};
 use moat_protocol::{ErrorObject, RequestId};
-use serde::Deserialize;
 use serde_json::Value;
 use tokio::task::AbortHandle;
 
-use super::auth::{self, SendError};
 use super::body::{self, Events, StreamError};
 use super::errors::{challenge, describe_status, fail, http_failure, jsonrpc_error};
 use super::session::{reinit, start_get_stream};
+use super::wire::{backoff, get, note_initialize_result, post, session_headers};
 use super::xheader;
 use super::{Route, Shared, content_type, is_event_stream, legacy};
 use crate::http::headers::ParamHeader;
@@ -103,126 +101,23 @@ struct Call {
     modern: Option<String>,
     /// `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`.
     extra: Vec<(HeaderName, HeaderValue)>,
-}
-
-/// What an outgoing message is.
-enum Kind {
-    Request(RequestPeek),
-    Notification {
-        method: String,
-        cancelled: Option<RequestId>,
-    },
-    /// Responses (to the server's requests), or anything unreadable.
-    Other,
-}
-
-struct RequestPeek {
-    ids: Vec<RequestId>,
-    method: String,
-    /// What the request's head says about its routing (a single request's; none for a batch).
-    routing: Routing,
-}
-
-/// The routing facts of one request, from its head (the core decides which fields the
-/// headers mirror).
-#[derive(Default)]
-struct Routing {
-    /// The 2026-07-28 revision its `_meta` names.
-    modern: Option<String>,
-    /// The `Mcp-Name` value.
-    name: Option<String>,
-    /// The tool whose arguments `Mcp-Param-*` headers may mirror, with those arguments.
-    tool: Option<(String, Option<Box<serde_json::value::RawValue>>)>,
-    /// Whether it is `initialize` (a new session).
-    initialize: bool,
-}
-
-impl Routing {
-    fn of(head: &RequestHead<'_>) -> Routing {
-        Routing {
-            modern: head.meta.protocol_version.as_deref().map(str::to_owned),
-            name: head.mirrored_name().map(str::to_owned),
-            tool: head.mirrored_tool().map(|tool| {
-                let args = head.fields.as_ref().ok().and_then(|f| f.arguments);
-                (tool.to_owned(), args.map(ToOwned::to_owned))
-            }),
-            initialize: head.is_initialize(),
-        }
-    }
-}
-
-/// The `requestId` of a `notifications/cancelled`.
-#[derive(Deserialize, Default)]
-struct CancelledPeek {
-    #[serde(default, rename = "requestId")]
-    request_id: Option<RequestId>,
-}
-
-fn classify(text: &str) -> Kind {
-    if jsonrpc::is_batch(text) {
-        let Ok(items) = Message::parse_batch(text) else {
-            return Kind::Other;
-        };
-        let mut ids = Vec::new();
-        let mut method = None;
-        for item in items.iter().flatten() {
-            if let Message::Request(r) = item {
-                ids.push(r.id.clone());
-                method.get_or_insert_with(|| r.method.to_string());
-            }
-        }
-        return match method {
-            Some(method) => Kind::Request(RequestPeek {
-                ids,
-                method,
-                routing: Routing::default(),
-            }),
-            None => Kind::Other,
-        };
-    }
-    match Message::parse(text) {
-        Ok(Message::Request(r)) => {
-            let head = RequestHead::read(r.id, r.method, r.params);
-            Kind::Request(RequestPeek {
-                ids: vec![head.id.clone()],
-                method: head.method.to_string(),
-                routing: Routing::of(&head),
-            })
-        }
-        Ok(Message::Notification(n)) => Kind::Notification {
-            cancelled: (n.method == methods::NOTIFICATIONS_CANCELLED)
-                .then(|| {
-                    n.params
-                        .and_then(|p| serde_json::from_str::<CancelledPeek>(p.get()).ok())
-                        .and_then(|p| p.request_id)
-                })
-                .flatten(),
-            method: n.method.to_string(),
-        },
-        _ => Kind::Other,
-    }
-}
-
-/// The request ids of an outgoing message.
-pub(super) fn request_ids(text: &str) -> (Vec<RequestId>, Option<String>) {
-    match classify(text) {
-        Kind::Request(r) => (r.ids, Some(r.method)),
-        Kind::Notification { method, .. } => (Vec::new(), Some(method)),
-        Kind::Other => (Vec::new(), None),
-    }
+    /// The request opens a handshake-era session (its answer carries the session id).
+    opens_session: bool,
+    /// Its answer lists tools, whose mirrored-header annotations we keep (modern era).
+    lists_tools: bool,
 }
 
 /// Send one outbound message over Streamable HTTP.
 pub(super) async fn send(shared: &Arc<Shared>, text: String) {
-    match classify(&text) {
-        Kind::Request(peek) => {
-            let call = prepare(shared, text, peek);
+    match session::outbound(&text) {
+        Outbound::Requests(requests) => {
+            let call = prepare(shared, text, requests);
             spawn_call(shared, call, None);
         }
-        Kind::Notification { method, cancelled } => {
-            notify(shared, text, &method, cancelled).await;
+        Outbound::Notification(notice) => {
+            notify(shared, text, notice).await;
         }
-        Kind::Other => {
+        _ => {
             // Our answers to the server's requests: accepted with 202, nothing to read.
             let task = shared.clone();
             shared.spawn(async move {
@@ -235,14 +130,14 @@ pub(super) async fn send(shared: &Arc<Shared>, text: String) {
 /// Auto mode: send the first request Streamable-style, and fall back to legacy HTTP+SSE
 /// if the server answers as the spec says an old server does. Returns the route decided.
 pub(super) async fn probe(shared: &Arc<Shared>, text: String) -> Option<Route> {
-    let peek = match classify(&text) {
-        Kind::Request(peek) => peek,
+    let requests = match session::outbound(&text) {
+        Outbound::Requests(requests) => requests,
         _ => {
             send(shared, text).await;
             return Some(Route::Streamable);
         }
     };
-    let call = prepare(shared, text.clone(), peek);
+    let call = prepare(shared, text.clone(), requests);
     let (headers, _, _) = post_headers(shared, &call);
     let sent = post(shared, call.body.clone(), headers).await;
     let resp = match sent {
@@ -332,13 +227,9 @@ fn is_modern_refusal(err: &ErrorObject) -> bool {
 }
 
 /// Work out a request's era and headers, and note what later requests need.
-fn prepare(shared: &Shared, text: String, peek: RequestPeek) -> Call {
-    let RequestPeek {
-        ids,
-        method,
-        routing,
-    } = peek;
-    let modern = routing.modern;
+fn prepare(shared: &Shared, text: String, requests: OutboundRequests) -> Call {
+    let modern = requests.modern;
+    let method = requests.method;
     let mut extra = Vec::new();
     let mut state = shared.state();
     state.modern = modern.is_some();
@@ -347,12 +238,12 @@ fn prepare(shared: &Shared, text: String, peek: RequestPeek) -> Call {
         if let Ok(v) = HeaderValue::from_str(&method) {
             extra.push((HeaderName::from_static(METHOD), v));
         }
-        if let Some(name) = &routing.name
+        if let Some(name) = &requests.name
             && let Ok(v) = HeaderValue::from_str(&crate::http::headers::encode_value(name))
         {
             extra.push((HeaderName::from_static(NAME), v));
         }
-        if let Some((tool, args)) = &routing.tool
+        if let Some((tool, args)) = &requests.tool
             && let Some(mirrored) = state.tool_headers.get(tool.as_str())
         {
             // Arguments are decoded only for a tool that mirrors some of them.
@@ -361,7 +252,7 @@ fn prepare(shared: &Shared, text: String, peek: RequestPeek) -> Call {
                 .and_then(|a| serde_json::from_str(a.get()).ok());
             extra.extend(xheader::mirror(mirrored, args.as_ref()));
         }
-    } else if routing.initialize {
+    } else if requests.opens_session {
         // A new handshake: a new session, whatever came before.
         state.init_request = Some(text.clone());
         state.session = None;
@@ -371,9 +262,11 @@ fn prepare(shared: &Shared, text: String, peek: RequestPeek) -> Call {
     Call {
         body: Bytes::from(text),
         method,
-        ids,
+        ids: requests.ids,
         modern,
         extra,
+        opens_session: requests.opens_session,
+        lists_tools: requests.lists_tools,
     }
 }
 
@@ -467,30 +360,6 @@ fn message_headers(shared: &Shared) -> (HeaderMap, u64, bool) {
     (h, generation, with_session)
 }
 
-/// Handshake-era headers for a GET or DELETE.
-pub(super) fn session_headers(shared: &Shared) -> (HeaderMap, u64, bool) {
-    let mut h = shared.headers();
-    let state = shared.state();
-    let had = state.session.is_some();
-    if let Some(s) = &state.session {
-        h.insert(HeaderName::from_static(SESSION_ID), s.clone());
-    }
-    if let Some(v) = &state.protocol_version {
-        h.insert(HeaderName::from_static(PROTOCOL_VERSION), v.clone());
-    }
-    (h, state.generation, had)
-}
-
-/// POST `body` (authorized), waiting at most the request timeout for the response headers.
-pub(super) async fn post(
-    shared: &Shared,
-    body: Bytes,
-    headers: HeaderMap,
-) -> Result<reqwest::Response, SendError> {
-    let wait = shared.options.request_timeout;
-    auth::send(shared, Method::POST, &shared.url, headers, Some(body), wait).await
-}
-
 /// Send one request POST to the end: deliver every answer, or an error for each request
 /// left unanswered.
 async fn run_call(shared: &Arc<Shared>, call: Call, mut first: Option<reqwest::Response>) {
@@ -528,8 +397,7 @@ async fn run_call(shared: &Arc<Shared>, call: Call, mut first: Option<reqwest::R
                 }
             }
         }
-        if call.method == methods::INITIALIZE && resp.status().is_success() && call.modern.is_none()
-        {
+        if call.opens_session && resp.status().is_success() && call.modern.is_none() {
             let session = resp
                 .headers()
                 .get(SESSION_ID)
@@ -700,26 +568,6 @@ async fn read_call_stream(
     }
 }
 
-/// The wait before reconnection attempt `n` (from 1): the server's `retry`, else the
-/// configured delay, doubled per failure up to the cap.
-pub(super) fn backoff(shared: &Shared, retry: Option<Duration>, n: u32) -> Duration {
-    let base = retry.unwrap_or(shared.options.reconnect_delay);
-    let factor = 1u32 << (n.saturating_sub(1)).min(16);
-    let cap = shared.options.max_backoff.max(base);
-    base.saturating_mul(factor).min(cap)
-}
-
-pub(super) async fn get(
-    shared: &Shared,
-    headers: HeaderMap,
-) -> Result<reqwest::Response, SendError> {
-    let wait = shared
-        .options
-        .request_timeout
-        .unwrap_or(Duration::from_secs(300));
-    auth::send(shared, Method::GET, &shared.url, headers, None, Some(wait)).await
-}
-
 /// Deliver one message from a POST's answer, ticking off the request it answers, and
 /// looking into the results the transport needs (`initialize`, modern `tools/list`).
 async fn deliver_answer(
@@ -763,10 +611,10 @@ async fn deliver_answer(
         _ => Answer::None,
     };
     match answer {
-        Answer::Result if call.method == methods::INITIALIZE => {
+        Answer::Result if call.opens_session => {
             note_initialize_result(shared, &line);
         }
-        Answer::Result if call.method == methods::TOOLS_LIST && call.modern.is_some() => {
+        Answer::Result if call.lists_tools && call.modern.is_some() => {
             let (rewritten, kept) = xheader::filter_tools_list(&line);
             {
                 let mut state = shared.state();
@@ -790,27 +638,10 @@ async fn deliver_answer(
     shared.deliver(line).await;
 }
 
-/// Remember the negotiated revision from an `initialize` result.
-pub(super) fn note_initialize_result(shared: &Shared, line: &str) {
-    #[derive(Deserialize)]
-    struct Init {
-        result: InitResult,
-    }
-    #[derive(Deserialize)]
-    struct InitResult {
-        #[serde(rename = "protocolVersion")]
-        protocol_version: String,
-    }
-    if let Ok(init) = serde_json::from_str::<Init>(line)
-        && let Ok(v) = HeaderValue::from_str(&init.result.protocol_version)
-    {
-        shared.state().protocol_version = Some(v);
-    }
-}
-
 /// Send a notification, in order (the driver waits for it), then act on what it means.
-async fn notify(shared: &Arc<Shared>, text: String, method: &str, cancelled: Option<RequestId>) {
-    if let Some(id) = cancelled {
+async fn notify(shared: &Arc<Shared>, text: String, notice: OutboundNotice) {
+    let method = notice.method.as_str();
+    if let Some(id) = notice.cancels {
         let (entry, modern) = {
             let mut state = shared.state();
             (state.inflight.remove(&id), state.modern)
@@ -834,7 +665,7 @@ async fn notify(shared: &Arc<Shared>, text: String, method: &str, cancelled: Opt
         }
     }
     let accepted = post_message(shared, text.clone(), method).await;
-    if method == methods::NOTIFICATIONS_INITIALIZED && accepted {
+    if notice.ends_handshake && accepted {
         shared.state().initialized_note = Some(text);
         // Servers send what belongs to no request of ours (a request made outside any
         // handler, a list change) on this stream, and may drop it while the stream is not

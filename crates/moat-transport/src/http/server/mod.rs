@@ -544,12 +544,6 @@ async fn read_body(
     })
 }
 
-#[derive(serde::Deserialize)]
-struct InitializePeek {
-    #[serde(rename = "protocolVersion", default)]
-    protocol_version: Option<String>,
-}
-
 /// The requests in a body (one message or a batch), or the error to answer with.
 struct Parsed {
     requests: Vec<RequestId>,
@@ -663,27 +657,6 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         Some(_) => false,
         None => session_header.is_some() || body_version.is_none(),
     };
-    if is_initialize && shared.options.stateless && handshake {
-        let requested = single
-            .as_ref()
-            .and_then(|h| h.params)
-            .and_then(|p| serde_json::from_str::<InitializePeek>(p.get()).ok())
-            .and_then(|p| p.protocol_version)
-            .unwrap_or_default();
-        let supported: Vec<ProtocolVersion> = shared
-            .options
-            .versions
-            .as_slice()
-            .iter()
-            .copied()
-            .filter(|v| v.era() == Era::Modern)
-            .collect();
-        let err = SupportedVersions::new(supported).unsupported_error(&requested);
-        return json_response(
-            StatusCode::BAD_REQUEST,
-            jsonrpc::encode_error(request_id.as_ref(), &err),
-        );
-    }
     if shared.options.stateless || !handshake {
         return post_modern(shared, &headers, text, parsed, accept).await;
     }
@@ -835,15 +808,12 @@ async fn post_modern(
     };
     let id = head.id().clone();
     let view = head.view();
-    if view.is_initialize() {
-        // Removed in 2026-07-28; answered here, where the era is known.
-        let err = ErrorObject::method_not_found(&view.method);
-        return json_response(
-            StatusCode::NOT_FOUND,
-            jsonrpc::encode_error(Some(&id), &err),
-        );
-    }
-    if let Err(err) = modern::validate(headers, &view, shared.options.tool_headers.as_deref()) {
+    // An `initialize` is no 2026-07-28 request, so there are no headers to hold it to: the
+    // core refuses it on a connection that ends after one request, naming the revisions
+    // to retry in.
+    if !view.is_initialize()
+        && let Err(err) = modern::validate(headers, &view, shared.options.tool_headers.as_deref())
+    {
         return json_response(
             StatusCode::BAD_REQUEST,
             jsonrpc::encode_error(Some(&id), &err),

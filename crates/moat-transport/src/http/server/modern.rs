@@ -46,32 +46,14 @@ pub(crate) fn validate(
             "the MCP-Protocol-Version header is missing".into(),
         ));
     };
-    let meta_missing = |what: &str| {
-        ErrorObject::invalid_params(format!(
-            "Invalid params: a 2026-07-28 request must carry {what}"
-        ))
-    };
-    if meta.raw.is_none() {
-        return Err(meta_missing("params._meta"));
-    }
-    let Some(body_version) = meta.protocol_version.as_deref() else {
-        return Err(meta_missing(
-            "_meta[\"io.modelcontextprotocol/protocolVersion\"]",
-        ));
-    };
-    if meta.client_capabilities.is_none() {
-        return Err(meta_missing(
-            "_meta[\"io.modelcontextprotocol/clientCapabilities\"]",
-        ));
-    }
-    match (Some(header_version), Some(body_version)) {
-        (Some(hv), Some(bv)) if hv != bv.as_bytes() => {
-            return Err(mismatch(format!(
-                "MCP-Protocol-Version header value '{}' does not match body value '{bv}'",
-                String::from_utf8_lossy(hv)
-            )));
-        }
-        _ => {}
+    // The core's rule, answered here with status 400.
+    session::check_modern_meta(meta)?;
+    let body_version = meta.protocol_version.as_deref().unwrap_or_default();
+    if header_version != body_version.as_bytes() {
+        return Err(mismatch(format!(
+            "MCP-Protocol-Version header value '{}' does not match body value '{body_version}'",
+            String::from_utf8_lossy(header_version)
+        )));
     }
     match header(h::METHOD) {
         None => return Err(mismatch("the Mcp-Method header is missing".into())),
