@@ -1,9 +1,14 @@
 //! [`Peer`]: one side of a live MCP connection.
 //!
 //! A peer drives a [`Connection`]: it correlates our requests with their answers, runs the
-//! other side's requests concurrently through a [`Handler`], applies cancellation, progress
-//! and deadlines, and asks the sans-IO [`Lifecycle`] what is allowed. When the connection ends,
-//! for whatever reason, every pending call fails at once with [`Error::Closed`]; nothing hangs.
+//! other side's requests concurrently through a [`Handler`](crate::handler::Handler),
+//! applies cancellation, progress and deadlines, and asks the sans-IO [`Lifecycle`] what is
+//! allowed. When the connection ends, for whatever reason, every pending call fails at once
+//! with [`Error::Closed`]; nothing hangs.
+//!
+//! This file is the peer's state and its sending half, which a handler's context holds;
+//! the reading half, which hands requests to the handler, is `inbound`, above the handler
+//! interface.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -83,7 +88,7 @@ pub struct RequestOptions {
     /// passing on its client's trace context, capabilities and log level).
     pub meta: Option<JsonObject>,
     /// Who answers what the server asks while handling this request (a [`Client`]'s
-    /// requests only; see [`InputAnswerer`]).
+    /// requests only; see [`InputAnswerer`](crate::InputAnswerer)).
     ///
     /// [`Client`]: crate::Client
     pub answerer: Option<crate::answerer::InputAnswerer>,
