@@ -67,6 +67,7 @@ struct Asked {
     reply: oneshot::Sender<Value>,
 }
 
+/// What changes over a task's life, under its lock.
 pub(crate) struct TaskState {
     pub(crate) status: TaskStatus,
     message: Option<String>,
@@ -398,7 +399,9 @@ enum LaunchState {
     /// The handler asked for input over a multi-round-trip result: this run ends with it,
     /// and cannot become a task.
     Rounds,
-    /// The handler waits for [`RequestContext::continue_as_task`](crate::RequestContext::continue_as_task) to be granted.
+    /// The handler waits for
+    /// [`RequestContext::continue_as_task`](crate::RequestContext::continue_as_task) to be
+    /// granted.
     Asking(Vec<oneshot::Sender<bool>>),
     /// A task.
     Task(Arc<TaskEntry>),

@@ -76,7 +76,8 @@ impl ServerInner {
         }
     }
 
-    /// Runs the hook set by [`Server::on_roots_changed`](super::Server::on_roots_changed), if any.
+    /// Runs the hook set by
+    /// [`Server::on_roots_changed`](super::Server::on_roots_changed), if any.
     pub(crate) fn roots_changed(&self) {
         let hook = self
             .roots_hook
@@ -88,7 +89,8 @@ impl ServerInner {
         }
     }
 
-    /// The standing notices of [`Server::standing_notices`](super::Server::standing_notices) (none without a hook).
+    /// The standing notices of
+    /// [`Server::standing_notices`](super::Server::standing_notices) (none without a hook).
     pub(crate) fn notices(&self) -> Vec<LoggingMessageNotificationParams> {
         let hook = self
             .notices_hook
