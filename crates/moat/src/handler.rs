@@ -20,8 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::Error;
 use crate::mrtr::Round;
 use crate::peer::{Peer, RequestOptions};
-use crate::server::TaskHandle;
-use crate::server::tasks::TaskEntry;
+use crate::task::{TaskEntry, TaskHandle};
 
 /// A boxed, sendable future.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;

@@ -44,6 +44,7 @@ mod mrtr;
 pub mod peer;
 pub mod schema;
 pub mod server;
+mod task;
 
 pub use client::{
     Client, ClientBuilder, HttpError, HttpOptions, HttpTransport, InputAnswerer, Listening,

@@ -32,7 +32,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
-use crate::server::tasks::Launch;
+use crate::task::Launch;
 
 type HmacSha256 = Hmac<Sha256>;
 

@@ -1,25 +1,29 @@
 //! [`Peer`]: one side of a live MCP connection.
 //!
 //! A peer drives a [`Connection`]: it correlates our requests with their answers, runs the
-//! other side's requests concurrently through a [`Handler`], applies cancellation, progress
-//! and deadlines, and asks the sans-IO [`Lifecycle`] what is allowed. When the connection ends,
-//! for whatever reason, every pending call fails at once with [`Error::Closed`]; nothing hangs.
+//! other side's requests concurrently through a [`Handler`](crate::handler::Handler),
+//! applies cancellation, progress and deadlines, and asks the sans-IO [`Lifecycle`] what is
+//! allowed. When the connection ends, for whatever reason, every pending call fails at once
+//! with [`Error::Closed`]; nothing hangs.
+//!
+//! This file is the peer's state and its sending half, which a handler's context holds;
+//! the reading half, which hands requests to the handler, is `inbound`, above the handler
+//! interface.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use moat_protocol::error::ErrorObject;
 use moat_protocol::jsonrpc;
 use moat_protocol::lifecycle::{Lifecycle, Role, State};
-use moat_protocol::session::{Incoming, Notice, NoticeKind, Reply, RequestHead, Session};
+use moat_protocol::session::{Reply, Session};
 use moat_protocol::types::{
     ClientCapabilities, Implementation, LoggingLevel, LoggingMessageNotificationParams,
     ProgressNotificationParams, methods,
 };
 use moat_protocol::version::SupportedVersions;
-use moat_protocol::{Era, JsonObject, ProtocolVersion, RequestId};
-use moat_transport::{Closer, Connection, Frame, Inbound, Outgoing};
+use moat_protocol::{JsonObject, ProtocolVersion, RequestId};
+use moat_transport::{Closer, Connection, Outgoing};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
@@ -28,7 +32,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::{Error, Result};
-use crate::handler::{Capabilities, ClientInfo, Handler, IncomingRequest, RequestContext};
+
+mod inbound;
 
 /// Settings for a peer.
 #[derive(Debug, Clone)]
@@ -83,7 +88,7 @@ pub struct RequestOptions {
     /// passing on its client's trace context, capabilities and log level).
     pub meta: Option<JsonObject>,
     /// Who answers what the server asks while handling this request (a [`Client`]'s
-    /// requests only; see [`InputAnswerer`]).
+    /// requests only; see [`InputAnswerer`](crate::InputAnswerer)).
     ///
     /// [`Client`]: crate::Client
     pub answerer: Option<crate::answerer::InputAnswerer>,
@@ -195,14 +200,9 @@ impl std::fmt::Debug for Peer {
 }
 
 impl Peer {
-    /// Start driving `conn` as `role`, answering the other side through `handler`.
-    /// Spawns the reading task on the current tokio runtime.
-    pub fn start(
-        mut conn: Connection,
-        role: Role,
-        handler: Arc<dyn Handler>,
-        options: PeerOptions,
-    ) -> Peer {
+    /// A peer for `conn` as `role`: its sending half, its state and its timers. Reading is
+    /// [`Peer::start`]'s (in `inbound`), which hands each message to the handler.
+    fn new(conn: &mut Connection, role: Role, options: PeerOptions) -> Peer {
         let (closed_tx, _) = watch::channel(false);
         let (input_ended_tx, _) = watch::channel(false);
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -240,9 +240,7 @@ impl Peer {
             timer: tokio::sync::Notify::new(),
             tracker: TaskTracker::new(),
         });
-        let peer = Peer { shared };
-        tokio::spawn(read_loop(peer.clone(), conn.inbound, handler));
-        peer
+        Peer { shared }
     }
 
     fn state(&self) -> MutexGuard<'_, State_> {
@@ -737,307 +735,6 @@ async fn timer_loop(peer: Peer) {
             }
         }
     }
-}
-
-async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Arc<dyn Handler>) {
-    let reason = loop {
-        let Some(item) = inbound.recv().await else {
-            break "the peer closed the connection".to_owned();
-        };
-        match item {
-            Inbound::Frame(Frame::Line(line)) => on_line(&peer, &handler, line).await,
-            Inbound::Request(head) => {
-                let incoming = peer.state().session.handle_request(head.view());
-                if let Some(reply) = act(&peer, &handler, incoming, None) {
-                    peer.send_reply(reply).await;
-                }
-            }
-            Inbound::Frame(Frame::Oversized(n)) => {
-                let reply = peer.state().session.oversized(n);
-                peer.send_reply(reply).await;
-            }
-            Inbound::Frame(Frame::InvalidUtf8) => {
-                let reply = peer.state().session.invalid_utf8();
-                peer.send_reply(reply).await;
-            }
-            Inbound::Failed(e) => break format!("reading from the peer failed: {e}"),
-            Inbound::Ended(why) => break why,
-            _ => {}
-        }
-    };
-    tracing::debug!(%reason, "connection ended");
-    // Nothing more will arrive: our own requests can never be answered, so they fail now.
-    peer.fail_pending(&reason);
-    peer.shared.input_ended_tx.send_replace(true);
-    // The other side may still be reading: let the requests it already sent finish and be
-    // answered (a client that writes a request and closes stdin gets its answer), within
-    // the drain deadline.
-    peer.shared.tracker.close();
-    let drain = peer.shared.options.drain_timeout;
-    if tokio::time::timeout(drain, peer.shared.tracker.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            ?drain,
-            "requests still running when the connection closed were cancelled"
-        );
-    }
-    peer.shutdown(reason);
-    handler.on_close(&peer);
-    peer.release_transport().await;
-}
-
-async fn on_line(peer: &Peer, handler: &Arc<dyn Handler>, line: String) {
-    // Read outside the lock (the costly part, for a large message); decide under it.
-    let read = moat_protocol::session::read(&line);
-    let incoming = peer.state().session.decide(read);
-    match incoming {
-        Incoming::Batch { items, related } => on_batch(peer, handler, items, related),
-        incoming => {
-            if let Some(reply) = act(peer, handler, incoming, None) {
-                peer.send_reply(reply).await;
-            }
-        }
-    }
-}
-
-/// Where the answer to a request goes: straight to the wire, or into a batch's answer.
-type BatchSlot = Option<(usize, mpsc::UnboundedSender<(usize, String)>)>;
-
-/// Answers a batch with one array holding the answers to its requests, in order.
-fn on_batch(
-    peer: &Peer,
-    handler: &Arc<dyn Handler>,
-    items: Vec<Incoming<'_>>,
-    related: Option<RequestId>,
-) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<(usize, String)>();
-    for (index, item) in items.into_iter().enumerate() {
-        if let Some(reply) = act(peer, handler, item, Some((index, tx.clone()))) {
-            let _ = tx.send((index, reply.line));
-        }
-    }
-    drop(tx);
-    let peer = peer.clone();
-    peer.shared.tracker.clone().spawn(async move {
-        let mut answers = Vec::new();
-        while let Some(answer) = rx.recv().await {
-            answers.push(answer);
-        }
-        if answers.is_empty() {
-            return; // only notifications and responses: nothing to say
-        }
-        answers.sort_by_key(|(i, _)| *i);
-        let body: Vec<&str> = answers.iter().map(|(_, s)| s.as_str()).collect();
-        peer.send_line(format!("[{}]", body.join(",")), related)
-            .await;
-    });
-}
-
-/// Does what the session decided about one message. Returns an answer that is ready at
-/// once (sent in order, before the next message is read); answers computed by handlers
-/// are sent by their tasks.
-fn act(
-    peer: &Peer,
-    handler: &Arc<dyn Handler>,
-    incoming: Incoming<'_>,
-    batch: BatchSlot,
-) -> Option<Reply> {
-    match incoming {
-        Incoming::Request(head) => run_request(peer, handler, head, batch),
-        Incoming::Initialize { id, params } => {
-            let outcome = handler.initialize(params, peer).map(|(result, v)| {
-                peer.state().session.initialize_answered(v);
-                result
-            });
-            Some(Reply {
-                line: encode_answer(&id, outcome),
-                to: Some(id),
-            })
-        }
-        Incoming::Reply(reply) => Some(reply),
-        Incoming::Notification(notice) => {
-            on_notice(peer, handler, notice);
-            None
-        }
-        Incoming::Response { id, result } => {
-            let entry = peer.state().session.pending_mut().complete(&id);
-            match entry {
-                Some(entry) => {
-                    let _ = entry.data.answer.send(Ok(result.to_owned()));
-                }
-                None => tracing::warn!(%id, "ignored a response to an unknown request id"),
-            }
-            None
-        }
-        Incoming::Error(resp) => {
-            let entry = resp
-                .id
-                .as_ref()
-                .and_then(|id| peer.state().session.pending_mut().complete(id));
-            match entry {
-                Some(entry) => {
-                    let _ = entry.data.answer.send(Err(Error::Remote {
-                        method: entry.method,
-                        error: resp.error,
-                    }));
-                }
-                None => tracing::warn!(
-                    id = ?resp.id,
-                    code = resp.error.code,
-                    message = %resp.error.message,
-                    "the peer reported an error not tied to a pending request"
-                ),
-            }
-            None
-        }
-        Incoming::Ignored => {
-            tracing::debug!("ignored a malformed message that wants no answer");
-            None
-        }
-        _ => None,
-    }
-}
-
-fn on_notice(peer: &Peer, handler: &Arc<dyn Handler>, notice: Notice<'_>) {
-    let Notice {
-        method,
-        params,
-        kind,
-    } = notice;
-    match kind {
-        NoticeKind::Cancelled { id, reason } => {
-            let token = peer.state().inflight.remove(&id);
-            if let Some(token) = token {
-                tracing::debug!(%id, ?reason, "request cancelled by the peer");
-                token.cancel();
-            }
-        }
-        NoticeKind::Progress(p) => {
-            let mut state = peer.state();
-            if let Some((_, entry)) = state
-                .session
-                .pending_mut()
-                .by_progress_token(&p.progress_token)
-                && let Some(tx) = &entry.data.progress
-            {
-                let _ = tx.send(p);
-            }
-        }
-        // A log message goes to the one request in flight that asked for them, if only one
-        // did (a line transport does not say which request it belongs to).
-        NoticeKind::Log(p) => {
-            let taker = {
-                let state = peer.state();
-                let mut wanting = state
-                    .session
-                    .pending()
-                    .values()
-                    .filter_map(|e| e.data.logs.as_ref());
-                match (wanting.next(), wanting.next()) {
-                    (Some(tx), None) => Some(tx.clone()),
-                    _ => None,
-                }
-            };
-            match taker {
-                Some(tx) => {
-                    let _ = tx.send(p);
-                }
-                None => handler.on_notification(&method, params, peer),
-            }
-        }
-        _ => handler.on_notification(&method, params, peer),
-    }
-}
-
-fn encode_answer(id: &RequestId, outcome: Result<Box<RawValue>, ErrorObject>) -> String {
-    match outcome {
-        Ok(result) => jsonrpc::encode_result(id, &result).unwrap_or_else(|_| {
-            jsonrpc::encode_error(
-                Some(id),
-                &ErrorObject::internal("could not encode the result"),
-            )
-        }),
-        Err(err) => jsonrpc::encode_error(Some(id), &err),
-    }
-}
-
-/// Runs a request the session let through in a task of its own that sends its answer (or
-/// puts it in the batch's); refused at once when too many are running.
-fn run_request(
-    peer: &Peer,
-    handler: &Arc<dyn Handler>,
-    head: RequestHead<'_>,
-    batch: BatchSlot,
-) -> Option<Reply> {
-    let token = CancellationToken::new();
-    {
-        let mut st = peer.state();
-        if st.inflight.len() >= peer.shared.options.max_inflight {
-            drop(st);
-            let error =
-                ErrorObject::internal("Server busy: too many requests in flight; retry later");
-            return Some(Reply {
-                line: jsonrpc::encode_error(Some(&head.id), &error),
-                to: Some(head.id),
-            });
-        }
-        if st.inflight.insert(head.id.clone(), token.clone()).is_some() {
-            drop(st);
-            tracing::warn!(id = %head.id, "the peer reused the id of a request still in flight");
-        }
-    }
-    let modern = head.version.map(ProtocolVersion::era) == Some(Era::Modern);
-    let meta = head.meta;
-    let client_capabilities = match meta.client_capabilities {
-        Some(raw) => Capabilities::Raw(Arc::from(raw.to_owned()), Default::default()),
-        None => Capabilities::Known(peer.client_capabilities()),
-    };
-    // Only a 2026-07-28 request names its client; before, `initialize` did, once.
-    let client_info = match meta.client_info {
-        Some(raw) if modern => ClientInfo::Raw(Arc::from(raw.to_owned()), Default::default()),
-        _ => ClientInfo::Known,
-    };
-    let ctx = RequestContext {
-        peer: peer.clone(),
-        id: head.id.clone(),
-        progress_token: meta.progress_token,
-        cancel: token.clone(),
-        version: head.version,
-        client_capabilities,
-        client_info,
-        log_level: meta.log_level,
-        round: None,
-        request_meta: meta.raw.map(|m| Arc::from(m.to_owned())),
-    };
-    let incoming = IncomingRequest {
-        id: head.id.clone(),
-        method: head.method.into_owned(),
-        params: head.params.map(ToOwned::to_owned),
-        fields: head.fields.map(|f| f.to_owned_fields()),
-    };
-    let fut = handler.handle_request(incoming, ctx);
-    let peer = peer.clone();
-    let id = head.id;
-    peer.shared.tracker.clone().spawn(async move {
-        let outcome = tokio::select! {
-            biased;
-            _ = token.cancelled() => None,
-            r = fut => Some(r),
-        };
-        peer.state().inflight.remove(&id);
-        // A cancelled request gets no answer, as the spec asks.
-        let Some(outcome) = outcome else { return };
-        let line = encode_answer(&id, outcome);
-        match batch {
-            Some((index, tx)) => {
-                let _ = tx.send((index, line));
-            }
-            None => peer.send_line(line, Some(id)).await,
-        }
-    });
-    None
 }
 
 #[cfg(test)]

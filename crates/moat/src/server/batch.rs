@@ -16,10 +16,12 @@ use moat_protocol::types::{Prompt, Resource, ResourceTemplate, Tool};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
+use super::options::TaskTool;
 use super::prompts::{self, PromptEntry, PromptOutput, arguments_from_schema};
-use super::resources::{ResourceEntry, ResourceOutput, ResourceRequest, TemplateEntry};
+use super::registry::{Registry, as_error_object};
+use super::resources::{ResourceEntry, ResourceOutput, ResourceRequest, TemplateEntry, make_read};
+use super::template::{TemplateError, UriTemplate};
 use super::tools::{ToolEntry, ToolOutput, make_entry};
-use super::{Registry, TaskTool, TemplateError, UriTemplate, make_read};
 use crate::handler::RequestContext;
 use crate::schema;
 
@@ -216,7 +218,7 @@ impl Batch<'_> {
                 f(ctx, args)
                     .await
                     .map(PromptOutput::into_prompt_result)
-                    .map_err(|e| super::as_error_object(&e))
+                    .map_err(|e| as_error_object(&e))
             })
         });
         let entry = PromptEntry { def, get };

@@ -17,16 +17,20 @@
 //! ```
 
 mod batch;
+mod dispatch;
 mod http;
+mod inner;
+mod options;
 mod pagination;
 mod prompts;
+mod registry;
 mod resources;
 mod session;
+mod task_store;
 pub mod tasks;
 mod template;
 mod tools;
 
-use std::collections::HashMap;
 use std::fmt::Display;
 use std::future::Future;
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -35,15 +39,15 @@ use moat_protocol::ErrorObject;
 use moat_protocol::lifecycle::Role;
 use moat_protocol::types::{
     CompleteRequestParams, Completion, GetPromptResult, Implementation,
-    LoggingMessageNotificationParams, Prompt, ReadResourceResult, Resource, ResourceTemplate,
-    TaskSupport, Tool, methods,
+    LoggingMessageNotificationParams, Prompt, Resource, ResourceTemplate, Tool, methods,
 };
 use moat_protocol::version::SupportedVersions;
-use moat_transport::{Connection, Limits};
+use moat_transport::Connection;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 pub use batch::Batch;
+pub use options::ServerOptions;
 pub use prompts::PromptOutput;
 pub use resources::{Blob, ResourceError, ResourceOutput, ResourceRequest};
 pub use tasks::{TaskHandle, TaskOptions, TaskStart, TaskTool};
@@ -52,190 +56,12 @@ pub use tools::{Json, ToolOutput};
 
 use crate::error::Result;
 use crate::handler::{BoxFuture, RequestContext};
-use crate::peer::{Peer, PeerOptions};
-use prompts::PromptEntry;
-use resources::{ReadFn, ResourceEntry, TemplateEntry};
-use session::{Session, SessionHandler};
+use crate::peer::Peer;
+use dispatch::SessionHandler;
+use inner::ServerInner;
+use registry::{CompletionFn, Registry, as_error_object};
+use session::Session;
 use tools::{ToolEntry, make_entry};
-
-/// Answers `tools/call` for a name no registered tool has.
-type UnknownToolFn = Arc<
-    dyn Fn(
-            RequestContext,
-            String,
-            Option<Box<serde_json::value::RawValue>>,
-        ) -> BoxFuture<Result<moat_protocol::types::CallToolResult, ErrorObject>>
-        + Send
-        + Sync,
->;
-
-type CompletionFn = Arc<
-    dyn Fn(RequestContext, CompleteRequestParams) -> BoxFuture<Result<Completion, ErrorObject>>
-        + Send
-        + Sync,
->;
-
-#[derive(Default)]
-pub(crate) struct Registry {
-    tools: Vec<ToolEntry>,
-    tool_index: HashMap<String, usize>,
-    resources: Vec<ResourceEntry>,
-    templates: Vec<TemplateEntry>,
-    prompts: Vec<PromptEntry>,
-    completion: Option<CompletionFn>,
-    pub(crate) unknown_tool: Option<UnknownToolFn>,
-}
-
-/// Settings of a server.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct ServerOptions {
-    /// Items per page of `tools/list`, `resources/list`, … (cursor pagination beyond it).
-    pub page_size: usize,
-    /// How long (ms) 2026-07-28 clients may cache list results (`ttlMs`).
-    pub list_ttl_ms: u64,
-    /// Settings of each connection's peer (timeouts, limits, revisions spoken).
-    pub peer: PeerOptions,
-    /// Framing limits on stdio.
-    pub limits: Limits,
-    /// The key protecting 2026-07-28 `requestState`; share one across instances of a server
-    /// behind a load balancer.
-    pub state_key: crate::StateKey,
-    /// Limits and defaults of tasks.
-    pub tasks: TaskOptions,
-}
-
-impl Default for ServerOptions {
-    fn default() -> Self {
-        ServerOptions {
-            page_size: 500,
-            list_ttl_ms: 0,
-            peer: PeerOptions::default(),
-            limits: Limits::default(),
-            state_key: crate::StateKey::random(),
-            tasks: TaskOptions::default(),
-        }
-    }
-}
-
-/// Called when a connection starts (`true`) or stops (`false`) watching a resource URI.
-type SubscribeHook = Arc<dyn Fn(&str, bool) + Send + Sync>;
-
-/// Called when a client says its roots changed.
-type RootsHook = Arc<dyn Fn() + Send + Sync>;
-
-/// What requests that read the registry wait for first: `None` when there is nothing to wait for.
-type ReadyHook = Arc<dyn Fn() -> Option<BoxFuture<()>> + Send + Sync>;
-
-/// The log messages about the server's state that every client should see.
-type NoticesHook = Arc<dyn Fn() -> Vec<LoggingMessageNotificationParams> + Send + Sync>;
-
-pub(crate) struct ServerInner {
-    info: Implementation,
-    subscribe_hook: RwLock<Option<SubscribeHook>>,
-    ready_hook: RwLock<Option<ReadyHook>>,
-    /// Declare resources, prompts and tasks even while none is registered.
-    declare_all: std::sync::atomic::AtomicBool,
-    roots_hook: RwLock<Option<RootsHook>>,
-    notices_hook: RwLock<Option<NoticesHook>>,
-    instructions: RwLock<Option<String>>,
-    registry: RwLock<Registry>,
-    /// Shared, so that reading the options on every request is a reference count, not a copy.
-    options: RwLock<Arc<ServerOptions>>,
-    sessions: Mutex<Vec<Weak<Session>>>,
-    /// Every task, of every connection.
-    tasks: Arc<tasks::TaskStore>,
-}
-
-impl ServerInner {
-    fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
-        self.registry.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn registry_mut(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
-        self.registry.write().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn options(&self) -> Arc<ServerOptions> {
-        self.options
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    fn edit_options(&self, edit: impl FnOnce(&mut ServerOptions)) {
-        let mut guard = self.options.write().unwrap_or_else(|e| e.into_inner());
-        edit(Arc::make_mut(&mut guard));
-    }
-
-    /// Tell the server's hook that `uri` gained (`true`) or lost (`false`) a watcher.
-    pub(crate) fn subscription_changed(&self, uri: &str, subscribed: bool) {
-        let hook = self
-            .subscribe_hook
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        if let Some(hook) = hook {
-            hook(uri, subscribed);
-        }
-    }
-
-    /// Runs the hook set by [`Server::on_roots_changed`], if any.
-    pub(crate) fn roots_changed(&self) {
-        let hook = self
-            .roots_hook
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        if let Some(hook) = hook {
-            hook();
-        }
-    }
-
-    /// The standing notices of [`Server::standing_notices`] (none without a hook).
-    pub(crate) fn notices(&self) -> Vec<LoggingMessageNotificationParams> {
-        let hook = self
-            .notices_hook
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        hook.map(|hook| hook()).unwrap_or_default()
-    }
-
-    /// Waits for the hook set by [`Server::ready_when`], if any.
-    pub(crate) async fn ready(&self) {
-        let hook = self
-            .ready_hook
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        if let Some(wait) = hook.and_then(|hook| hook()) {
-            wait.await;
-        }
-    }
-
-    /// Whether every capability is declared whatever is registered (see
-    /// [`Server::declare_every_capability`]).
-    fn declares_all(&self) -> bool {
-        self.declare_all.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Whether some tool may run as a task (the server then serves the task methods).
-    fn offers_tasks(&self) -> bool {
-        self.declares_all()
-            || self
-                .registry()
-                .tools
-                .iter()
-                .any(|t| t.def.task_support() != TaskSupport::Forbidden)
-    }
-
-    fn live_sessions(&self) -> Vec<Arc<Session>> {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        sessions.retain(|s| s.strong_count() > 0);
-        sessions.iter().filter_map(Weak::upgrade).collect()
-    }
-}
 
 /// An MCP server: register tools, resources and prompts, then serve connections.
 /// Cloning is cheap and clones share everything; registering after serving has started
@@ -729,53 +555,6 @@ impl Server {
     pub async fn serve_stdio(self) -> Result<()> {
         let limits = self.inner.options().limits;
         self.serve(moat_transport::stdio::stdio(limits)).await
-    }
-}
-
-fn make_read<R, E, F, Fut>(mime_type: Option<String>, f: F) -> ReadFn
-where
-    R: ResourceOutput,
-    E: Display + Send + 'static,
-    F: Fn(ResourceRequest) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
-{
-    let f = Arc::new(f);
-    Arc::new(move |req: ResourceRequest| {
-        let f = f.clone();
-        let mime = mime_type.clone();
-        Box::pin(async move {
-            let uri = req.uri.clone();
-            match f(req).await {
-                Ok(out) => Ok(ReadResourceResult {
-                    contents: out.into_contents(&uri, mime.as_deref()),
-                    ..Default::default()
-                }),
-                Err(e) => {
-                    let kind: &dyn std::any::Any = &e;
-                    Err(match kind.downcast_ref::<ResourceError>() {
-                        Some(ResourceError::NotFound(m)) => ErrorObject::new(
-                            moat_protocol::error::RESOURCE_NOT_FOUND,
-                            format!("Resource not found: {uri}: {m}"),
-                        )
-                        .with_data(serde_json::json!({ "uri": uri })),
-                        _ => match kind.downcast_ref::<ErrorObject>() {
-                            Some(error) => error.clone(),
-                            None => ErrorObject::internal(format!("Reading {uri} failed: {e}")),
-                        },
-                    })
-                }
-            }
-        })
-    })
-}
-
-/// A handler's error as the JSON-RPC error to answer with: an [`ErrorObject`] as it is
-/// (a gateway passing on its server's), anything else as an internal error.
-pub(crate) fn as_error_object<E: Display + 'static>(e: &E) -> ErrorObject {
-    let any: &dyn std::any::Any = e;
-    match any.downcast_ref::<ErrorObject>() {
-        Some(error) => error.clone(),
-        None => ErrorObject::internal(e.to_string()),
     }
 }
 

@@ -1,6 +1,8 @@
 //! Resources and resource templates: what a handler returns and how it becomes contents.
 
 use std::collections::HashMap;
+use std::fmt::Display;
+use std::future::Future;
 use std::sync::Arc;
 
 use base64::Engine;
@@ -11,8 +13,8 @@ use moat_protocol::types::{
     TextResourceContents,
 };
 
+use super::template::UriTemplate;
 use crate::handler::{BoxFuture, RequestContext};
-use crate::server::template::UriTemplate;
 
 /// Binary resource content; sent base64-encoded as a blob.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -114,4 +116,43 @@ pub(crate) struct TemplateEntry {
     pub(crate) def: ResourceTemplate,
     pub(crate) template: UriTemplate,
     pub(crate) read: ReadFn,
+}
+
+/// A read handler as the registry keeps it: the output made contents, the error made the
+/// JSON-RPC error to answer with.
+pub(crate) fn make_read<R, E, F, Fut>(mime_type: Option<String>, f: F) -> ReadFn
+where
+    R: ResourceOutput,
+    E: Display + Send + 'static,
+    F: Fn(ResourceRequest) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+{
+    let f = Arc::new(f);
+    Arc::new(move |req: ResourceRequest| {
+        let f = f.clone();
+        let mime = mime_type.clone();
+        Box::pin(async move {
+            let uri = req.uri.clone();
+            match f(req).await {
+                Ok(out) => Ok(ReadResourceResult {
+                    contents: out.into_contents(&uri, mime.as_deref()),
+                    ..Default::default()
+                }),
+                Err(e) => {
+                    let kind: &dyn std::any::Any = &e;
+                    Err(match kind.downcast_ref::<ResourceError>() {
+                        Some(ResourceError::NotFound(m)) => ErrorObject::new(
+                            moat_protocol::error::RESOURCE_NOT_FOUND,
+                            format!("Resource not found: {uri}: {m}"),
+                        )
+                        .with_data(serde_json::json!({ "uri": uri })),
+                        _ => match kind.downcast_ref::<ErrorObject>() {
+                            Some(error) => error.clone(),
+                            None => ErrorObject::internal(format!("Reading {uri} failed: {e}")),
+                        },
+                    })
+                }
+            }
+        })
+    })
 }

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::TaskStart;
+use super::options::TaskStart;
 use crate::handler::{BoxFuture, RequestContext};
 use crate::schema;
 
