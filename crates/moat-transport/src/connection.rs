@@ -70,6 +70,25 @@ pub struct Outgoing {
     /// Not a message: a request to end the stream carrying `related`'s answer now, to be
     /// resumed by the client later (SSE polling, 2025-11-25). Line transports ignore it.
     pub hang_up: bool,
+    /// What the message is, when whoever encoded it said so.
+    pub kind: OutgoingKind,
+}
+
+/// What an [`Outgoing`] message is, when whoever encoded it says so: a transport that must
+/// know (Streamable HTTP ends a request's stream with its answer, and picks the status of a
+/// 2026-07-28 answer from its error code) then acts without reading the text again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OutgoingKind {
+    /// Not said: a transport that needs to know reads the text.
+    #[default]
+    Unknown,
+    /// The answer to one of the peer's requests: a result (`error: None`), or an error with
+    /// its code.
+    Answer {
+        /// The error's code, for an error answer.
+        error: Option<i64>,
+    },
 }
 
 impl Outgoing {
@@ -79,6 +98,17 @@ impl Outgoing {
             text,
             related,
             hang_up: false,
+            kind: OutgoingKind::Unknown,
+        }
+    }
+
+    /// The answer to the peer's request `to`: a result, or an error with code `error`.
+    pub fn answer(text: String, to: RequestId, error: Option<i64>) -> Self {
+        Outgoing {
+            text,
+            related: Some(to),
+            hang_up: false,
+            kind: OutgoingKind::Answer { error },
         }
     }
 
@@ -88,6 +118,7 @@ impl Outgoing {
             text: String::new(),
             related: Some(related),
             hang_up: true,
+            kind: OutgoingKind::Unknown,
         }
     }
 }

@@ -16,5 +16,5 @@ pub mod http;
 pub mod stdio;
 
 pub use child::{ChildConfig, ChildProcess};
-pub use connection::{Closer, Connection, Epilogue, Inbound, Limits, Outgoing};
+pub use connection::{Closer, Connection, Epilogue, Inbound, Limits, Outgoing, OutgoingKind};
 pub use framing::Frame;

@@ -459,7 +459,21 @@ impl Peer {
 
     /// Send a reply the session decided on.
     async fn send_reply(&self, reply: Reply) {
-        self.send_line(reply.line, reply.to).await;
+        let out = match reply.to {
+            Some(to) => Outgoing::answer(reply.line, to, reply.error),
+            None => Outgoing::new(reply.line, None),
+        };
+        let _ = self.shared.outbound.send(out).await;
+    }
+
+    /// Send the answer to the other side's request `to` (a result, or an error with code
+    /// `error`).
+    pub(crate) async fn send_answer(&self, line: String, to: RequestId, error: Option<i64>) {
+        let _ = self
+            .shared
+            .outbound
+            .send(Outgoing::answer(line, to, error))
+            .await;
     }
 
     /// Send an already-encoded message as is.

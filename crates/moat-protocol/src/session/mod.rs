@@ -82,13 +82,18 @@ pub struct Reply {
     pub line: String,
     /// The request it answers, when its id could be read.
     pub to: Option<RequestId>,
+    /// The error's code, when the reply is an error (a transport may answer with a status
+    /// that depends on it).
+    pub error: Option<i64>,
 }
 
 impl Reply {
-    fn error(to: Option<&RequestId>, error: &ErrorObject) -> Reply {
+    /// The error answer to `to` (or to no id, when the id could not be read).
+    pub fn error(to: Option<&RequestId>, error: &ErrorObject) -> Reply {
         Reply {
             line: jsonrpc::encode_error(to, error),
             to: to.cloned(),
+            error: Some(error.code),
         }
     }
 }
@@ -405,6 +410,7 @@ impl<T> Session<T> {
                     Ok(line) => Reply {
                         line,
                         to: Some(head.id.clone()),
+                        error: None,
                     },
                     Err(e) => Reply::error(Some(&head.id), &ErrorObject::internal(e.to_string())),
                 },
@@ -413,7 +419,7 @@ impl<T> Session<T> {
         }
         if method == methods::INITIALIZE
             && role == Role::Server
-            && let Some(error) = self.handshake_impossible(head.params)
+            && let Some(error) = self.initialize_refused(&head)
         {
             return refuse(error);
         }
@@ -434,14 +440,25 @@ impl<T> Session<T> {
 }
 
 impl<T> Session<T> {
-    /// Why an `initialize` cannot be answered here, if it cannot: this side speaks no
-    /// handshake-era revision, or the connection ends after one request. The client gets
-    /// -32022 naming the requested revision and the 2026-07-28 ones we do speak, so it can
-    /// retry in that era.
-    fn handshake_impossible(&self, params: Option<&RawValue>) -> Option<ErrorObject> {
+    /// Why an `initialize` cannot be answered here, if it cannot. Made as a 2026-07-28
+    /// request (its `_meta` names that revision), it is a method the revision removed:
+    /// -32601. Otherwise, when this side speaks no handshake-era revision or the connection
+    /// ends after one request, the client gets -32022 naming the requested revision and the
+    /// 2026-07-28 ones we do speak, so it can retry in that era.
+    fn initialize_refused(&self, head: &RequestHead<'_>) -> Option<ErrorObject> {
+        let modern_request = head
+            .meta
+            .protocol_version
+            .as_deref()
+            .and_then(ProtocolVersion::parse)
+            .is_some_and(|v| v.era() == Era::Modern);
+        if modern_request {
+            return Some(ErrorObject::method_not_found(&head.method));
+        }
         if !self.single_request && self.versions.latest_handshake().is_some() {
             return None;
         }
+        let params = head.params;
         #[derive(serde::Deserialize)]
         struct Requested {
             #[serde(rename = "protocolVersion", default)]

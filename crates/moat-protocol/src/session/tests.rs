@@ -196,6 +196,14 @@ fn initialize_is_refused_where_no_handshake_can_follow() {
         both.handle_incoming(&init),
         Incoming::Initialize { .. }
     ));
+    // Made as a 2026-07-28 request, it is a method that revision removed, anywhere.
+    let modern_init = line(
+        json!({"jsonrpc":"2.0","id":8,"method":"initialize","params":{
+        "_meta": modern_meta()}}),
+    );
+    for mut s in [server::<()>(), server::<()>().single_request()] {
+        assert_eq!(refused(s.handle_incoming(&modern_init)), METHOD_NOT_FOUND);
+    }
 }
 
 #[test]

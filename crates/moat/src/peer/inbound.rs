@@ -149,9 +149,11 @@ fn act(
                 peer.state().session.initialize_answered(v);
                 result
             });
+            let (line, error) = encode_answer(&id, outcome);
             Some(Reply {
-                line: encode_answer(&id, outcome),
+                line,
                 to: Some(id),
+                error,
             })
         }
         Incoming::Reply(reply) => Some(reply),
@@ -249,16 +251,19 @@ fn on_notice(peer: &Peer, handler: &Arc<dyn Handler>, notice: Notice<'_>) {
     }
 }
 
-fn encode_answer(id: &RequestId, outcome: Result<Box<RawValue>, ErrorObject>) -> String {
-    match outcome {
-        Ok(result) => jsonrpc::encode_result(id, &result).unwrap_or_else(|_| {
-            jsonrpc::encode_error(
-                Some(id),
-                &ErrorObject::internal("could not encode the result"),
-            )
-        }),
-        Err(err) => jsonrpc::encode_error(Some(id), &err),
-    }
+/// The answer's text, and its error code when it is an error.
+fn encode_answer(
+    id: &RequestId,
+    outcome: Result<Box<RawValue>, ErrorObject>,
+) -> (String, Option<i64>) {
+    let error = match outcome {
+        Ok(result) => match jsonrpc::encode_result(id, &result) {
+            Ok(line) => return (line, None),
+            Err(_) => ErrorObject::internal("could not encode the result"),
+        },
+        Err(err) => err,
+    };
+    (jsonrpc::encode_error(Some(id), &error), Some(error.code))
 }
 
 /// Runs a request the session let through in a task of its own that sends its answer (or
@@ -276,10 +281,7 @@ fn run_request(
             drop(st);
             let error =
                 ErrorObject::internal("Server busy: too many requests in flight; retry later");
-            return Some(Reply {
-                line: jsonrpc::encode_error(Some(&head.id), &error),
-                to: Some(head.id),
-            });
+            return Some(Reply::error(Some(&head.id), &error));
         }
         if st.inflight.insert(head.id.clone(), token.clone()).is_some() {
             drop(st);
@@ -327,12 +329,12 @@ fn run_request(
         peer.state().inflight.remove(&id);
         // A cancelled request gets no answer, as the spec asks.
         let Some(outcome) = outcome else { return };
-        let line = encode_answer(&id, outcome);
+        let (line, error) = encode_answer(&id, outcome);
         match batch {
             Some((index, tx)) => {
                 let _ = tx.send((index, line));
             }
-            None => peer.send_line(line, Some(id)).await,
+            None => peer.send_answer(line, id, error).await,
         }
     });
     None

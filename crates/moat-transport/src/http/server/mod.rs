@@ -828,17 +828,16 @@ async fn post_modern(
             Some(&id),
         );
     };
-    if modern::is_answer(&exchange.first) {
+    if let Some(error) = modern::answer_of(&exchange.first) {
         let mut exchange = exchange;
         exchange.cancel.answered();
-        let status = modern::status_for(&exchange.first.text);
-        return json_response(status, exchange.first.text);
+        return json_response(modern::status_for(error), exchange.first.text);
     }
     if accept.sse {
         return sse_response(modern::sse_body(exchange, shared.options.keepalive));
     }
     match modern::answer_only(exchange).await {
-        Some(json) => json_response(modern::status_for(&json), json),
+        Some((json, error)) => json_response(modern::status_for(error), json),
         None => error(
             StatusCode::INTERNAL_SERVER_ERROR,
             INTERNAL_ERROR,

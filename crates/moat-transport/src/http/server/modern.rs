@@ -18,7 +18,7 @@ use moat_protocol::jsonrpc::Message;
 use moat_protocol::session::{self, OwnedRequestHead, RequestHead};
 use tokio::sync::mpsc;
 
-use crate::connection::{Connection, Inbound, Outgoing};
+use crate::connection::{Connection, Inbound, Outgoing, OutgoingKind};
 use crate::framing::Frame;
 use crate::http::headers::{self as h, ParamHeader};
 
@@ -122,21 +122,19 @@ fn same_value(body: &str, header: &str) -> bool {
         || matches!((body.parse::<f64>(), header.parse::<f64>()), (Ok(a), Ok(b)) if a == b)
 }
 
-/// The HTTP status for a final JSON-RPC answer in this era.
-pub(crate) fn status_for(json: &str) -> http::StatusCode {
-    if !json.contains("\"error\"") {
-        return http::StatusCode::OK;
-    }
-    match Message::parse(json) {
-        Ok(Message::Error(e)) => match e.error.code {
-            METHOD_NOT_FOUND => http::StatusCode::NOT_FOUND,
+/// The HTTP status for a final JSON-RPC answer in this era, from its error code (none for
+/// a result).
+pub(crate) fn status_for(error: Option<i64>) -> http::StatusCode {
+    match error {
+        None => http::StatusCode::OK,
+        Some(METHOD_NOT_FOUND) => http::StatusCode::NOT_FOUND,
+        Some(
             HEADER_MISMATCH
             | UNSUPPORTED_PROTOCOL_VERSION
             | MISSING_REQUIRED_CLIENT_CAPABILITY
-            | INVALID_REQUEST => http::StatusCode::BAD_REQUEST,
-            _ => http::StatusCode::OK,
-        },
-        _ => http::StatusCode::OK,
+            | INVALID_REQUEST,
+        ) => http::StatusCode::BAD_REQUEST,
+        Some(_) => http::StatusCode::OK,
     }
 }
 
@@ -205,11 +203,20 @@ impl Drop for CancelOnDrop {
 }
 
 /// Whether `msg` is the final answer.
-pub(crate) fn is_answer(msg: &Outgoing) -> bool {
-    matches!(
-        Message::parse(&msg.text),
-        Ok(Message::Response(_)) | Ok(Message::Error(_))
-    )
+/// Whether `msg` answers the request (`Some`), and with which error code if it is an error.
+pub(crate) fn answer_of(msg: &Outgoing) -> Option<Option<i64>> {
+    if msg.hang_up {
+        return None;
+    }
+    match msg.kind {
+        OutgoingKind::Answer { error } => Some(error),
+        // Not said by whoever encoded it: read it.
+        _ => match Message::parse(&msg.text) {
+            Ok(Message::Response(_)) => Some(None),
+            Ok(Message::Error(e)) => Some(Some(e.error.code)),
+            _ => None,
+        },
+    }
 }
 
 type Item = Result<BodyFrame<Bytes>, Infallible>;
@@ -250,7 +257,7 @@ pub(crate) fn sse_body(exchange: Exchange, keepalive: Duration) -> super::stream
                 }
             },
         };
-        if is_answer(&msg) {
+        if answer_of(&msg).is_some() {
             st.cancel.answered();
             st.done = true;
         }
@@ -262,12 +269,12 @@ pub(crate) fn sse_body(exchange: Exchange, keepalive: Duration) -> super::stream
 }
 
 /// Wait for the answer, dropping what comes before it (a client that takes no SSE).
-pub(crate) async fn answer_only(mut exchange: Exchange) -> Option<String> {
+pub(crate) async fn answer_only(mut exchange: Exchange) -> Option<(String, Option<i64>)> {
     let mut msg = exchange.first;
     loop {
-        if !msg.hang_up && is_answer(&msg) {
+        if let Some(error) = answer_of(&msg) {
             exchange.cancel.answered();
-            return Some(msg.text);
+            return Some((msg.text, error));
         }
         msg = exchange.rest.recv().await?;
     }
@@ -434,18 +441,32 @@ mod tests {
 
     #[test]
     fn statuses_follow_the_error() {
-        assert_eq!(status_for(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), 200);
+        let status = |text: &str| {
+            let said = answer_of(&Outgoing::new(text.to_owned(), None)).expect("an answer");
+            status_for(said)
+        };
+        assert_eq!(status(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), 200);
         assert_eq!(
-            status_for(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"x"}}"#),
+            status(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"x"}}"#),
             404
         );
         assert_eq!(
-            status_for(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"x"}}"#),
+            status(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"x"}}"#),
             400
         );
         assert_eq!(
-            status_for(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x"}}"#),
+            status(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x"}}"#),
             200
         );
+        // What the encoder says is taken as said, without reading the text.
+        let said = Outgoing::answer("not read".to_owned(), RequestId::from(1), Some(-32601));
+        assert_eq!(
+            answer_of(&said).map(status_for),
+            Some(http::StatusCode::NOT_FOUND)
+        );
+        // Requests and notifications are no answers; neither is a hang-up.
+        let note = Outgoing::new(r#"{"jsonrpc":"2.0","method":"x"}"#.to_owned(), None);
+        assert_eq!(answer_of(&note), None);
+        assert_eq!(answer_of(&Outgoing::hang_up(RequestId::from(1))), None);
     }
 }
