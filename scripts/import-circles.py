@@ -6,8 +6,9 @@ For every crate under crates/*/src, each file's `use crate::…`, `use super::�
 `use self::…` (and `use child::…` of its own child modules), and the qualified paths in its
 code (`crate::x::y`, `super::z`, `child::f`, or a path through a name it imported), are
 resolved to the file of the module they name and, where that file only imports or
-re-exports the item (`pub use`), on to the file that defines it (an arrow to each). That gives a graph of files; each
-strongly connected component of more than one file is printed with the names that tie it.
+re-exports the item (`pub use`), on to the file that defines it (an arrow to each). That
+gives a graph of files; each strongly connected component of more than one file is printed
+with the names that tie it.
 
 Rules, so that the result is the design's and not the parser's:
 - a `mod.rs` and its children are separate files: a child using `super::Thing` defined in
@@ -106,7 +107,7 @@ class Module:
 
 @dataclass
 class Ref:
-    """A path a file names: from which module, relative how, and whether it is a `use`."""
+    """A path a file names, as written in module `module`; `glob` for a `use …::*`."""
 
     module: tuple[str, ...]
     segs: list[str]
@@ -195,6 +196,8 @@ def read_file(crate: Crate, rel: str, text: str) -> None:
     if crate.root.startswith("bin/") and rel != crate.root:
         base = module_path_of(rel)[2:]
     crate.modules.setdefault(base, Module(base, rel))
+    if toks[:8] == ["#", "!", "[", "cfg", "(", "test", ")", "]"]:
+        crate.test_modules.add(base)  # a file of test code as a whole
     refs = crate.refs.setdefault(rel, [])
     # (module path, brace depth of its body)
     stack: list[tuple[tuple[str, ...], int]] = [(base, 0)]
@@ -537,10 +540,11 @@ def self_test() -> int:
         }, []),
         # Test code is not the design.
         "test code": ({
-            "lib.rs": "mod a;\nmod b;\n#[cfg(test)]\nmod tests;\n",
-            "a.rs": "pub struct A;\n#[cfg(test)]\nmod tests {\n    use crate::b::B;\n}\n",
+            "lib.rs": "mod a;\nmod b;\nmod c;\n#[cfg(test)]\nmod tests;\n",
+            "a.rs": "pub struct A;\n#[cfg(test)]\nmod tests {\n    use crate::b::B;\n    use crate::c::*;\n}\n",
             "b.rs": "pub struct B(crate::a::A);\n#[cfg(test)]\nuse crate::a::A as _;\n",
             "tests.rs": "use crate::a::A;\nfn f() { crate::b::B(A); }\n",
+            "c.rs": "#![cfg(test)]\nuse crate::a::A;\n",
         }, []),
         "three through a module alias": ({
             "lib.rs": "mod a;\nmod b;\nmod c;\n",
