@@ -1,5 +1,5 @@
 //! Every message `moat serve everything` writes for revision R validates against
-//! `$MOAT_SPEC_DIR/R/schema.json` (default: `../../../shared/spec` from this crate).
+//! `$MOAT_SPEC_DIR/R/schema.json` (default: the repository's `spec/`).
 //!
 //! For each revision the test drives the server over raw stdio through every method it
 //! serves: the handshake revisions through `initialize`, 2026-07-28 through requests that
@@ -30,7 +30,7 @@ const MODERN: &str = "2026-07-28";
 fn spec_dir() -> PathBuf {
     let dir = match std::env::var_os("MOAT_SPEC_DIR") {
         Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/spec"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../spec"),
     };
     assert!(
         dir.join(MODERN).join("schema.json").is_file(),

@@ -1,7 +1,7 @@
 //! Every official 2026-07-28 example message must round-trip through the moat types unchanged.
 //!
 //! Examples live in `<spec>/2026-07-28/examples/<TypeName>/*.json`; `<spec>` is `$MOAT_SPEC_DIR`
-//! or `../../../shared/spec` relative to this crate. Each directory name is mapped explicitly to
+//! or the repository's `spec/`. Each directory name is mapped explicitly to
 //! a check below; an unmapped directory fails the test.
 
 use std::fmt::Debug;
@@ -16,7 +16,7 @@ use serde_json::Value;
 fn spec_dir() -> PathBuf {
     let dir = match std::env::var_os("MOAT_SPEC_DIR") {
         Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/spec"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../spec"),
     };
     assert!(
         dir.join("2026-07-28").is_dir(),

@@ -2,7 +2,8 @@
 //! defines it. Instances are built per revision: only the content a revision allows, and for
 //! 2026-07-28 the `resultType` / `ttlMs` / `cacheScope` and request `_meta` it requires.
 //!
-//! The spec lives at `$MOAT_SPEC_DIR` or `../../../shared/spec` relative to this crate.
+//! The spec lives at `$MOAT_SPEC_DIR`, or by default in the repository's `spec/` (its
+//! README says where it comes from).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
@@ -60,7 +61,7 @@ impl Rev {
 fn spec_dir() -> PathBuf {
     let dir = match std::env::var_os("MOAT_SPEC_DIR") {
         Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/spec"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../spec"),
     };
     assert!(
         dir.join("2026-07-28/schema.json").is_file(),

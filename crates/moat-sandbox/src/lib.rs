@@ -59,6 +59,8 @@
 
 mod cgroup;
 mod check;
+mod child;
+mod confine;
 mod error;
 mod helper;
 mod landlock_layer;
@@ -69,6 +71,7 @@ mod outcome;
 mod profile;
 mod proxy;
 mod relay;
+mod run;
 mod seccomp;
 mod shim;
 mod spawn;
@@ -76,7 +79,7 @@ mod zygote;
 
 pub use check::{Support, check};
 pub use error::Error;
-pub use helper::{HELPER_ARG, helper_main};
+pub use helper::helper_main;
 pub use net::{DEFAULT_PORTS, HostPattern, PatternError};
 pub use outcome::{
     Connection, Enforcement, LimitHit, Outcome, PidsEnforcement, ProxyProtocol, Termination,
@@ -84,6 +87,7 @@ pub use outcome::{
 };
 pub use profile::{Limits, MASKED, NOBODY, Net, Profile};
 pub use proxy::{Resolve, SystemResolver};
+pub use run::HELPER_ARG;
 pub use spawn::{RunControl, Sandbox};
 pub use zygote::SPARE_ENV;
 

@@ -23,15 +23,15 @@
 //! setup only: binding the profile's paths with root's permissions, making the tree) and the
 //! run's uid and gid (65534 by default) — and tells PID 1 on the sync pipe. Once the tree is
 //! built, the loopback up and the shim listening, PID 1 clears its supplementary groups and
-//! sets its real, effective and saved ids to the run's ([`crate::helper::drop_ids`]); the
+//! sets its real, effective and saved ids to the run's ([`crate::confine::drop_ids`]); the
 //! kernel then clears its capabilities, and the command, forked after, is that uid inside
 //! and outside. From then on no process of the run is uid 0 on the host, and the host's
 //! file permissions apply to it as to any process of that uid.
 
 use std::os::fd::{BorrowedFd, RawFd};
 
-use crate::helper::{Plan, REPORT_FD, SYNC_FD, fail};
-use crate::zygote::Prepared;
+use crate::confine::{confine_and_exec, drop_capabilities, drop_ids};
+use crate::run::{Plan, Prepared, REPORT_FD, STATUS, SYNC_FD, fail, report};
 
 /// Writes, from the zygote (root in the parent namespace), the id maps of `pid`'s new user
 /// namespace: with `run_as`, root (for PID 1's setup) and the run's ids, `setgroups`
@@ -123,7 +123,7 @@ pub(crate) fn init(prepared: &Prepared, plan: &Plan, trees: &[(usize, RawFd)]) -
     };
     // Root's work done: the rest of the run, PID 1 included, is the run's uid.
     if let Some((uid, gid)) = plan.run_as
-        && let Err(e) = crate::helper::drop_ids(uid, gid)
+        && let Err(e) = drop_ids(uid, gid)
     {
         fail(&e);
     }
@@ -153,7 +153,7 @@ pub(crate) fn init(prepared: &Prepared, plan: &Plan, trees: &[(usize, RawFd)]) -
     }
     if child == 0 {
         drop(shim);
-        let err = crate::helper::confine_and_exec(prepared, plan);
+        let err = confine_and_exec(prepared, plan);
         fail(&err)
     }
     // PID 1 writes nothing: once the command (and whatever it started) is done with the
@@ -165,7 +165,7 @@ pub(crate) fn init(prepared: &Prepared, plan: &Plan, trees: &[(usize, RawFd)]) -
     if let Some(listener) = shim {
         // From here on PID 1 reads what the command sends: no privilege left, then a thread
         // (PID 1 never forks again, so threads are safe now).
-        let hardened = crate::helper::drop_capabilities()
+        let hardened = drop_capabilities()
             .and_then(|()| {
                 rustix::thread::set_no_new_privs(true).map_err(|e| format!("no_new_privs: {e}"))
             })
@@ -206,8 +206,8 @@ pub(crate) fn init(prepared: &Prepared, plan: &Plan, trees: &[(usize, RawFd)]) -
 /// Tells the supervisor how the command ended (`kind` 0: exit status, 1: signal).
 fn report_status(kind: i32, value: i32) {
     let mut msg = [0u8; 9];
-    msg[0] = crate::zygote::STATUS;
+    msg[0] = STATUS;
     msg[1..5].copy_from_slice(&kind.to_ne_bytes());
     msg[5..].copy_from_slice(&value.to_ne_bytes());
-    crate::zygote::report(REPORT_FD, &msg);
+    report(REPORT_FD, &msg);
 }

@@ -12,11 +12,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::cgroup::Cgroup;
-use crate::helper::Plan;
 use crate::outcome::{Enforcement, LimitHit, Outcome, PidsEnforcement, Termination};
 use crate::profile::{Net, Profile};
 use crate::proxy::{Proxy, Resolve, SystemResolver};
-use crate::zygote::{EXITED, KILL, RunEnds, RunIo, SETUP_ERROR, STATUS};
+use crate::run::{EXITED, KILL, Plan, SETUP_ERROR, STATUS};
+use crate::zygote::{RunEnds, RunIo};
 use crate::{Error, Result};
 
 /// Runs commands confined by a [`Profile`], through a helper binary started once per process

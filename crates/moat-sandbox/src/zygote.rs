@@ -36,8 +36,8 @@
 //! zygote is therefore made unmapped. See `namespaces.rs` and `mounts.rs`.
 //!
 //! On the run socket the supervisor may send [`KILL`]; it receives, in order, at most one
-//! [`SETUP_ERROR`] (the run could not be set up; the command never ran), at most one
-//! [`STATUS`] (PID 1 saw the command end: with namespaces and no cgroup, the end of the run
+//! [`SETUP_ERROR`](crate::run::SETUP_ERROR) (the run could not be set up; the command never ran), at most one
+//! [`STATUS`](crate::run::STATUS) (PID 1 saw the command end: with namespaces and no cgroup, the end of the run
 //! for the supervisor), and, last, [`EXITED`] with the wait status of the run's first
 //! process once the zygote has reaped it (and killed what was left of its process group).
 //!
@@ -59,7 +59,6 @@
 //! scheduling as they are at its first run; later changes to those in the supervising
 //! process do not reach sandboxed commands.
 
-use std::ffi::OsStr;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -74,15 +73,14 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
 };
 
-use crate::helper::{HELPER_ARG, Plan, SETUP_FAILED};
+use crate::child::{RunFds, run_child, run_spare};
+use crate::run::{
+    EXITED, HELPER_ARG, KILL, NO_SPARE_ARG, Plan, Prepared, REPORT_FD, SETUP_FAILED, ZYGOTE_ARG,
+    report,
+};
 use crate::seccomp::Filters;
 use crate::{Error, Result};
 
-/// The second argument that makes the helper a zygote (its stdin is the control socket).
-pub(crate) const ZYGOTE_ARG: &str = "zygote";
-
-/// The zygote's third argument when it must not keep a spare PID 1 (see [`SPARE_ENV`]).
-const NO_SPARE_ARG: &str = "--no-spare";
 /// `MOAT_SANDBOX_SPARE=0` in the supervising process's environment, when its zygote starts:
 /// no spare PID 1 is kept ready, so every run with namespaces creates them when it starts
 /// (slower; for measuring, or for a machine where an idle spare is unwanted).
@@ -92,15 +90,6 @@ pub const SPARE_ENV: &str = "MOAT_SANDBOX_SPARE";
 const READY: u8 = b'R';
 /// Zygote → supervisor, on the control socket, once: could not start (a message follows).
 const FAILED: u8 = b'F';
-/// Supervisor → zygote, on a run socket: kill the run (its process group, its first process).
-pub(crate) const KILL: u8 = b'K';
-/// Run → supervisor: setup failed, the command did not run (a message follows).
-pub(crate) const SETUP_ERROR: u8 = b'E';
-/// PID 1 → supervisor: how the command ended (`kind` 0 exited / 1 signalled, `value`).
-pub(crate) const STATUS: u8 = b'S';
-/// Zygote → supervisor: the run's first process was reaped (its raw wait status follows).
-/// Always the last message of a run.
-pub(crate) const EXITED: u8 = b'X';
 
 /// A spare's maker → zygote: the spare's pid follows.
 const SPARE_PID: u8 = b'P';
@@ -461,20 +450,6 @@ fn recv_timeout(fd: &OwnedFd, buf: &mut [u8], timeout: Duration) -> io::Result<u
 
 // ------------------------------------------------------------------ zygote side
 
-/// What every run inherits from the zygote, prepared once.
-pub(crate) struct Prepared {
-    /// The ids to map into a new user namespace (the zygote's, outside).
-    pub uid: u32,
-    pub gid: u32,
-    /// The zygote's pid (a run without namespaces checks its parent against it).
-    pub pid: i32,
-    /// A pidfd of the zygote, readable once it has exited (PID 1 of a run cannot use
-    /// `getppid`, its parent being outside its PID namespace). `None` before Linux 5.3.
-    pub pidfd: Option<OwnedFd>,
-    pub filters: Filters,
-    pub landlock_abi: Option<u32>,
-}
-
 /// A run in progress, in the zygote.
 struct Run {
     pid: libc::pid_t,
@@ -701,7 +676,7 @@ fn receive(sock: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<(usize, Vec<Owne
 fn setup_error(sock: &OwnedFd, msg: &str) {
     let _ = rustix::net::send(
         sock,
-        &[&[SETUP_ERROR][..], msg.as_bytes()].concat(),
+        &crate::run::setup_error(msg),
         SendFlags::NOSIGNAL | SendFlags::DONTWAIT,
     );
 }
@@ -981,7 +956,7 @@ impl State {
                         // from here on, and every descriptor but the run's own is closed
                         // before anything else.
                         child_defaults(&self.prepared, plan.namespaces);
-                        let fds = crate::helper::RunFds {
+                        let fds = RunFds {
                             stdin: stdin.as_raw_fd(),
                             stdout: stdout.as_raw_fd(),
                             stderr: stderr.as_raw_fd(),
@@ -990,7 +965,7 @@ impl State {
                             sync: sync.as_ref().map(|(r, _)| r.as_raw_fd()),
                             trees: trees.iter().map(|(i, fd)| (*i, fd.as_raw_fd())).collect(),
                         };
-                        crate::helper::run_child(&self.prepared, &plan, fds)
+                        run_child(&self.prepared, &plan, fds)
                     }
                     Ok(p) => {
                         if drops && let Err(e) = crate::namespaces::write_maps(p, plan.run_as) {
@@ -1155,7 +1130,6 @@ fn send_with_fds(sock: &OwnedFd, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Re
 /// new user, PID, network, IPC and UTS namespaces, map the ids, then clone the spare into
 /// them as a child of the zygote and send its pid. Never returns.
 fn make_spare(prepared: &Prepared, sock: RawFd) -> ! {
-    use crate::helper::REPORT_FD;
     // SAFETY: leaving a forked child without running the zygote's exit handlers.
     let leave = |code| -> ! { unsafe { libc::_exit(code) } };
     // Only the spare's socket (as fd 3) and harmless stdio (/dev/null in the zygote), so
@@ -1203,7 +1177,7 @@ fn make_spare(prepared: &Prepared, sock: RawFd) -> ! {
         let mut msg = [0u8; 5];
         msg[0] = SPARE_PID;
         msg[1..].copy_from_slice(&(pid as i32).to_ne_bytes());
-        report_raw(REPORT_FD, &msg);
+        report(REPORT_FD, &msg);
     }
     leave(0)
 }
@@ -1213,7 +1187,6 @@ fn make_spare(prepared: &Prepared, sock: RawFd) -> ! {
 /// PID 1 does. If the zygote goes away first, its socket ends and so does the spare. Never
 /// returns.
 fn spare_main(prepared: &Prepared) -> ! {
-    use crate::helper::REPORT_FD;
     let _ = rustix::process::setsid();
     // SAFETY: REPORT_FD is the spare's socket, owned here.
     let sock = unsafe { OwnedFd::from_raw_fd(REPORT_FD) };
@@ -1230,7 +1203,7 @@ fn spare_main(prepared: &Prepared) -> ! {
     let report = fds.get(3).map(|fd| fd.as_raw_fd());
     let fail = |msg: &str| -> ! {
         if let Some(fd) = report {
-            report_raw(fd, &[&[SETUP_ERROR][..], msg.as_bytes()].concat());
+            crate::run::report(fd, &crate::run::setup_error(msg));
         }
         // SAFETY: as above.
         unsafe { libc::_exit(SETUP_FAILED) }
@@ -1262,7 +1235,7 @@ fn spare_main(prepared: &Prepared) -> ! {
             io::Error::last_os_error()
         ));
     }
-    let run_fds = crate::helper::RunFds {
+    let run_fds = RunFds {
         stdin: fds[0].as_raw_fd(),
         stdout: fds[1].as_raw_fd(),
         stderr: fds[2].as_raw_fd(),
@@ -1273,26 +1246,5 @@ fn spare_main(prepared: &Prepared) -> ! {
     };
     // The spare's own socket (fd 3) is replaced by the run's report socket there.
     std::mem::forget(sock);
-    crate::helper::run_spare(prepared, &plan, run_fds)
-}
-
-/// Whether `arg` (the helper's second argument) asks for the zygote.
-pub(crate) fn is_zygote_arg(arg: Option<&OsStr>) -> bool {
-    arg == Some(OsStr::new(ZYGOTE_ARG))
-}
-
-/// Whether `arg` (the helper's third argument) turns the spare off.
-pub(crate) fn is_no_spare_arg(arg: Option<&OsStr>) -> bool {
-    arg == Some(OsStr::new(NO_SPARE_ARG))
-}
-
-/// Writes a report message on a run's report descriptor (in a run's processes).
-pub(crate) fn report(fd: RawFd, msg: &[u8]) {
-    report_raw(fd, msg);
-}
-
-fn report_raw(fd: RawFd, msg: &[u8]) {
-    // SAFETY: `fd` stays open for the call; a message on a SOCK_SEQPACKET socket.
-    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-    let _ = rustix::net::send(fd, msg, SendFlags::NOSIGNAL);
+    run_spare(prepared, &plan, run_fds)
 }

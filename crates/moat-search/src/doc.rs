@@ -4,6 +4,8 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::text::split_identifier;
+
 /// One tool of the catalog, named `server__tool` as the gateway exposes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolDoc {
@@ -227,30 +229,6 @@ fn collect_arguments(
     }
 }
 
-/// `list_directory`, `getFreeBusy`, `k8s-pods` → `list directory`, `get free busy`, `k8s pods`.
-pub fn split_identifier(id: &str) -> String {
-    let mut out = String::with_capacity(id.len() + 4);
-    let mut prev: Option<char> = None;
-    for c in id.chars() {
-        if c == '_' || c == '-' || c == '.' || c == '/' || c == ':' || c.is_whitespace() {
-            if !out.ends_with(' ') && !out.is_empty() {
-                out.push(' ');
-            }
-            prev = None;
-            continue;
-        }
-        if let Some(p) = prev {
-            // A lower-to-upper step starts a word; a digit run stays attached (k8s, s3).
-            if p.is_lowercase() && c.is_uppercase() && !out.ends_with(' ') {
-                out.push(' ');
-            }
-        }
-        out.extend(c.to_lowercase());
-        prev = Some(c);
-    }
-    out.trim_end().to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,15 +244,6 @@ mod tests {
                     "annotations": {"readOnlyHint": true}}),
         )
         .expect("valid definition")
-    }
-
-    #[test]
-    fn identifiers_split_into_words() {
-        assert_eq!(split_identifier("list_directory"), "list directory");
-        assert_eq!(split_identifier("getFreeBusy"), "get free busy");
-        assert_eq!(split_identifier("k8s-pods"), "k8s pods");
-        assert_eq!(split_identifier("s3__put_object"), "s3 put object");
-        assert_eq!(split_identifier("HTTPRequest"), "httprequest");
     }
 
     #[test]

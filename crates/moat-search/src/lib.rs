@@ -51,10 +51,11 @@ pub mod text;
 pub mod tokens;
 pub mod typo;
 
-pub use doc::{ToolDoc, split_identifier};
+pub use doc::ToolDoc;
 pub use embed::{Embedder, MODEL_FILES, MODEL_NAME};
 pub use error::SearchError;
 pub use index::{Hit, Index, Mode, Options, Ranking};
+pub use text::split_identifier;
 
 #[cfg(test)]
 mod tests {

@@ -1,5 +1,5 @@
-//! Lexical analysis shared by indexing and querying: words, lower-cased, stop words
-//! dropped, English stems (so "deleting", "deletes" and "delete" meet).
+//! Lexical analysis shared by indexing and querying: identifiers split into words, words
+//! lower-cased, stop words dropped, English stems (so "deleting", "deletes" and "delete" meet).
 
 use rust_stemmers::{Algorithm, Stemmer};
 use std::sync::OnceLock;
@@ -21,12 +21,36 @@ fn stemmer() -> &'static Stemmer {
 
 /// Lower-cased alphanumeric words, camelCase and snake_case split, nothing dropped.
 pub fn words(text: &str) -> Vec<String> {
-    crate::doc::split_identifier(text)
+    split_identifier(text)
         .split(|c: char| !c.is_alphanumeric() && c != '\'')
         .map(|w| w.trim_matches('\''))
         .filter(|w| !w.is_empty())
         .map(str::to_owned)
         .collect()
+}
+
+/// `list_directory`, `getFreeBusy`, `k8s-pods` → `list directory`, `get free busy`, `k8s pods`.
+pub fn split_identifier(id: &str) -> String {
+    let mut out = String::with_capacity(id.len() + 4);
+    let mut prev: Option<char> = None;
+    for c in id.chars() {
+        if c == '_' || c == '-' || c == '.' || c == '/' || c == ':' || c.is_whitespace() {
+            if !out.ends_with(' ') && !out.is_empty() {
+                out.push(' ');
+            }
+            prev = None;
+            continue;
+        }
+        if let Some(p) = prev {
+            // A lower-to-upper step starts a word; a digit run stays attached (k8s, s3).
+            if p.is_lowercase() && c.is_uppercase() && !out.ends_with(' ') {
+                out.push(' ');
+            }
+        }
+        out.extend(c.to_lowercase());
+        prev = Some(c);
+    }
+    out.trim_end().to_owned()
 }
 
 /// Whether a word is a stop word.
@@ -51,6 +75,15 @@ pub fn terms(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identifiers_split_into_words() {
+        assert_eq!(split_identifier("list_directory"), "list directory");
+        assert_eq!(split_identifier("getFreeBusy"), "get free busy");
+        assert_eq!(split_identifier("k8s-pods"), "k8s pods");
+        assert_eq!(split_identifier("s3__put_object"), "s3 put object");
+        assert_eq!(split_identifier("HTTPRequest"), "httprequest");
+    }
 
     #[test]
     fn words_split_and_lowercase() {
