@@ -23,8 +23,10 @@ Rules, so that the result is the design's and not the parser's:
 - comments, strings and `pub(in …)` are not read; external crates are not followed.
 
 `--parents-free` leaves out every arrow from a file to its ancestor modules' files (even to
-a `super::Thing` defined there), for comparing with tools that count circles that way; CI
-runs without it.
+a `super::Thing` defined there): a module's children may use what it defines, as Rust's
+privacy rules intend (a child sees its parent's private items), while every other pair of
+files imports one way only. CI runs with it; without it, the stricter reading also lists a
+parent and the children it imports from.
 
 Standard library only. `--self-test` checks the script on small trees it writes itself.
 
