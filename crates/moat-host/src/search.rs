@@ -225,36 +225,31 @@ pub fn meta_tools() -> [Tool; 3] {
     [search, describe, call]
 }
 
+/// Registers the three meta-tools in one change of the registry (one `list_changed`).
 fn register_meta_tools(inner: &Arc<Inner>) {
     let [search, describe, call] = meta_tools();
-    let weak = Arc::downgrade(inner);
-    let _ = inner
-        .server()
-        .clone()
-        .tool_def(search, move |_ctx: RequestContext, args: Value| {
-            let weak = weak.clone();
+    let (for_search, for_describe, for_call) = (
+        Arc::downgrade(inner),
+        Arc::downgrade(inner),
+        Arc::downgrade(inner),
+    );
+    inner.server().batch(|b| {
+        b.tool_def(search, move |_ctx: RequestContext, args: Value| {
+            let weak = for_search.clone();
             async move {
                 let inner = weak.upgrade().ok_or("the gateway is shutting down")?;
                 Ok::<_, String>(search_tools(&inner, &args))
             }
-        });
-    let weak = Arc::downgrade(inner);
-    let _ = inner
-        .server()
-        .clone()
+        })
         .tool_def(describe, move |_ctx: RequestContext, args: Value| {
-            let weak = weak.clone();
+            let weak = for_describe.clone();
             async move {
                 let inner = weak.upgrade().ok_or("the gateway is shutting down")?;
                 Ok::<_, String>(describe_tool(&inner, &args))
             }
-        });
-    let weak = Arc::downgrade(inner);
-    let _ = inner
-        .server()
-        .clone()
+        })
         .tool_def(call, move |ctx: RequestContext, args: Value| {
-            let weak = weak.clone();
+            let weak = for_call.clone();
             async move {
                 let inner = weak.upgrade().ok_or_else(|| {
                     moat_protocol::ErrorObject::internal("the gateway is shutting down")
@@ -262,6 +257,7 @@ fn register_meta_tools(inner: &Arc<Inner>) {
                 call_tool(inner, ctx, args).await
             }
         });
+    });
 }
 
 /// `search_tools(query, limit)`: ranked names, titles and one-line descriptions.
