@@ -69,8 +69,8 @@ pub struct RunningTask<'a> {
 }
 
 impl Client {
-    /// Call a tool, accepting that the server runs it as a task: see the [module
-    /// docs](self). Use it for a tool whose `execution.taskSupport` is `optional` or
+    /// Call a tool, accepting that the server runs it as a task ([`ToolCall::Task`], which
+    /// is followed to its end). Use it for a tool whose `execution.taskSupport` is `optional` or
     /// `required`; for the others it is [`call_tool_with`](Client::call_tool_with).
     pub async fn call_tool_accepting_task(
         &self,
