@@ -139,9 +139,7 @@ async fn portable_mode_lists_schemas_every_api_accepts() {
         .await
         .expect("echo");
     assert_ne!(echo.is_error, Some(true), "{echo:?}");
-    let bad = client
-        .call_tool("ev__echo", json!({ "message": 5 }))
-        .await;
+    let bad = client.call_tool("ev__echo", json!({ "message": 5 })).await;
     let refused = match bad {
         Ok(result) => result.is_error == Some(true),
         Err(_) => true,

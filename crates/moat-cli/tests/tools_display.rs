@@ -40,7 +40,8 @@ fn argument_types_read_as_a_person_reads_them() {
         "{text}"
     );
     assert!(
-        line_of(text, "read_file").starts_with("read_file(length?: integer, offset?: integer, path: string)"),
+        line_of(text, "read_file")
+            .starts_with("read_file(length?: integer, offset?: integer, path: string)"),
         "{text}"
     );
     assert!(

@@ -22,8 +22,8 @@ use moat_protocol::types::{
 use serde_json::Value;
 
 use crate::audit::Refusal;
-use crate::config::compat::SchemaMode;
 use crate::catalog::{Catalog, Fetched, Held, ToolEntry, passed_on};
+use crate::config::compat::SchemaMode;
 use crate::error::HostError;
 use crate::inner::Inner;
 use crate::naming::prefixed_name;

@@ -30,6 +30,9 @@ fn a_wrong_value_or_key_names_the_field() {
     ] {
         let err = load(text).expect_err(text).to_string();
         assert!(err.contains(field), "{text:?}: {err}");
-        assert!(err.contains("moat.toml:3"), "{text:?} names the line: {err}");
+        assert!(
+            err.contains("moat.toml:3"),
+            "{text:?} names the line: {err}"
+        );
     }
 }

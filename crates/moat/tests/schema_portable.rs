@@ -174,7 +174,10 @@ fn enums_maps_tuples_and_recursion_have_documented_fallbacks() {
     assert_eq!(p["pair"]["type"], "array");
     assert_eq!(p["pair"]["minItems"], 2);
     assert_eq!(p["pair"]["maxItems"], 2);
-    assert_eq!(p["pair"]["items"]["anyOf"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        p["pair"]["items"]["anyOf"].as_array().map(Vec::len),
+        Some(2)
+    );
     // Recursion: expanded once, the inner occurrence an object saying whose shape it has.
     let child = &p["tree"]["properties"]["children"]["items"];
     assert_eq!(child["type"], "object");
@@ -191,10 +194,7 @@ fn an_enum_as_the_whole_argument_is_flattened() {
     let s = input_schema::<Shape>();
     assert_eq!(s["type"], "object");
     assert!(s.get("anyOf").is_none());
-    assert_eq!(
-        s["properties"]["kind"]["enum"],
-        json!(["circle", "square"])
-    );
+    assert_eq!(s["properties"]["kind"]["enum"], json!(["circle", "square"]));
     assert!(s["properties"]["r"].is_object() && s["properties"]["side"].is_object());
     assert_eq!(s["required"], json!(["kind"]));
 }
@@ -271,5 +271,8 @@ async fn null_for_an_optional_argument_still_gets_a_result() {
         .call_tool("list", json!({ "limit": 3 }))
         .await
         .expect("call");
-    assert_eq!(result.structured_content, Some(json!({ "x": 3, "y": null })));
+    assert_eq!(
+        result.structured_content,
+        Some(json!({ "x": 3, "y": null }))
+    );
 }

@@ -56,7 +56,6 @@ pub enum Side {
     Output,
 }
 
-
 const JSON_TYPES: &[&str] = &["string", "number", "integer", "boolean", "array", "object"];
 
 /// The portable form of a tool's `inputSchema`: an object schema at the root.
@@ -305,8 +304,7 @@ impl Cx {
                 out.insert("anyOf".into(), Value::Array(alts));
             }
         }
-        if out.get("type").and_then(Value::as_str) == Some("array") && !out.contains_key("items")
-        {
+        if out.get("type").and_then(Value::as_str) == Some("array") && !out.contains_key("items") {
             out.insert("items".into(), json!({}));
         }
         if let Some(Value::Array(required)) = out.get("required") {
@@ -383,7 +381,11 @@ impl Cx {
                     cut.insert("items".into(), json!({}));
                 }
             }
-            let shape = if target == "#" { "the whole argument" } else { &name };
+            let shape = if target == "#" {
+                "the whole argument"
+            } else {
+                &name
+            };
             add_notes(
                 &mut cut,
                 &[format!("Recursive: the same shape as {shape}.")],

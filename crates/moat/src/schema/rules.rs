@@ -334,7 +334,11 @@ fn node_rules(
             if let Some(Value::Array(values)) = node.get("enum")
                 && values.iter().any(|e| !e.is_string())
             {
-                v("enum-strings", at, "`enum` has values that are not strings".into());
+                v(
+                    "enum-strings",
+                    at,
+                    "`enum` has values that are not strings".into(),
+                );
             }
             if let Some(Value::Array(required)) = node.get("required") {
                 let props = node.get("properties").and_then(Value::as_object);
@@ -463,16 +467,25 @@ mod tests {
     use crate::schema::portable::{portable_input, portable_output};
 
     fn rules_hit(api: Api, side: Side, schema: &Value) -> Vec<&'static str> {
-        check(api, side, schema).into_iter().map(|v| v.rule).collect()
+        check(api, side, schema)
+            .into_iter()
+            .map(|v| v.rule)
+            .collect()
     }
 
     /// `schema` breaks `rule` of `api`, and its portable form breaks nothing.
     fn caught_and_fixed(api: Api, rule: &str, schema: Value) {
         let hit = rules_hit(api, Side::Input, &schema);
-        assert!(hit.contains(&rule), "{api}/{rule} not caught in {schema}: {hit:?}");
+        assert!(
+            hit.contains(&rule),
+            "{api}/{rule} not caught in {schema}: {hit:?}"
+        );
         let fixed = portable_input(&schema);
         let left = check_all(Side::Input, &fixed);
-        assert!(left.is_empty(), "portable form {fixed} still breaks: {left:?}");
+        assert!(
+            left.is_empty(),
+            "portable form {fixed} still breaks: {left:?}"
+        );
     }
 
     fn obj(props: Value) -> Value {
@@ -516,8 +529,10 @@ mod tests {
         caught_and_fixed(
             Api::Gemini,
             "format",
-            obj(json!({ "n": { "type": "integer", "format": "uint32", "minimum": 0 },
-                        "u": { "type": "string", "format": "uri" } })),
+            obj(
+                json!({ "n": { "type": "integer", "format": "uint32", "minimum": 0 },
+                        "u": { "type": "string", "format": "uri" } }),
+            ),
         );
     }
 
@@ -577,8 +592,10 @@ mod tests {
         caught_and_fixed(
             Api::OpenAi,
             "keywords",
-            obj(json!({ "xs": { "type": "array", "items": { "type": "string" }, "uniqueItems": true },
-                        "v": { "oneOf": [{ "type": "string" }, { "type": "integer" }] } })),
+            obj(
+                json!({ "xs": { "type": "array", "items": { "type": "string" }, "uniqueItems": true },
+                        "v": { "oneOf": [{ "type": "string" }, { "type": "integer" }] } }),
+            ),
         );
     }
 
