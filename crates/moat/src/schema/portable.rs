@@ -148,13 +148,10 @@ impl Cx {
                         out.insert("properties".into(), Value::Object(mapped));
                     }
                 }
-                "items" => match value {
-                    Value::Object(_) => {
-                        out.insert("items".into(), self.node(value));
-                    }
-                    // `items: false` after `prefixItems`: handled with the tuple.
-                    _ => {}
-                },
+                // `items: false` after `prefixItems` is handled with the tuple.
+                "items" if value.is_object() => {
+                    out.insert("items".into(), self.node(value));
+                }
                 "prefixItems" => {
                     if let Value::Array(members) = value {
                         let members: Vec<Value> = members.iter().map(|m| self.node(m)).collect();
@@ -164,14 +161,12 @@ impl Cx {
                         out.insert("items".into(), items);
                     }
                 }
-                "additionalProperties" => {
-                    if let Value::Object(_) = value {
-                        let inner = self.node(value);
-                        notes.push(format!(
-                            "An object with any keys; each value: {}.",
-                            short_type(&inner)
-                        ));
-                    }
+                "additionalProperties" if value.is_object() => {
+                    let inner = self.node(value);
+                    notes.push(format!(
+                        "An object with any keys; each value: {}.",
+                        short_type(&inner)
+                    ));
                 }
                 "required" => {
                     if let Value::Array(names) = value {
@@ -179,28 +174,28 @@ impl Cx {
                     }
                 }
                 "exclusiveMinimum" => {
-                    if let Some(n) = value.as_i64() {
-                        if is_integer(obj) {
-                            out.insert("minimum".into(), json!(n.saturating_add(1)));
-                            continue;
-                        }
+                    if let Some(n) = value.as_i64()
+                        && is_integer(obj)
+                    {
+                        out.insert("minimum".into(), json!(n.saturating_add(1)));
+                        continue;
                     }
                     notes.push(format!("Greater than {value}."));
                 }
                 "exclusiveMaximum" => {
-                    if let Some(n) = value.as_i64() {
-                        if is_integer(obj) {
-                            out.insert("maximum".into(), json!(n.saturating_sub(1)));
-                            continue;
-                        }
+                    if let Some(n) = value.as_i64()
+                        && is_integer(obj)
+                    {
+                        out.insert("maximum".into(), json!(n.saturating_sub(1)));
+                        continue;
                     }
                     notes.push(format!("Less than {value}."));
                 }
                 "description" | "title" | "minimum" | "maximum" | "minItems" | "maxItems"
-                | "minLength" | "maxLength" | "pattern" => {
-                    if !out.contains_key(key) {
-                        out.insert(key.clone(), value.clone());
-                    }
+                | "minLength" | "maxLength" | "pattern"
+                    if !out.contains_key(key) =>
+                {
+                    out.insert(key.clone(), value.clone());
                 }
                 // Everything else is outside the common subset.
                 _ => {}
@@ -263,10 +258,10 @@ impl Cx {
             }
         }
 
-        if let Some(default) = obj.get("default") {
-            if !default.is_null() {
-                out.insert("default".into(), default.clone());
-            }
+        if let Some(default) = obj.get("default")
+            && !default.is_null()
+        {
+            out.insert("default".into(), default.clone());
         }
 
         // Union branches: null ones leave (inputs) or stay as `{"type":"null"}` (outputs).
@@ -499,10 +494,10 @@ fn portable_format(ty: &str, format: &str) -> Format {
 /// A type as a person reads it, for descriptions: `integer`, `array of string`, ….
 fn short_type(schema: &Value) -> String {
     if let Some(t) = schema.get("type").and_then(Value::as_str) {
-        if t == "array" {
-            if let Some(items) = schema.get("items") {
-                return format!("array of {}", short_type(items));
-            }
+        if t == "array"
+            && let Some(items) = schema.get("items")
+        {
+            return format!("array of {}", short_type(items));
         }
         return t.to_owned();
     }
@@ -656,17 +651,16 @@ fn flatten(variants: &[&Map<String, Value>]) -> Map<String, Value> {
 /// anything else becomes `anyOf` of both.
 fn merge_alternative(have: &mut Value, other: &Value) {
     let both_enums = have.get("enum").is_some() && other.get("enum").is_some();
-    if both_enums {
-        if let (Some(Value::Array(a)), Some(Value::Array(b))) =
+    if both_enums
+        && let (Some(Value::Array(a)), Some(Value::Array(b))) =
             (have.get_mut("enum"), other.get("enum"))
-        {
-            for v in b {
-                if !a.contains(v) {
-                    a.push(v.clone());
-                }
+    {
+        for v in b {
+            if !a.contains(v) {
+                a.push(v.clone());
             }
-            return;
         }
+        return;
     }
     let mut alts = match have.get("anyOf") {
         Some(Value::Array(a)) if have.as_object().is_some_and(|o| o.len() == 1) => a.clone(),
