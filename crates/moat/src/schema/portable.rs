@@ -30,7 +30,9 @@
 //!   `anyOf` of its members, with its length kept and its order in the description.
 //! - Keywords outside the common subset (`additionalProperties`, `patternProperties`,
 //!   `not`, `if`, `uniqueItems`, `examples`, `$schema`, `$id`, `$comment`, `readOnly`,
-//!   `deprecated`, vendor `x-` keys, …) are dropped.
+//!   `deprecated`, vendor `x-` keys, …) are dropped — MCP's `x-mcp-header` too (Gemini
+//!   refuses unknown fields), so clients of a portable schema do not mirror that argument
+//!   into a header, and a server serving the portable definition does not ask them to.
 //! - At the root, an input schema is always an object (OpenAI and Anthropic reject
 //!   `anyOf`/`oneOf`/`allOf` there): a union of objects (a Rust enum of struct variants)
 //!   is flattened into one object with every variant's properties, those of all variants
