@@ -9,6 +9,7 @@ mod busy_poll;
 mod cli;
 mod cmd;
 mod output;
+mod schema_text;
 
 use std::process::ExitCode;
 

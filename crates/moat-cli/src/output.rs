@@ -81,29 +81,6 @@ fn first_line(s: Option<&str>) -> &str {
         .trim()
 }
 
-fn arguments_summary(schema: &Value) -> String {
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
-        return String::new();
-    };
-    props
-        .iter()
-        .map(|(name, p)| {
-            let ty = p.get("type").and_then(Value::as_str).unwrap_or("any");
-            if required.contains(&name.as_str()) {
-                format!("{name}: {ty}")
-            } else {
-                format!("{name}?: {ty}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 pub fn write_tools(out: &mut dyn Write, tools: &[Tool]) -> io::Result<()> {
     if tools.is_empty() {
         writeln!(out, "{}", dim("(no tools)"))?;
@@ -128,7 +105,7 @@ pub fn write_tools(out: &mut dyn Write, tools: &[Tool]) -> io::Result<()> {
             out,
             "{}({}){}",
             bold(&tool.name),
-            arguments_summary(&tool.input_schema),
+            crate::schema_text::arguments(&tool.input_schema),
             dim(&hints)
         )?;
         let desc = first_line(tool.description.as_deref());

@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use crate::audit::Refusal;
 use crate::catalog::{Catalog, Fetched, Held, ToolEntry, passed_on};
+use crate::config::compat::SchemaMode;
 use crate::error::HostError;
 use crate::inner::Inner;
 use crate::naming::prefixed_name;
@@ -327,7 +328,12 @@ impl Inner {
                     annotations: entry.tool.annotations.as_ref(),
                 });
                 if visible {
-                    let def = client_definition(exposed, &entry.tool, modern);
+                    let def = client_definition(
+                        exposed,
+                        &entry.tool,
+                        modern,
+                        settings.config.compat.schemas,
+                    );
                     // Unchanged definitions keep their allocation (shared with the list).
                     let def = match catalog.searchable.get(exposed) {
                         Some((_, old)) if **old == def => old.clone(),
@@ -648,9 +654,19 @@ fn install_screened(catalog: &mut Catalog, server: &str, screened: Screened) {
 /// support (the gateway runs a call as a task when its server does). A 2026-07-28 server's
 /// tools say nothing of tasks, since any call may become one: towards the client they are
 /// `optional`.
-fn client_definition(exposed: &str, tool: &Tool, modern: bool) -> Tool {
+/// The definition a client sees: the exposed name, task support in modern revisions, and
+/// with `[compat] schemas = "portable"` the schemas rewritten for model providers. Only
+/// what is shown changes: pins hash, and calls are checked against, the server's own.
+fn client_definition(exposed: &str, tool: &Tool, modern: bool, schemas: SchemaMode) -> Tool {
     let mut def = tool.clone();
     def.name = exposed.to_owned();
+    if schemas == SchemaMode::Portable {
+        def.input_schema = moat::schema::portable::portable_input(&tool.input_schema);
+        def.output_schema = tool
+            .output_schema
+            .as_ref()
+            .map(moat::schema::portable::portable_output);
+    }
     if modern && def.task_support() == TaskSupport::Forbidden {
         def = def.with_task_support(TaskSupport::Optional);
     }

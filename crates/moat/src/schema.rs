@@ -1,5 +1,12 @@
 //! JSON Schemas from Rust types, shaped the way MCP wants them: object schemas for tool
-//! inputs and outputs, without the generator's `$schema` and `title` noise.
+//! inputs and outputs, without the generator's `$schema` and `title` noise, in the
+//! [`portable`] form every model provider's function calling accepts (the rules it meets are
+//! in [`rules`]).
+
+pub mod portable;
+pub mod rules;
+
+pub use portable::Side;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -20,8 +27,14 @@ pub fn schema_of<T: JsonSchema>() -> Value {
     value
 }
 
-/// An input schema for `T`: always an object schema, as MCP requires.
+/// An input schema for `T`: always an object schema, as MCP requires, in the portable form
+/// (optional arguments are not `required` and never `null`; see [`portable`]).
 pub fn input_schema<T: JsonSchema>() -> Value {
+    portable::portable_input(&raw_input_schema::<T>())
+}
+
+/// [`input_schema`] as the generator gives it, before the portable rewrite.
+pub fn raw_input_schema<T: JsonSchema>() -> Value {
     let mut value = schema_of::<T>();
     // The type's doc comment describes the Rust type, not the tool: the tool has its own
     // description, and repeating it costs the model tokens.
@@ -34,14 +47,22 @@ pub fn input_schema<T: JsonSchema>() -> Value {
                 .or_insert_with(|| Value::Object(Map::new()));
             value
         }
+        // A union (an enum of struct variants): the portable rewrite flattens it.
+        Some(obj) if obj.contains_key("oneOf") || obj.contains_key("anyOf") => value,
         // Not an object (e.g. a bare integer): MCP arguments are always an object.
         _ => json!({ "type": "object", "properties": {} }),
     }
 }
 
 /// An output schema for `T`. MCP requires an object; a non-object `T` is wrapped as
-/// `{"result": T}` (and [`wraps_output`] says so, for the value side).
+/// `{"result": T}` (and [`wraps_output`] says so, for the value side). In the portable
+/// form, where a value that may be `null` says so with an `anyOf` branch.
 pub fn output_schema<T: JsonSchema>() -> Value {
+    portable::portable_output(&raw_output_schema::<T>())
+}
+
+/// [`output_schema`] as the generator gives it, before the portable rewrite.
+pub fn raw_output_schema<T: JsonSchema>() -> Value {
     let value = schema_of::<T>();
     if is_object_schema(&value) {
         value

@@ -35,6 +35,7 @@ use duration::DurationValue;
 pub use duration::{DurationError, parse_duration};
 
 pub mod audit;
+pub mod compat;
 mod consent;
 pub mod duration;
 mod error;
@@ -78,6 +79,8 @@ pub struct Config {
     pub tool_search: search::ToolSearchConfig,
     /// `[gateway]`.
     pub gateway: GatewayConfig,
+    /// `[compat]`.
+    pub compat: compat::CompatConfig,
     /// Where the audit store, pins and consent decisions live; `None`: the XDG state
     /// directory.
     pub state_dir: Option<PathBuf>,
@@ -177,6 +180,8 @@ struct TomlFile {
     tool_search: TomlToolSearch,
     #[serde(default)]
     gateway: TomlGateway,
+    #[serde(default)]
+    compat: compat::CompatConfig,
     state_dir: Option<String>,
     import: Option<OneOrMany>,
 }
@@ -384,6 +389,7 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
         consent,
         tool_search,
         gateway,
+        compat: raw.compat,
         state_dir,
         imports,
     })

@@ -227,9 +227,14 @@ fn query_tool(server: Server, pool: Arc<Pool>, options: Arc<SqliteOptions>) -> S
             }),
         );
         if let Some(params) = props.get_mut("params").and_then(Value::as_object_mut) {
+            // A scalar, in the portable form (one type per branch, no `null` type: see
+            // `moat::schema::portable`); a null still binds SQL NULL.
             params.insert(
                 "items".to_owned(),
-                json!({ "type": ["string", "number", "boolean", "null"] }),
+                json!({
+                    "anyOf": [{ "type": "string" }, { "type": "number" }, { "type": "boolean" }],
+                    "description": "A string, number or boolean; null binds SQL NULL.",
+                }),
             );
         }
     }
