@@ -276,3 +276,48 @@ async fn null_for_an_optional_argument_still_gets_a_result() {
         Some(json!({ "x": 3, "y": null }))
     );
 }
+
+/// Arguments with a default (not an `Option`): `null` means "left out" too.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Defaulted {
+    #[serde(default)]
+    recursive: bool,
+    #[serde(default = "three")]
+    depth: u32,
+    path: String,
+}
+
+fn three() -> u32 {
+    3
+}
+
+#[tokio::test]
+async fn null_for_an_argument_with_a_default_means_the_default() {
+    let server =
+        Server::new("defaults", "1").tool("walk", "Walks a tree.", |args: Defaulted| async move {
+            Ok::<_, String>(format!("{} {} {}", args.path, args.recursive, args.depth))
+        });
+    let (_peer, client) = connect(&server).await;
+    let text = |r: &moat_protocol::types::CallToolResult| {
+        serde_json::to_value(&r.content).expect("content")[0]["text"].clone()
+    };
+    let result = client
+        .call_tool(
+            "walk",
+            json!({ "path": "/a", "recursive": null, "depth": null }),
+        )
+        .await
+        .expect("call");
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    assert_eq!(text(&result), json!("/a false 3"));
+    // A required argument sent as `null` is still refused.
+    let result = client
+        .call_tool("walk", json!({ "path": null }))
+        .await
+        .expect("call");
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    assert!(
+        format!("{result:?}").contains("Invalid arguments for tool walk"),
+        "{result:?}"
+    );
+}

@@ -122,15 +122,32 @@ pub(crate) struct ToolEntry {
     pub(crate) start: TaskStart,
 }
 
-/// Decode `arguments` (absent → `{}`) into `A`.
+/// Decode `arguments` (absent → `{}`) into `A`. An argument sent as `null` means the same
+/// as one left out: schemas list optional arguments as not required (never as nullable),
+/// and clients and models send `null` for them anyway, also for arguments with a default.
 fn decode_args<A: DeserializeOwned>(
     name: &str,
     args: Option<&RawValue>,
 ) -> Result<A, CallToolResult> {
     let text = args.map_or("{}", RawValue::get);
     let text = if text == "null" { "{}" } else { text };
-    serde_json::from_str(text)
-        .map_err(|e| CallToolResult::error(format!("Invalid arguments for tool {name}: {e}")))
+    let error = match serde_json::from_str(text) {
+        Ok(args) => return Ok(args),
+        Err(e) => e,
+    };
+    // Only on failure (the common case pays nothing): drop the `null` members, try again.
+    if let Ok(serde_json::Value::Object(mut members)) = serde_json::from_str(text) {
+        let before = members.len();
+        members.retain(|_, v| !v.is_null());
+        if members.len() != before
+            && let Ok(args) = serde_json::from_value(serde_json::Value::Object(members))
+        {
+            return Ok(args);
+        }
+    }
+    Err(CallToolResult::error(format!(
+        "Invalid arguments for tool {name}: {error}"
+    )))
 }
 
 pub(crate) fn make_entry<A, R, E, F, Fut>(mut def: Arc<Tool>, f: F) -> ToolEntry
