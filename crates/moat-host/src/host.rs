@@ -331,7 +331,8 @@ fn install_upstream_hooks(inner: &Arc<Inner>) {
     let roots_weak = weak.clone();
     let notices_weak = weak.clone();
     // Clients connect while servers start: what the catalog will hold is declared now.
-    let server = inner
+    // (A `Server` is a handle: its hook setters set the shared server's hooks.)
+    inner
         .server()
         .clone()
         .declare_every_capability()
@@ -346,30 +347,33 @@ fn install_upstream_hooks(inner: &Arc<Inner>) {
                 .upgrade()
                 .map(|inner| inner.held_notices())
                 .unwrap_or_default()
+        })
+        .on_subscribe(move |uri, on| {
+            if let Some(inner) = hook_weak.upgrade() {
+                inner.watch_changed(uri, on);
+            }
         });
-    let server = server.on_subscribe(move |uri, on| {
-        if let Some(inner) = hook_weak.upgrade() {
-            inner.watch_changed(uri, on);
-        }
-    });
+    // The handlers of unlisted tools and of completions, installed together.
     let unknown_weak = weak.clone();
-    let server = server.unknown_tool(move |ctx, name, args| {
-        let weak = unknown_weak.clone();
-        async move {
-            let inner = weak.upgrade().ok_or_else(|| {
-                moat_protocol::ErrorObject::internal("the gateway is shutting down")
-            })?;
-            crate::call::call_unlisted(inner, ctx, &name, args).await
-        }
-    });
-    let _ = server.completion(move |params: CompleteRequestParams| {
-        let weak = weak.clone();
-        async move {
-            let inner = weak.upgrade().ok_or_else(|| {
-                moat_protocol::ErrorObject::internal("the gateway is shutting down")
-            })?;
-            inner.complete(params).await
-        }
+    inner.server().batch(|b| {
+        b.unknown_tool(move |ctx, name, args| {
+            let weak = unknown_weak.clone();
+            async move {
+                let inner = weak.upgrade().ok_or_else(|| {
+                    moat_protocol::ErrorObject::internal("the gateway is shutting down")
+                })?;
+                crate::call::call_unlisted(inner, ctx, &name, args).await
+            }
+        })
+        .completion(move |params: CompleteRequestParams| {
+            let weak = weak.clone();
+            async move {
+                let inner = weak.upgrade().ok_or_else(|| {
+                    moat_protocol::ErrorObject::internal("the gateway is shutting down")
+                })?;
+                inner.complete(params).await
+            }
+        });
     });
 }
 

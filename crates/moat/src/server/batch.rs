@@ -49,6 +49,52 @@ impl std::fmt::Debug for Batch<'_> {
 }
 
 impl Batch<'_> {
+    /// Answer `tools/call` for names no registered tool has; see
+    /// [`Server::unknown_tool`](super::Server::unknown_tool). Changes no list.
+    pub fn unknown_tool<F, Fut>(&mut self, f: F) -> &mut Self
+    where
+        F: Fn(RequestContext, String, Option<Box<serde_json::value::RawValue>>) -> Fut
+            + Send
+            + Sync
+            + 'static,
+        Fut: Future<Output = Result<moat_protocol::types::CallToolResult, ErrorObject>>
+            + Send
+            + 'static,
+    {
+        let f = Arc::new(f);
+        self.registry.unknown_tool = Some(Arc::new(move |ctx, name, args| {
+            let f = f.clone();
+            Box::pin(async move { f(ctx, name, args).await })
+        }));
+        self
+    }
+
+    /// Answer `completion/complete`; see [`Server::completion`](super::Server::completion).
+    /// Changes no list.
+    pub fn completion<E, F, Fut>(&mut self, f: F) -> &mut Self
+    where
+        E: Display + Send + 'static,
+        F: Fn(moat_protocol::types::CompleteRequestParams) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<String>, E>> + Send + 'static,
+    {
+        let f = Arc::new(f);
+        self.registry.completion = Some(Arc::new(move |_ctx, params| {
+            let f = f.clone();
+            Box::pin(async move {
+                let mut values = f(params).await.map_err(|e| as_error_object(&e))?;
+                // The spec caps a completion at 100 values.
+                let total = values.len() as u64;
+                values.truncate(100);
+                Ok(moat_protocol::types::Completion {
+                    has_more: Some(total > values.len() as u64),
+                    total: Some(total),
+                    values,
+                })
+            })
+        }));
+        self
+    }
+
     /// Register (or replace, keeping its place) a tool from a full definition; see
     /// [`Server::tool_def`](super::Server::tool_def).
     pub fn tool_def<A, R, E, F, Fut>(&mut self, def: impl Into<Arc<Tool>>, f: F) -> &mut Self

@@ -38,8 +38,8 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use moat_protocol::ErrorObject;
 use moat_protocol::lifecycle::Role;
 use moat_protocol::types::{
-    CompleteRequestParams, Completion, GetPromptResult, Implementation,
-    LoggingMessageNotificationParams, Prompt, Resource, ResourceTemplate, Tool, methods,
+    CompleteRequestParams, GetPromptResult, Implementation, LoggingMessageNotificationParams,
+    Prompt, Resource, ResourceTemplate, Tool, methods,
 };
 use moat_protocol::version::SupportedVersions;
 use moat_transport::Connection;
@@ -59,7 +59,7 @@ use crate::handler::{BoxFuture, RequestContext};
 use crate::peer::Peer;
 use dispatch::SessionHandler;
 use inner::ServerInner;
-use registry::{CompletionFn, Registry, as_error_object};
+use registry::Registry;
 use session::Session;
 use tools::{ToolEntry, make_entry};
 
@@ -369,11 +369,9 @@ impl Server {
             + Send
             + 'static,
     {
-        let f = Arc::new(f);
-        self.inner.registry_mut().unknown_tool = Some(Arc::new(move |ctx, name, args| {
-            let f = f.clone();
-            Box::pin(async move { f(ctx, name, args).await })
-        }));
+        self.batch(|b| {
+            b.unknown_tool(f);
+        });
         self
     }
 
@@ -385,22 +383,9 @@ impl Server {
         F: Fn(CompleteRequestParams) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<Vec<String>, E>> + Send + 'static,
     {
-        let f = Arc::new(f);
-        let complete: CompletionFn = Arc::new(move |_ctx, params| {
-            let f = f.clone();
-            Box::pin(async move {
-                let mut values = f(params).await.map_err(|e| as_error_object(&e))?;
-                // The spec caps a completion at 100 values.
-                let total = values.len() as u64;
-                values.truncate(100);
-                Ok(Completion {
-                    has_more: Some(total > values.len() as u64),
-                    total: Some(total),
-                    values,
-                })
-            })
+        self.batch(|b| {
+            b.completion(f);
         });
-        self.inner.registry_mut().completion = Some(complete);
         self
     }
 
