@@ -25,7 +25,12 @@ pub(crate) fn client() -> anyhow::Result<reqwest::Client> {
 
 /// A request that never reached the server, with what to do about it.
 pub(crate) fn unreachable(url: &str, e: &reqwest::Error, next: &str) -> anyhow::Error {
-    anyhow!("could not reach {url} ({e}).\n{next}")
+    // reqwest's own message repeats the URL; the innermost cause says what happened.
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(inner) = cause.source() {
+        cause = inner;
+    }
+    anyhow!("could not reach {url} ({cause}).\n{next}")
 }
 
 /// Downloads `url` into `part`, continuing the bytes already there. `size`, when known,
@@ -97,9 +102,7 @@ async fn attempt(
         // The part is already whole (or longer): the hash check decides.
         StatusCode::RANGE_NOT_SATISFIABLE if have > 0 => return Ok(()),
         _ => {
-            return Err(fatal(anyhow!(
-                "{url} answered {status}.\n{next}"
-            )));
+            return Err(fatal(anyhow!("{url} answered {status}.\n{next}")));
         }
     };
     let mut file = std::fs::OpenOptions::new()

