@@ -433,9 +433,21 @@ mod tests {
         let env = model_dir(t.path(), "env");
         let with_env = Places {
             moat_model_dir: Some(env.clone()),
-            ..places
+            ..places.clone()
         };
         assert_eq!(find_in(None, &with_env).expect("ok"), Some(env));
+
+        // Each place is named as what it is (for `moat model status`).
+        let source = |explicit: Option<&Path>, places: &Places| {
+            locate_in(explicit, places)
+                .expect("ok")
+                .map(|found| found.source)
+        };
+        assert_eq!(source(None, &places), Some(ModelSource::MoatCache));
+        assert_eq!(source(None, &with_env), Some(ModelSource::EnvVar));
+        assert_eq!(source(Some(&moat), &with_env), Some(ModelSource::Explicit));
+        std::fs::remove_dir_all(&moat).expect("rm");
+        assert_eq!(source(None, &places), Some(ModelSource::HubCache));
     }
 
     #[test]
