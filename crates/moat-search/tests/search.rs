@@ -21,10 +21,10 @@ fn model() -> Option<Arc<Embedder>> {
             match dir {
                 Some(d) => Some(Arc::new(Embedder::load(&d).expect("load the model"))),
                 None if std::env::var_os("CI").is_some() => panic!(
-                    "all-MiniLM-L6-v2 not found: run `bash scripts/fetch-model.sh` (or set MOAT_MODEL_DIR)"
+                    "all-MiniLM-L6-v2 not found: run `moat model fetch` or `bash scripts/fetch-model.sh` (or set MOAT_MODEL_DIR)"
                 ),
                 None => {
-                    eprintln!("note: skipping model tests: no model (run `bash scripts/fetch-model.sh`)");
+                    eprintln!("note: skipping model tests: no model (run `moat model fetch` or `bash scripts/fetch-model.sh`)");
                     None
                 }
             }

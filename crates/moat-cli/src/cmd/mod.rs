@@ -3,6 +3,7 @@
 pub mod client;
 pub mod demo;
 pub mod gateway;
+pub mod model;
 pub mod pins;
 pub mod sandbox;
 pub mod serve;
