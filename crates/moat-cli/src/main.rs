@@ -150,6 +150,8 @@ async fn run(command: Command) -> Result<(), Failure> {
         Command::Gateway(args) => cmd::gateway::run(args).await,
         Command::Audit(args) => cmd::state::audit(args),
         Command::Pins(args) => cmd::state::pins(args),
+        Command::Completions(args) => cmd::completions::run(args),
+        Command::Man(args) => cmd::man::run(args),
     }
 }
 
