@@ -15,15 +15,27 @@
 //! they take about 20 KB. glibc learnt the format in 2.36; an older loader would ignore it
 //! and run with unrelocated pointers, so the flag is only passed when building natively
 //! against glibc 2.36 or newer. Cross builds and other C libraries keep the classic format.
+//!
+//! It also sets `MOAT_VERSION`, what `moat --version` prints: with the commit and its date
+//! in a git checkout (see `build/version.rs`).
 
 use std::ffi::CStr;
 use std::path::Path;
 use std::process::Command;
 
+#[path = "build/version.rs"]
+mod version;
+
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=hot-symbols.txt");
     let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let checkout = version::checkout(Path::new(&var("CARGO_MANIFEST_DIR")));
+    for file in checkout.iter().flat_map(|c| &c.watch) {
+        println!("cargo::rerun-if-changed={}", file.display());
+    }
+    let described = version::describe(&var("CARGO_PKG_VERSION"), checkout.as_ref());
+    println!("cargo::rustc-env=MOAT_VERSION={described}");
     let hot = Path::new(&var("CARGO_MANIFEST_DIR")).join("hot-symbols.txt");
     // Debug builds name their functions differently; the list is for the release profile.
     if var("PROFILE") == "release" && hot.exists() && links_with_rust_lld() {

