@@ -27,6 +27,8 @@ struct State {
     keys: Vec<Jwk>,
     /// When keys were last asked for, whatever came of it.
     last_attempt: Option<Instant>,
+    /// When a token naming a key not held last caused a fetch.
+    last_refetch: Option<Instant>,
     /// Why the last attempt failed, if it did.
     last_error: Option<String>,
 }
@@ -101,7 +103,7 @@ impl KeyCache {
         if !found.is_empty() {
             return Ok(found);
         }
-        if self.may_fetch(&state) {
+        if self.may_fetch(&mut state) {
             self.refresh(&mut state).await;
             let found = pick(&state);
             if !found.is_empty() {
@@ -118,7 +120,7 @@ impl KeyCache {
     /// The introspection endpoint the issuer's metadata names.
     pub(super) async fn introspection_endpoint(&self) -> Result<Url, String> {
         let mut state = self.state.lock().await;
-        if state.endpoints.is_none() && self.may_fetch(&state) {
+        if state.endpoints.is_none() && self.may_fetch(&mut state) {
             self.refresh(&mut state).await;
         }
         match state
@@ -134,10 +136,19 @@ impl KeyCache {
         }
     }
 
-    fn may_fetch(&self, state: &State) -> bool {
-        state
-            .last_attempt
+    /// The first fetch is always allowed; after it, one per interval.
+    fn may_fetch(&self, state: &mut State) -> bool {
+        if state.last_attempt.is_none() {
+            return true;
+        }
+        if state
+            .last_refetch
             .is_none_or(|at| at.elapsed() >= self.interval)
+        {
+            state.last_refetch = Some(Instant::now());
+            return true;
+        }
+        false
     }
 
     async fn refresh(&self, state: &mut State) {
