@@ -40,6 +40,7 @@ pub enum Command {
         moat serve everything --http 8080              # http://127.0.0.1:8080/mcp, every revision\n  \
         moat serve everything --http 8080 --stateless  # 2026-07-28 only, no sessions\n  \
         moat serve everything --http 0.0.0.0:8080 --token \"$TOKEN\"   # off loopback: a token is required\n  \
+        moat serve everything --http 8080 --oauth-issuer https://idp.example --resource https://mcp.example/mcp\n  \
         moat serve fs --root ~/project                 # files, safely resolved under the root\n  \
         moat serve exec --ro ~/project --cwd ~/project # each command sandboxed\n  \
         moat serve sqlite --db shop.db                 # read-only SQL")]
@@ -300,6 +301,22 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub token: Option<String>,
+    /// With --http: accept OAuth access tokens from this authorization server (its issuer
+    /// URL) instead of a static token; the server publishes Protected Resource Metadata.
+    #[arg(
+        long,
+        value_name = "URL",
+        requires_all = ["http", "resource"],
+        conflicts_with = "token"
+    )]
+    pub oauth_issuer: Option<String>,
+    /// With --oauth-issuer: this server's resource URL (e.g. https://mcp.example/mcp);
+    /// tokens must name it as their audience.
+    #[arg(long, value_name = "URL", requires = "oauth_issuer")]
+    pub resource: Option<String>,
+    /// With --oauth-issuer: a scope every request's token must carry. Repeatable.
+    #[arg(long, value_name = "SCOPE", requires = "oauth_issuer")]
+    pub scope: Vec<String>,
     /// With --http: also accept this host name in Host and Origin (DNS-rebinding
     /// protection accepts only localhost names by default). Repeatable.
     #[arg(long, value_name = "HOST", requires = "http")]

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use moat::transport::http::server::HttpServerOptions;
+use moat::transport::http::server::{HttpServerOptions, ResourceOptions};
 
 use crate::Failure;
 use crate::cli::{BuiltinServer, SandboxNet, ServeArgs};
@@ -20,6 +20,11 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
     let mut options = HttpServerOptions::default();
     options.stateless = args.stateless;
     options.token = args.token.clone();
+    if let (Some(issuer), Some(resource)) = (&args.oauth_issuer, &args.resource) {
+        let mut r = ResourceOptions::new(issuer.clone(), resource.clone());
+        r.scopes = args.scope.clone();
+        options.resource = Some(r);
+    }
     options.allowed_hosts = args.allow_host.clone();
     options.allowed_origins = args.allow_origin.clone();
     options.session_idle_timeout = Duration::from_secs(args.session_idle.max(1));

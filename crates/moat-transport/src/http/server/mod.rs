@@ -13,6 +13,7 @@
 mod guard;
 mod legacy;
 mod modern;
+mod resource;
 mod session;
 mod stream;
 
@@ -38,6 +39,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 pub use modern::{SharedToolHeaders, ToolHeaders};
+pub use resource::{Identity, IntrospectionOptions, MAX_SKEW, ResourceError, ResourceOptions};
 
 use super::headers as h;
 use crate::connection::Connection;
@@ -67,6 +69,9 @@ pub struct HttpServerOptions {
     pub allowed_origins: Vec<String>,
     /// The bearer token every request must carry. Required to bind off loopback.
     pub token: Option<String>,
+    /// Accept OAuth access tokens from an authorization server instead of a static token
+    /// (a resource server, RFC 9728). Allows listening off loopback.
+    pub resource: Option<ResourceOptions>,
     /// Listen off loopback without a token (for a trusted network behind a proxy that
     /// authenticates). Off by default.
     pub allow_unauthenticated: bool,
@@ -108,6 +113,7 @@ impl Default for HttpServerOptions {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             token: None,
+            resource: None,
             allow_unauthenticated: false,
             max_body_bytes: crate::Limits::default().max_message_bytes,
             max_header_bytes: 64 * 1024,
@@ -134,6 +140,7 @@ impl std::fmt::Debug for HttpServerOptions {
             .field("stateless", &self.stateless)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("resource", &self.resource)
             .finish_non_exhaustive()
     }
 }
@@ -154,11 +161,15 @@ pub enum HttpServerError {
          server. Set a token (--token), or bind to 127.0.0.1"
     )]
     TokenRequired(SocketAddr),
+    /// The OAuth resource server settings are unusable.
+    #[error("OAuth resource server: {0}")]
+    Resource(#[from] ResourceError),
 }
 
 struct Shared {
     options: HttpServerOptions,
     guard: Guard,
+    authorizer: Option<resource::Authorizer>,
     on_connection: OnConnection,
     sessions: Arc<Sessions>,
     bounds: StreamBounds,
@@ -207,9 +218,21 @@ impl HttpServer {
         on_connection: OnConnection,
     ) -> Result<HttpServer, HttpServerError> {
         let loopback = addr.ip().is_loopback();
-        if !loopback && options.token.is_none() && !options.allow_unauthenticated {
+        if !loopback
+            && options.token.is_none()
+            && options.resource.is_none()
+            && !options.allow_unauthenticated
+        {
             return Err(HttpServerError::TokenRequired(addr));
         }
+        if options.token.is_some() && options.resource.is_some() {
+            return Err(ResourceError::WithStaticToken.into());
+        }
+        let authorizer = options
+            .resource
+            .clone()
+            .map(resource::Authorizer::new)
+            .transpose()?;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| HttpServerError::Bind { addr, source })?;
@@ -226,6 +249,7 @@ impl HttpServer {
             listener,
             shared: Arc::new(Shared {
                 guard,
+                authorizer,
                 on_connection,
                 sessions: Arc::new(Sessions::default()),
                 bounds: StreamBounds {
@@ -402,6 +426,25 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             }
         };
     }
+    if let Some(authorizer) = &shared.authorizer {
+        if let Some(r) = resource_metadata(authorizer, &req) {
+            return r;
+        }
+        match authorizer.check(req.headers()).await {
+            // The identity does not travel with the request yet: logged for now.
+            Ok(identity) => {
+                tracing::debug!(subject = ?identity.subject, client = ?identity.client_id, "access token accepted")
+            }
+            Err(denial) => {
+                let c = authorizer.challenge(&denial);
+                let mut r = error(c.status, TRANSPORT_ERROR, c.message, None);
+                if let Ok(v) = HeaderValue::from_str(&c.header) {
+                    r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+                }
+                return r;
+            }
+        }
+    }
     let path = req.uri().path();
     let opts = &shared.options;
     if path == opts.endpoint {
@@ -437,6 +480,27 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         format!("Not found: the MCP endpoint is {}", opts.endpoint),
         None,
     )
+}
+
+/// A GET of the Protected Resource Metadata, answered without a token.
+fn resource_metadata(
+    authorizer: &resource::Authorizer,
+    req: &Request<Incoming>,
+) -> Option<Response<Body>> {
+    let path = req.uri().path();
+    if req.method() != Method::GET
+        || !resource::well_known_paths(authorizer.resource())
+            .iter()
+            .any(|p| p == path)
+    {
+        return None;
+    }
+    let mut r = json_response(StatusCode::OK, authorizer.metadata_json().to_owned());
+    r.headers_mut().insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    Some(r)
 }
 
 fn not_allowed(shared: &Shared) -> Response<Body> {
