@@ -89,9 +89,9 @@ pub enum Command {
         moat model status                # what tool search will use, and from where")]
     Model(ModelArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
-    Completions(crate::cmd::completions::CompletionsArgs),
+    Completions(CompletionsArgs),
     /// Print moat's manual pages, or write one page per command with --dir.
-    Man(crate::cmd::man::ManArgs),
+    Man(ManArgs),
 }
 
 const GATEWAY_HELP: &str = "\
@@ -594,4 +594,28 @@ pub enum ModelAction {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// Arguments of `moat completions`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    moat completions bash > ~/.local/share/bash-completion/completions/moat\n  \
+    moat completions zsh > ~/.zfunc/_moat        # with fpath+=(~/.zfunc) before compinit\n  \
+    moat completions fish > ~/.config/fish/completions/moat.fish")]
+pub struct CompletionsArgs {
+    /// The shell to write the script for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// Arguments of `moat man`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    moat man | man -l -\n  \
+    moat man --dir ~/.local/share/man/man1")]
+pub struct ManArgs {
+    /// Write one page per command into this directory (created if missing) instead of
+    /// printing them all on stdout.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<std::path::PathBuf>,
 }

@@ -3,26 +3,12 @@
 //! man -l -`); with `--dir`, one file per command, `moat.1`, `moat-serve.1`, …, to install
 //! under a `man1` directory.
 
-use std::path::PathBuf;
-
 use anyhow::Context;
-use clap::{Args, CommandFactory};
+use clap::CommandFactory;
 
 use crate::Failure;
-use crate::cli::Cli;
+use crate::cli::{Cli, ManArgs};
 use crate::output;
-
-/// Arguments of `moat man`.
-#[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  \
-    moat man | man -l -\n  \
-    moat man --dir ~/.local/share/man/man1")]
-pub struct ManArgs {
-    /// Write one page per command into this directory (created if missing) instead of
-    /// printing them all on stdout.
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
-}
 
 /// Print the pages, or write them into `--dir`.
 pub fn run(args: ManArgs) -> Result<(), Failure> {
