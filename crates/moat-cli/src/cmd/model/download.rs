@@ -12,6 +12,16 @@ use reqwest::header::RANGE;
 /// Attempts at one file when the connection drops mid-way (each resumes the last).
 const ATTEMPTS: usize = 3;
 
+/// The base URL in `var` (a test or mirror sets it), else `default`; no trailing `/`.
+pub(crate) fn base_url(var: &str, default: &str) -> String {
+    std::env::var(var)
+        .ok()
+        .filter(|e| !e.is_empty())
+        .unwrap_or_else(|| default.to_owned())
+        .trim_end_matches('/')
+        .to_owned()
+}
+
 /// The HTTP client: redirects followed (the hub sends large files to its CDN), no limit
 /// on the whole download, only on silence.
 pub(crate) fn client() -> anyhow::Result<reqwest::Client> {

@@ -13,12 +13,7 @@ pub(crate) const REVISION: &str = "1110a243fdf4706b3f48f1d95db1a4f5529b4d41";
 const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
 fn endpoint() -> String {
-    std::env::var("HF_ENDPOINT")
-        .ok()
-        .filter(|e| !e.is_empty())
-        .unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned())
-        .trim_end_matches('/')
-        .to_owned()
+    download::base_url("HF_ENDPOINT", DEFAULT_ENDPOINT)
 }
 
 /// Stages each of `files` as `NAME.part` in `dir`, verified.

