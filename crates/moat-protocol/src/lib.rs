@@ -16,6 +16,8 @@
 //! assert_eq!(req.params.unwrap().get(), r#"{"name":"add"}"#);
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod count;
 pub mod error;
 pub mod id;

@@ -1,6 +1,6 @@
 //! What moat's black-box test suites share, so that each suite keeps only what is its own:
 //!
-//! - [`run`]: a command run with a deadline in a process group (or session) of its own,
+//! - [`run`](mod@run): a command run with a deadline in a process group (or session) of its own,
 //!   its output captured, so that a failure shows the command line, exit code and streams;
 //! - [`lines`]: a raw JSON-lines driver for a process's stdio, with reads that time out;
 //! - [`procs`]: the process tree under a pid (to find a server, check for zombies, and

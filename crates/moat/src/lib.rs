@@ -3,7 +3,8 @@
 //! A server is a set of plain async functions; argument schemas come from the types:
 //!
 //! ```no_run
-//! use moat::{Server, schemars::JsonSchema};
+//! use moat::Server;
+//! use schemars::JsonSchema;
 //! use serde::Deserialize;
 //!
 //! #[derive(Deserialize, JsonSchema)]
@@ -16,7 +17,7 @@
 //! #[tokio::main]
 //! async fn main() -> moat::Result<()> {
 //!     Server::new("calc", "1.0")
-//!         .tool("add", "Add two integers", |Add { a, b }| async move { Ok::<_, String>(a + b) })
+//!         .tool("add", "Add two integers", |Add { a, b }| async move { a + b })
 //!         .serve_stdio()
 //!         .await
 //! }
@@ -35,6 +36,8 @@
 //!
 //! Both sit on a [`Peer`], which drives one connection: correlation, cancellation,
 //! progress, deadlines and an orderly shutdown that fails every pending call.
+
+#![warn(missing_docs)]
 
 mod answerer;
 pub mod client;
@@ -62,3 +65,8 @@ pub use moat_protocol::types;
 pub use moat_protocol::version::{ProtocolVersion, VersionPreference};
 pub use moat_transport as transport;
 pub use schemars;
+
+/// The crate's README, whose examples are compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -30,14 +30,14 @@ pub struct AuditRecord {
     pub args_digest: String,
     /// The arguments themselves, redacted; only with `full_arguments`.
     pub arguments: Option<serde_json::Value>,
-    /// `allow`, `ask`, `deny` or `error` ([`Decision`]).
+    /// `allow`, `ask`, `deny` or `error` ([`Decision`](super::Decision)).
     pub decision: String,
     /// Which rule decided, e.g. `rule 2 (no-writes)`, `default`, `pin changed`, `schema`
-    /// (the gateway's own: [`Refusal`]).
+    /// (the gateway's own: [`Refusal`](super::Refusal)).
     pub rule: String,
     /// How consent went, e.g. `approved once via elicitation`; `None` when none was asked.
     pub consent: Option<String>,
-    /// `ok`, `tool_error`, `refused`, `failed` or `cancelled` ([`Outcome`]).
+    /// `ok`, `tool_error`, `refused`, `failed` or `cancelled` ([`Outcome`](super::Outcome)).
     pub outcome: String,
     /// Time from arrival to answer, in microseconds.
     pub duration_us: u64,

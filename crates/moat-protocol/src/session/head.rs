@@ -206,7 +206,7 @@ pub struct ParamsFields<'a> {
     /// `arguments`, undecoded.
     pub arguments: Option<&'a RawValue>,
     /// `inputResponses`, undecoded; `Some` when present, even as `null` (which a retry
-    /// must not send: see [`ParamsFields::check_input_responses`]).
+    /// must not send: see [`RequestFields::check_input_responses`]).
     pub input_responses: Option<&'a RawValue>,
     /// `requestState` (2026-07-28 retries).
     pub request_state: Option<Cow<'a, str>>,

@@ -264,3 +264,10 @@ pub struct CreateMessageResult {
     #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<Meta>,
 }
+
+impl CreateMessageResult {
+    /// The first text block of the sampled content, if there is one.
+    pub fn text(&self) -> Option<&str> {
+        self.content.blocks().iter().find_map(|b| b.as_text())
+    }
+}

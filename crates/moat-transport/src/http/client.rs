@@ -30,7 +30,7 @@
 //!   2026-07-28 server sends (unsupported revision, unknown method, header mismatch), as
 //!   the spec describes; the fallback waits a few seconds at most for the `endpoint` event.
 //! - **Authorization**: a static bearer token, or an [`Authorizer`] (normally an OAuth 2.1
-//!   [`OAuthClient`](crate::http::oauth::OAuthClient), see [`ClientOptions::oauth`]) consulted
+//!   [`OAuthClient`], see [`ClientOptions::oauth`]) consulted
 //!   for every request the transport sends — POSTs, SSE GETs and resumptions, the session's
 //!   DELETE, both legacy requests: its headers go out with the request, every response goes
 //!   back to it, and the request is sent again (a few times at most) when it says so, e.g.

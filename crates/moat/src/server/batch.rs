@@ -19,9 +19,10 @@ use serde::de::DeserializeOwned;
 use super::options::TaskTool;
 use super::prompts::{self, PromptEntry, PromptOutput, arguments_from_schema};
 use super::registry::{Registry, as_error_object};
-use super::resources::{ResourceEntry, ResourceOutput, ResourceRequest, TemplateEntry, make_read};
+use super::resources::{ResourceEntry, ResourceRequest, TemplateEntry, make_read};
+use super::returns::{PromptReturn, ResourceReturn, ToolReturn};
 use super::template::{TemplateError, UriTemplate};
-use super::tools::{ToolEntry, ToolOutput, make_entry};
+use super::tools::{ToolEntry, make_entry};
 use crate::handler::RequestContext;
 use crate::schema;
 
@@ -97,13 +98,12 @@ impl Batch<'_> {
 
     /// Register (or replace, keeping its place) a tool from a full definition; see
     /// [`Server::tool_def`](super::Server::tool_def).
-    pub fn tool_def<A, R, E, F, Fut>(&mut self, def: impl Into<Arc<Tool>>, f: F) -> &mut Self
+    pub fn tool_def<A, O, F, Fut>(&mut self, def: impl Into<Arc<Tool>>, f: F) -> &mut Self
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
-        R: ToolOutput,
-        E: Display + Send + 'static,
+        O: ToolReturn,
         F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+        Fut: Future<Output = O> + Send + 'static,
     {
         self.tool_entry(make_entry(def.into(), f));
         self
@@ -111,13 +111,12 @@ impl Batch<'_> {
 
     /// Register (or replace, keeping its place) a tool that may run as a task; see
     /// [`Server::task_tool`](super::Server::task_tool).
-    pub fn task_tool<A, R, E, F, Fut>(&mut self, def: Tool, task: TaskTool, f: F) -> &mut Self
+    pub fn task_tool<A, O, F, Fut>(&mut self, def: Tool, task: TaskTool, f: F) -> &mut Self
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
-        R: ToolOutput,
-        E: Display + Send + 'static,
+        O: ToolReturn,
         F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+        Fut: Future<Output = O> + Send + 'static,
     {
         let mut entry = make_entry(Arc::new(def.with_task_support(task.support)), f);
         entry.start = task.start;
@@ -166,12 +165,11 @@ impl Batch<'_> {
 
     /// Register (or replace, keeping its place) a fixed resource; see
     /// [`Server::resource_def`](super::Server::resource_def).
-    pub fn resource_def<R, E, F, Fut>(&mut self, def: Resource, f: F) -> &mut Self
+    pub fn resource_def<O, F, Fut>(&mut self, def: Resource, f: F) -> &mut Self
     where
-        R: ResourceOutput,
-        E: Display + Send + 'static,
+        O: ResourceReturn,
         F: Fn(ResourceRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+        Fut: Future<Output = O> + Send + 'static,
     {
         let read = make_read(def.mime_type.clone(), f);
         let entry = ResourceEntry { def, read };
@@ -196,16 +194,15 @@ impl Batch<'_> {
 
     /// Register (or replace, keeping its place) a resource template, refusing a malformed
     /// one; see [`Server::try_resource_template`](super::Server::try_resource_template).
-    pub fn try_resource_template<R, E, F, Fut>(
+    pub fn try_resource_template<O, F, Fut>(
         &mut self,
         def: ResourceTemplate,
         f: F,
     ) -> std::result::Result<&mut Self, TemplateError>
     where
-        R: ResourceOutput,
-        E: Display + Send + 'static,
+        O: ResourceReturn,
         F: Fn(ResourceRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+        Fut: Future<Output = O> + Send + 'static,
     {
         let template = UriTemplate::parse(&def.uri_template)?;
         let read = make_read(def.mime_type.clone(), f);
@@ -240,13 +237,12 @@ impl Batch<'_> {
 
     /// Register (or replace, keeping its place) a prompt from a full definition; see
     /// [`Server::prompt_def`](super::Server::prompt_def).
-    pub fn prompt_def<A, R, E, F, Fut>(&mut self, mut def: Prompt, f: F) -> &mut Self
+    pub fn prompt_def<A, O, F, Fut>(&mut self, mut def: Prompt, f: F) -> &mut Self
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
-        R: PromptOutput,
-        E: Display + Send + 'static,
+        O: PromptReturn,
         F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+        Fut: Future<Output = O> + Send + 'static,
     {
         if def.arguments.as_ref().is_none_or(Vec::is_empty) {
             let args = arguments_from_schema(&schema::input_schema::<A>());
@@ -263,6 +259,7 @@ impl Batch<'_> {
                 let args = decoded?;
                 f(ctx, args)
                     .await
+                    .into_result()
                     .map(PromptOutput::into_prompt_result)
                     .map_err(|e| as_error_object(&e))
             })

@@ -25,6 +25,7 @@ mod pagination;
 mod prompts;
 mod registry;
 mod resources;
+mod returns;
 mod session;
 mod task_store;
 pub mod tasks;
@@ -50,6 +51,7 @@ pub use batch::Batch;
 pub use options::ServerOptions;
 pub use prompts::PromptOutput;
 pub use resources::{Blob, ResourceError, ResourceOutput, ResourceRequest};
+pub use returns::{PromptReturn, ResourceReturn, ToolReturn};
 pub use tasks::{TaskHandle, TaskOptions, TaskStart, TaskTool};
 pub use template::{TemplateError, UriTemplate};
 pub use tools::{Json, ToolOutput};
@@ -140,13 +142,12 @@ impl Server {
     /// Register a tool: `f` takes the decoded arguments (`A`'s JSON Schema becomes the
     /// tool's `inputSchema`) and returns any [`ToolOutput`] or an error, which the client
     /// sees as an `isError` result.
-    pub fn tool<A, R, E, F, Fut>(self, name: &str, description: &str, f: F) -> Self
+    pub fn tool<A, O, F, Fut>(self, name: &str, description: &str, f: F) -> Self
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
-        R: ToolOutput,
-        E: Display + Send + 'static,
+        O: ToolReturn,
         F: Fn(A) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+        Fut: Future<Output = O> + Send + 'static,
     {
         let def = Tool::new(name, serde_json::Value::Null).with_description(description);
         self.tool_def(def, move |_ctx: RequestContext, a: A| f(a))
@@ -154,13 +155,12 @@ impl Server {
 
     /// Register a tool whose handler also gets the [`RequestContext`] (progress, logging,
     /// cancellation, requests to the client).
-    pub fn tool_with_context<A, R, E, F, Fut>(self, name: &str, description: &str, f: F) -> Self
+    pub fn tool_with_context<A, O, F, Fut>(self, name: &str, description: &str, f: F) -> Self
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
-        R: ToolOutput,
-        E: Display + Send + 'static,
+        O: ToolReturn,
         F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+        Fut: Future<Output = O> + Send + 'static,
     {
         let def = Tool::new(name, serde_json::Value::Null).with_description(description);
         self.tool_def(def, f)
@@ -170,13 +170,12 @@ impl Server {
     /// `inputSchema` is filled in from `A`; a missing `outputSchema` from the output type.
     /// A definition that declares `execution.taskSupport` makes a task-capable tool whose
     /// calls become tasks at once ([`task_tool`](Self::task_tool) chooses otherwise).
-    pub fn tool_def<A, R, E, F, Fut>(self, def: impl Into<Arc<Tool>>, f: F) -> Self
+    pub fn tool_def<A, O, F, Fut>(self, def: impl Into<Arc<Tool>>, f: F) -> Self
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
-        R: ToolOutput,
-        E: Display + Send + 'static,
+        O: ToolReturn,
         F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+        Fut: Future<Output = O> + Send + 'static,
     {
         self.register_tool(make_entry(def.into(), f))
     }
@@ -184,13 +183,12 @@ impl Server {
     /// Register a tool that may run as a task: as [`tool_def`](Self::tool_def), with the
     /// definition's `execution.taskSupport` and when a call becomes a task taken from
     /// `task`. See [`tasks`] for what the handler can do as a task.
-    pub fn task_tool<A, R, E, F, Fut>(self, def: Tool, task: TaskTool, f: F) -> Self
+    pub fn task_tool<A, O, F, Fut>(self, def: Tool, task: TaskTool, f: F) -> Self
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
-        R: ToolOutput,
-        E: Display + Send + 'static,
+        O: ToolReturn,
         F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+        Fut: Future<Output = O> + Send + 'static,
     {
         self.batch(|b| {
             b.task_tool(def, task, f);
@@ -267,23 +265,21 @@ impl Server {
     }
 
     /// Register a fixed resource at `uri`.
-    pub fn resource<R, E, F, Fut>(self, uri: &str, name: &str, f: F) -> Self
+    pub fn resource<O, F, Fut>(self, uri: &str, name: &str, f: F) -> Self
     where
-        R: ResourceOutput,
-        E: Display + Send + 'static,
+        O: ResourceReturn,
         F: Fn() -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+        Fut: Future<Output = O> + Send + 'static,
     {
         self.resource_def(Resource::new(uri, name), move |_req: ResourceRequest| f())
     }
 
     /// Register a fixed resource from a full definition (description, MIME type, size, …).
-    pub fn resource_def<R, E, F, Fut>(self, def: Resource, f: F) -> Self
+    pub fn resource_def<O, F, Fut>(self, def: Resource, f: F) -> Self
     where
-        R: ResourceOutput,
-        E: Display + Send + 'static,
+        O: ResourceReturn,
         F: Fn(ResourceRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+        Fut: Future<Output = O> + Send + 'static,
     {
         self.batch(|b| {
             b.resource_def(def, f);
@@ -297,12 +293,11 @@ impl Server {
     /// # Panics
     /// If the template is malformed: that is a programming error, found at startup.
     /// Use [`Server::try_resource_template`] for templates from configuration.
-    pub fn resource_template<R, E, F, Fut>(self, uri_template: &str, name: &str, f: F) -> Self
+    pub fn resource_template<O, F, Fut>(self, uri_template: &str, name: &str, f: F) -> Self
     where
-        R: ResourceOutput,
-        E: Display + Send + 'static,
+        O: ResourceReturn,
         F: Fn(ResourceRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+        Fut: Future<Output = O> + Send + 'static,
     {
         match self.try_resource_template(ResourceTemplate::new(uri_template, name), f) {
             Ok(s) => s,
@@ -311,16 +306,15 @@ impl Server {
     }
 
     /// Register a resource template from a full definition, refusing a malformed template.
-    pub fn try_resource_template<R, E, F, Fut>(
+    pub fn try_resource_template<O, F, Fut>(
         self,
         def: ResourceTemplate,
         f: F,
     ) -> std::result::Result<Self, TemplateError>
     where
-        R: ResourceOutput,
-        E: Display + Send + 'static,
+        O: ResourceReturn,
         F: Fn(ResourceRequest) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+        Fut: Future<Output = O> + Send + 'static,
     {
         self.batch(|b| b.try_resource_template(def, f).map(|_| ()))?;
         Ok(self)
@@ -328,13 +322,12 @@ impl Server {
 
     /// Register a prompt. Its arguments come from `A`'s fields (all strings on the wire);
     /// use [`NoArgs`](crate::NoArgs) for a prompt without arguments.
-    pub fn prompt<A, R, E, F, Fut>(self, name: &str, description: &str, f: F) -> Self
+    pub fn prompt<A, O, F, Fut>(self, name: &str, description: &str, f: F) -> Self
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
-        R: PromptOutput,
-        E: Display + Send + 'static,
+        O: PromptReturn,
         F: Fn(A) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+        Fut: Future<Output = O> + Send + 'static,
     {
         let mut def = Prompt::new(name);
         def.description = Some(description.to_owned());
@@ -342,13 +335,12 @@ impl Server {
     }
 
     /// Register a prompt from a full definition. Empty `arguments` are filled in from `A`.
-    pub fn prompt_def<A, R, E, F, Fut>(self, def: Prompt, f: F) -> Self
+    pub fn prompt_def<A, O, F, Fut>(self, def: Prompt, f: F) -> Self
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
-        R: PromptOutput,
-        E: Display + Send + 'static,
+        O: PromptReturn,
         F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+        Fut: Future<Output = O> + Send + 'static,
     {
         self.batch(|b| {
             b.prompt_def(def, f);

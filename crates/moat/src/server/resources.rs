@@ -1,7 +1,6 @@
 //! Resources and resource templates: what a handler returns and how it becomes contents.
 
 use std::collections::HashMap;
-use std::fmt::Display;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -13,6 +12,7 @@ use moat_protocol::types::{
     TextResourceContents,
 };
 
+use super::returns::ResourceReturn;
 use super::template::UriTemplate;
 use crate::handler::{BoxFuture, RequestContext};
 
@@ -120,12 +120,11 @@ pub(crate) struct TemplateEntry {
 
 /// A read handler as the registry keeps it: the output made contents, the error made the
 /// JSON-RPC error to answer with.
-pub(crate) fn make_read<R, E, F, Fut>(mime_type: Option<String>, f: F) -> ReadFn
+pub(crate) fn make_read<O, F, Fut>(mime_type: Option<String>, f: F) -> ReadFn
 where
-    R: ResourceOutput,
-    E: Display + Send + 'static,
+    O: ResourceReturn,
     F: Fn(ResourceRequest) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
+    Fut: Future<Output = O> + Send + 'static,
 {
     let f = Arc::new(f);
     Arc::new(move |req: ResourceRequest| {
@@ -133,7 +132,7 @@ where
         let mime = mime_type.clone();
         Box::pin(async move {
             let uri = req.uri.clone();
-            match f(req).await {
+            match f(req).await.into_result() {
                 Ok(out) => Ok(ReadResourceResult {
                     contents: out.into_contents(&uri, mime.as_deref()),
                     ..Default::default()

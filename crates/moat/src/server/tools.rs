@@ -1,7 +1,6 @@
 //! Tools as typed async functions: arguments decoded from the request exactly once into the
 //! handler's own type, results converted with [`ToolOutput`].
 
-use std::fmt::Display;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -14,6 +13,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::options::TaskStart;
+use super::returns::ToolReturn;
 use crate::handler::{BoxFuture, RequestContext};
 use crate::schema;
 
@@ -150,20 +150,19 @@ fn decode_args<A: DeserializeOwned>(
     )))
 }
 
-pub(crate) fn make_entry<A, R, E, F, Fut>(mut def: Arc<Tool>, f: F) -> ToolEntry
+pub(crate) fn make_entry<A, O, F, Fut>(mut def: Arc<Tool>, f: F) -> ToolEntry
 where
     A: DeserializeOwned + JsonSchema + Send + 'static,
-    R: ToolOutput,
-    E: Display + Send + 'static,
+    O: ToolReturn,
     F: Fn(RequestContext, A) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<R, E>> + Send + 'static,
+    Fut: Future<Output = O> + Send + 'static,
 {
     // Filled in only where missing, so a complete shared definition is not copied.
     if def.input_schema.is_null() {
         Arc::make_mut(&mut def).input_schema = schema::input_schema::<A>();
     }
     if def.output_schema.is_none()
-        && let Some(output) = R::output_schema()
+        && let Some(output) = <O::Output as ToolOutput>::output_schema()
     {
         Arc::make_mut(&mut def).output_schema = Some(output);
     }
@@ -174,7 +173,7 @@ where
         let f = f.clone();
         Box::pin(async move {
             match args {
-                Ok(args) => match f(ctx, args).await {
+                Ok(args) => match f(ctx, args).await.into_result() {
                     Ok(out) => Ok(out.into_call_result()),
                     // A handler that fails with a JSON-RPC error means that error (a
                     // gateway passing on its server's); any other error is the tool's.
