@@ -18,9 +18,9 @@ Run it again after a dependency upgrade, a toolchain change or a change to the w
 package metadata (version, rust-version): the names carry a hash of each crate's version
 and build settings. Names that no longer exist are skipped by the linker, so a stale list
 costs memory, not correctness; `moat-bench gateway` says how much of the list a binary has.
-The hashes also depend on the features cargo unifies: build the binary you measure the way
-this script does, `cargo build --release -p moat-cli` alone (built together with moat-bench,
-a third of the names differ).
+The hashes also depend on the features cargo unifies: the feature pins in
+crates/moat-cli/Cargo.toml (checked by scripts/feature-pins.py) make `-p moat-cli` alone, a
+workspace build and `cargo install --locked` build the same crates, so one list fits all.
 """
 
 import json
