@@ -325,9 +325,11 @@ pub struct ServeArgs {
     /// https://app.example). Repeatable.
     #[arg(long, value_name = "ORIGIN", requires = "http")]
     pub allow_origin: Vec<String>,
-    /// With --http: close sessions idle for this many seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 1800, requires = "http")]
-    pub session_idle: u64,
+    /// With --http: close handshake-era sessions idle this long (no request, no open
+    /// stream): seconds, or a duration such as 30m (docs/gateway.md, "Durations").
+    #[arg(long, value_name = "DURATION", default_value = "30m", requires = "http",
+          value_parser = moat_host::config::parse_duration)]
+    pub session_idle: std::time::Duration,
     /// fs: the directory whose files are served (nothing outside it is reachable).
     #[arg(long, value_name = "DIR", required_if_eq("server", "fs"))]
     pub root: Option<std::path::PathBuf>,

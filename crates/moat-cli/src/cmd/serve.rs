@@ -27,7 +27,7 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
     }
     options.allowed_hosts = args.allow_host.clone();
     options.allowed_origins = args.allow_origin.clone();
-    options.session_idle_timeout = Duration::from_secs(args.session_idle.max(1));
+    options.session_idle_timeout = args.session_idle.max(Duration::from_secs(1));
     let http = server
         .bind_http(addr, options)
         .await
