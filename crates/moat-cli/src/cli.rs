@@ -19,10 +19,11 @@ pub struct Cli {
 const EXAMPLES: &str = "\
 Examples:
   moat demo
-  moat tools -- npx -y @modelcontextprotocol/server-everything
-  moat call echo --args '{\"message\":\"hi\"}' -- npx -y @modelcontextprotocol/server-everything
+  moat tools -- moat serve everything
+  moat call echo --args '{\"message\":\"hi\"}' -- moat serve everything
   moat read test://static-text -- moat serve everything
-  moat tools --json --protocol 2025-06-18 -- python -m mcp_server_time
+  moat tools --json --protocol 2025-06-18 -- moat serve fs --root .
+  moat tools http://127.0.0.1:8080/mcp
   moat sandbox --check
   moat sandbox --ro . --net none --timeout 10 -- ls -la
 
@@ -389,7 +390,8 @@ pub struct Target {
     /// comes from MOAT_OAUTH_CLIENT_SECRET.
     #[arg(long, value_name = "ID", requires = "oauth")]
     pub oauth_client_id: Option<String>,
-    /// The server's command line, after `--` (e.g. `-- npx -y @modelcontextprotocol/server-everything`).
+    /// The server's command line, after `--` (e.g. `-- moat serve everything`, or
+    /// `-- npx -y @modelcontextprotocol/server-everything`).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }

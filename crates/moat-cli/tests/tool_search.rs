@@ -318,3 +318,46 @@ fn tools_cost_counts_every_definition_largest_first() {
         "{total} vs {tokens:?}"
     );
 }
+
+/// `--check` reports the ranking a running gateway settles on: hybrid when the embedding
+/// model is there (not the words-only index it answers with while embedding), lexical when
+/// it is not.
+#[test]
+fn check_reports_the_ranking_the_gateway_settles_on() {
+    let Some(model) = std::env::var_os("MOAT_MODEL_DIR").filter(|d| !d.is_empty()) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "MOAT_MODEL_DIR is not set: .ci/run fetches the model and sets it"
+        );
+        eprintln!("SKIPPED: MOAT_MODEL_DIR is not set (scripts/fetch-model.sh)");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("moat.toml");
+    std::fs::write(
+        &path,
+        config(
+            &dir.path().join("state"),
+            &["a"],
+            "[tool_search]\nmode = \"on\"\n",
+        ),
+    )
+    .expect("write config");
+    for (model_dir, want) in [(Some(model.as_os_str()), "hybrid"), (None, "lexical")] {
+        let mut cmd = Command::new(MOAT);
+        cmd.args(["gateway", "--ephemeral", "--check", "--json", "--config"])
+            .arg(&path)
+            .env("HOME", dir.path())
+            .env_remove("MOAT_MODEL_DIR")
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("HF_HOME")
+            .env_remove("HF_HUB_CACHE");
+        if let Some(model_dir) = model_dir {
+            cmd.env("MOAT_MODEL_DIR", model_dir);
+        }
+        let out = cmd.output().expect("run moat gateway --check");
+        assert!(out.status.success(), "{out:?}");
+        let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert_eq!(report["tool_search"]["ranking"], want, "{report}");
+    }
+}

@@ -196,6 +196,15 @@ impl Host {
         }
     }
 
+    /// Builds the tool search index of the catalog as it is now, with the embedding model
+    /// when one is loaded, and waits for it: the index a running gateway has once its
+    /// background rebuild is done (for `--check`, which reports on it and exits).
+    pub async fn settle_search(&self) {
+        if self.inner.search().is_active() {
+            crate::reindex::rebuild_now(&self.inner, true, None).await;
+        }
+    }
+
     /// What the tool definitions cost in the model's context, in full and in search mode.
     pub fn tool_cost(&self) -> crate::search::ToolCost {
         crate::search::cost(&self.inner)

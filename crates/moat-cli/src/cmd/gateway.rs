@@ -120,10 +120,19 @@ fn config_path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
         .map(|d| d.join("moat/moat.toml"));
     match user {
         Some(path) if path.exists() => Ok(path),
-        _ => Err(anyhow!(
-            "no configuration: pass --config FILE (a moat.toml, or your client's \
-             claude_desktop_config.json / .vscode/mcp.json as is), or create ./moat.toml"
-        )),
+        user => {
+            let looked = match user {
+                Some(path) => format!("./moat.toml and {}", path.display()),
+                None => "./moat.toml (and, with neither XDG_CONFIG_HOME nor HOME set, no \
+                         user configuration)"
+                    .to_owned(),
+            };
+            Err(anyhow!(
+                "no configuration: looked for {looked}. Pass --config FILE (a moat.toml, or \
+                 your client's claude_desktop_config.json / .vscode/mcp.json as is), or create \
+                 one of those files (docs/gateway.md shows one)"
+            ))
+        }
     }
 }
 
@@ -156,6 +165,9 @@ fn summary(host: &Host, path: &Path) {
 }
 
 async fn check(host: &Host, json: bool, search: Option<&str>) -> Result<(), Failure> {
+    // Report the ranking a running gateway settles on (hybrid with a model), not the
+    // words-only index it answers with while the embeddings are computed.
+    host.settle_search().await;
     let listed = host.listed_tools();
     let held = host.held_tools();
     let held_servers = host.held_servers();
