@@ -361,3 +361,23 @@ fn check_reports_the_ranking_the_gateway_settles_on() {
         assert_eq!(report["tool_search"]["ranking"], want, "{report}");
     }
 }
+
+/// A catalog with no tools is said to be empty, with no percentage of nothing saved.
+#[test]
+fn check_on_an_empty_catalog_prints_no_percentage() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("moat.toml");
+    std::fs::write(&path, config(&dir.path().join("state"), &[], "")).expect("write config");
+    let out = Command::new(MOAT)
+        .args(["gateway", "--ephemeral", "--check", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run moat gateway --check");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("no tool definitions in the model's context"),
+        "{text}"
+    );
+    assert!(!text.contains('%'), "{text}");
+}

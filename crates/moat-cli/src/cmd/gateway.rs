@@ -213,17 +213,27 @@ async fn check(host: &Host, json: bool, search: Option<&str>) -> Result<(), Fail
         for name in &listed {
             println!("  {name}");
         }
-        let saved = 100.0 * (1.0 - cost.search_tokens as f64 / cost.full_tokens.max(1) as f64);
-        println!(
-            "tool definitions in the model's context: {} tokens in full, {} with tool search ({saved:.0}% fewer){}",
-            cost.full_tokens,
-            cost.search_tokens,
-            if cost.active {
-                ""
-            } else {
-                "; [tool_search] mode = \"on\" switches it on"
-            }
-        );
+        if cost.tools == 0 {
+            println!("no tool definitions in the model's context");
+        } else if cost.search_tokens < cost.full_tokens {
+            let saved = 100.0 * (1.0 - cost.search_tokens as f64 / cost.full_tokens as f64);
+            println!(
+                "tool definitions in the model's context: {} tokens in full, {} with tool search ({saved:.0}% fewer){}",
+                cost.full_tokens,
+                cost.search_tokens,
+                if cost.active {
+                    ""
+                } else {
+                    "; [tool_search] mode = \"on\" switches it on"
+                }
+            );
+        } else {
+            println!(
+                "tool definitions in the model's context: {} tokens in full, {} with tool search \
+                 (the meta-tools cost more than this catalog: keep tool search off)",
+                cost.full_tokens, cost.search_tokens
+            );
+        }
         if let (Some(query), Some(hits)) = (search, &hits) {
             println!("search_tools {query:?}:");
             for (i, (name, score)) in hits.iter().enumerate() {
