@@ -162,9 +162,36 @@ fn the_annotated_moat_toml_uses_everything() {
     );
 }
 
+/// The fixtures with their variables made required (the example gives them empty
+/// defaults, so that it loads as shipped), in a directory of their own.
+fn with_required_variables() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for name in ["moat.toml", "claude_desktop_config.json"] {
+        let text = std::fs::read_to_string(fixtures().join(name)).expect("read a fixture");
+        let text = text
+            .replace("${BRAVE_API_KEY:-}", "${BRAVE_API_KEY}")
+            .replace("${GITHUB_TOKEN:-}", "${GITHUB_TOKEN}");
+        std::fs::write(dir.path().join(name), text).expect("write a fixture copy");
+    }
+    std::fs::create_dir_all(dir.path().join("notes")).expect("notes/");
+    let path = dir.path().join("moat.toml");
+    let desktop = dir.path().join("claude_desktop_config.json");
+    (dir, path, desktop)
+}
+
+#[test]
+fn the_example_loads_with_none_of_its_variables_set() {
+    let path = fixtures().join("moat.toml");
+    // Only what every shell has: HOME.
+    let home = |name: &str| (name == "HOME").then(|| "/home/ada".to_owned());
+    let c = Config::load_with(&path, &home).expect("the example loads as shipped");
+    assert!(c.server("fs").is_some_and(|s| s.enabled));
+    assert!(c.server("search").is_some_and(|s| !s.enabled));
+}
+
 #[test]
 fn a_missing_variable_names_itself_the_field_and_the_line() {
-    let path = fixtures().join("moat.toml");
+    let (_dir, path, desktop) = with_required_variables();
     let e = Config::load_with(&path, &without("BRAVE_API_KEY")).unwrap_err();
     let text = e.to_string();
     assert_eq!(
@@ -179,7 +206,6 @@ fn a_missing_variable_names_itself_the_field_and_the_line() {
 
     // The same in an imported file: the error is in that file.
     let e = Config::load_with(&path, &without("GITHUB_TOKEN")).unwrap_err();
-    let desktop = fixtures().join("claude_desktop_config.json");
     assert_eq!(e.file(), Some(desktop.as_path()), "{e}");
     assert_eq!(e.line(), Some(line_of(&desktop, "${GITHUB_TOKEN}")), "{e}");
     assert_eq!(
