@@ -190,6 +190,10 @@ impl ProtocolVersion {
             | m::PROMPTS_LIST
             | m::PROMPTS_GET
             | m::COMPLETION_COMPLETE => true,
+            // The Skills extension, in every revision that declares extensions.
+            crate::types::skills::SKILLS_LIST
+            | crate::types::skills::SKILLS_GET
+            | crate::types::skills::RESOURCES_DIRECTORY_READ => true,
             _ => false,
         }
     }

@@ -65,6 +65,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::broadcast;
 
+mod skills;
 mod tasks;
 
 pub use tasks::{RunningTask, ToolCall};

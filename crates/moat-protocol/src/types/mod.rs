@@ -27,6 +27,7 @@ pub mod prompts;
 pub mod resources;
 pub mod roots;
 pub mod sampling;
+pub mod skills;
 pub mod subscriptions;
 pub mod tasks;
 pub mod tools;
@@ -45,6 +46,11 @@ pub use prompts::*;
 pub use resources::*;
 pub use roots::*;
 pub use sampling::*;
+pub use skills::{
+    GetSkillRequestParams, GetSkillResult, ListSkillsRequestParams, ListSkillsResult,
+    ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, Skill, SkillResource,
+    SkillResources, SkillsSettings,
+};
 pub use subscriptions::*;
 pub use tasks::*;
 pub use tools::*;

@@ -10,13 +10,15 @@ use moat_protocol::jsonrpc::decode_params;
 use moat_protocol::session::RequestFields;
 use moat_protocol::types::{
     CacheScope, CallToolResult, CompleteRequestParams, CompleteResult, DiscoverResult, EmptyResult,
-    InitializeRequestParams, InitializeResult, InputRequests, InputRequiredResult,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, PromptsCapability, ResourceRequestParams, ResourcesCapability,
+    GetSkillRequestParams, GetSkillResult, InitializeRequestParams, InitializeResult,
+    InputRequests, InputRequiredResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListSkillsRequestParams, ListSkillsResult, ListToolsResult,
+    PaginatedRequestParams, PromptsCapability, ReadResourceDirectoryRequestParams,
+    ReadResourceDirectoryResult, ReadResourceResult, ResourceRequestParams, ResourcesCapability,
     ServerCapabilities, SetLevelRequestParams, SubscriptionFilter,
     SubscriptionsAcknowledgedNotificationParams, SubscriptionsListenRequestParams,
     SubscriptionsListenResult, TaskRequestsCapability, TaskSupport, TaskToolsCapability,
-    TasksCapability, ToolsCapability, methods, tasks_extension,
+    TasksCapability, ToolsCapability, methods, skills as skills_ext, tasks_extension,
 };
 use moat_protocol::version::META_SERVER_INFO;
 use moat_protocol::{Era, ProtocolVersion, RequestId};
@@ -100,6 +102,11 @@ impl ServerInner {
     fn capabilities(&self, version: Option<ProtocolVersion>) -> ServerCapabilities {
         let tasks = self.offers_tasks();
         let reg = self.registry();
+        let skills = !self
+            .skills
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty();
         let legacy_tasks = tasks && version.is_some_and(ProtocolVersion::has_tasks);
         let extension = tasks && version.is_some_and(ProtocolVersion::has_tasks_extension);
         ServerCapabilities {
@@ -115,12 +122,21 @@ impl ServerInner {
                 }),
                 ..Default::default()
             }),
-            extensions: extension.then(|| {
+            extensions: (extension || skills).then(|| {
                 let mut extensions = serde_json::Map::new();
-                extensions.insert(
-                    tasks_extension::ID.to_owned(),
-                    serde_json::Value::Object(Default::default()),
-                );
+                if extension {
+                    extensions.insert(
+                        tasks_extension::ID.to_owned(),
+                        serde_json::Value::Object(Default::default()),
+                    );
+                }
+                // In every revision: capabilities are open-ended before 2026-07-28 too.
+                if skills {
+                    extensions.insert(
+                        skills_ext::SKILLS_EXTENSION.to_owned(),
+                        serde_json::json!({ "directoryRead": true }),
+                    );
+                }
                 extensions
             }),
             tools: Some(ToolsCapability {
@@ -128,6 +144,7 @@ impl ServerInner {
                 ..Default::default()
             }),
             resources: (self.declares_all()
+                || skills
                 || !reg.resources.is_empty()
                 || !reg.templates.is_empty())
             .then(|| ResourcesCapability {
@@ -270,6 +287,12 @@ async fn dispatch(
     }
     match req.method.as_str() {
         methods::TOOLS_CALL => call_tool(&server, &session, req.fields, ctx).await,
+        // The extension's methods exist only where it was declared.
+        skills_ext::SKILLS_LIST | skills_ext::SKILLS_GET | skills_ext::RESOURCES_DIRECTORY_READ
+            if server.skills().is_empty() =>
+        {
+            Err(ErrorObject::method_not_found(&req.method))
+        }
         methods::TASKS_GET
         | methods::TASKS_CANCEL
         | methods::TASKS_RESULT
@@ -517,6 +540,72 @@ async fn dispatch(
                 ..Default::default()
             })
         }
+        skills_ext::SKILLS_LIST => {
+            let p: ListSkillsRequestParams = decode_params(params)?;
+            let skills = server.skills();
+            let (range, next_cursor) = crate::server::pagination::page_range(
+                skills.len(),
+                p.cursor.as_deref(),
+                "skills",
+                server.options().page_size,
+            )?;
+            let (result_type, ttl_ms, cache_scope) = server.cache_hints(&ctx);
+            encode(&ListSkillsResult {
+                skills: skills[range].iter().map(|s| s.describe()).collect(),
+                next_cursor,
+                result_type,
+                ttl_ms,
+                cache_scope,
+                ..Default::default()
+            })
+        }
+        skills_ext::SKILLS_GET => {
+            let p: GetSkillRequestParams = decode_params(params)?;
+            let skill = server
+                .skills()
+                .into_iter()
+                .map(|s| s.describe())
+                .find(|s| s.uri == p.uri)
+                .ok_or_else(|| {
+                    ErrorObject::invalid_params(format!(
+                        "Invalid params: no skill has its SKILL.md at {}",
+                        p.uri
+                    ))
+                })?;
+            let (result_type, ttl_ms, cache_scope) = server.cache_hints(&ctx);
+            encode(&GetSkillResult {
+                skill,
+                result_type,
+                ttl_ms,
+                cache_scope,
+                meta: None,
+            })
+        }
+        skills_ext::RESOURCES_DIRECTORY_READ => {
+            let p: ReadResourceDirectoryRequestParams = decode_params(params)?;
+            let listing = server
+                .skills()
+                .iter()
+                .find_map(|s| s.directory(&p.uri))
+                .ok_or_else(|| {
+                    ErrorObject::invalid_params(format!(
+                        "Invalid params: {} is not a directory this server serves",
+                        p.uri
+                    ))
+                })?;
+            let (range, next_cursor) = crate::server::pagination::page_range(
+                listing.len(),
+                p.cursor.as_deref(),
+                "directory",
+                server.options().page_size,
+            )?;
+            encode(&ReadResourceDirectoryResult {
+                resources: listing[range].to_vec(),
+                next_cursor,
+                result_type: server.cache_hints(&ctx).0,
+                meta: None,
+            })
+        }
         methods::LOGGING_SET_LEVEL => {
             let p: SetLevelRequestParams = decode_params(params)?;
             ctx.peer().set_log_level(p.level);
@@ -572,6 +661,9 @@ fn reads_registry(method: &str) -> bool {
             | methods::PROMPTS_LIST
             | methods::PROMPTS_GET
             | methods::COMPLETION_COMPLETE
+            | skills_ext::SKILLS_LIST
+            | skills_ext::SKILLS_GET
+            | skills_ext::RESOURCES_DIRECTORY_READ
     )
 }
 
@@ -772,6 +864,16 @@ where
 }
 
 async fn read_resource(server: &ServerInner, uri: String, ctx: RequestContext) -> HandlerResult {
+    if let Some(contents) = server.skills().iter().find_map(|s| s.read(&uri)) {
+        let (result_type, ttl_ms, cache_scope) = server.cache_hints(&ctx);
+        return encode(&ReadResourceResult {
+            contents: vec![contents],
+            result_type,
+            ttl_ms,
+            cache_scope,
+            ..Default::default()
+        });
+    }
     let (read, vars) = {
         let reg = server.registry();
         if let Some(entry) = reg.resources.iter().find(|r| r.def.uri == uri) {

@@ -36,6 +36,8 @@ pub(crate) struct ServerInner {
     pub(super) notices_hook: RwLock<Option<NoticesHook>>,
     pub(super) instructions: RwLock<Option<String>>,
     pub(super) registry: RwLock<Registry>,
+    /// The skills offered (the Skills extension), in listing order.
+    pub(super) skills: RwLock<Vec<Arc<super::skills::SkillBundle>>>,
     /// Shared, so that reading the options on every request is a reference count, not a copy.
     pub(super) options: RwLock<Arc<ServerOptions>>,
     pub(super) sessions: Mutex<Vec<Weak<Session>>>,
@@ -50,6 +52,13 @@ impl ServerInner {
 
     pub(super) fn registry_mut(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
         self.registry.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn skills(&self) -> Vec<Arc<super::skills::SkillBundle>> {
+        self.skills
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub(super) fn options(&self) -> Arc<ServerOptions> {

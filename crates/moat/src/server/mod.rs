@@ -27,6 +27,7 @@ mod registry;
 mod resources;
 mod returns;
 mod session;
+pub mod skills;
 mod task_store;
 pub mod tasks;
 mod template;
@@ -52,6 +53,7 @@ pub use options::ServerOptions;
 pub use prompts::PromptOutput;
 pub use resources::{Blob, ResourceError, ResourceOutput, ResourceRequest};
 pub use returns::{PromptReturn, ResourceReturn, ToolReturn};
+pub use skills::{SkillBundle, SkillError};
 pub use tasks::{TaskHandle, TaskOptions, TaskStart, TaskTool};
 pub use template::{TemplateError, UriTemplate};
 pub use tools::{Json, ToolOutput};
@@ -99,6 +101,7 @@ impl Server {
                 notices_hook: RwLock::new(None),
                 instructions: RwLock::new(None),
                 registry: RwLock::new(Registry::default()),
+                skills: RwLock::new(Vec::new()),
                 options: RwLock::new(Arc::new(ServerOptions::default())),
                 sessions: Mutex::new(Vec::new()),
                 tasks: Arc::default(),
@@ -262,6 +265,34 @@ impl Server {
     /// existed.
     pub fn remove_prompt(&self, name: &str) -> bool {
         self.batch(|b| b.remove_prompt(name))
+    }
+
+    /// Offer a skill (the Skills extension, `io.modelcontextprotocol/skills`): listed by
+    /// `skills/list`, its files read with `resources/read` and `resources/directory/read`.
+    /// A skill with the same root URI is replaced.
+    pub fn skill(self, skill: SkillBundle) -> Self {
+        {
+            let mut skills = self.inner.skills.write().unwrap_or_else(|e| e.into_inner());
+            let root = skill.root_uri();
+            match skills.iter().position(|s| s.root_uri() == root) {
+                Some(i) => skills[i] = Arc::new(skill),
+                None => skills.push(Arc::new(skill)),
+            }
+        }
+        self
+    }
+
+    /// Offer every skill under `dir` (a directory holding a `SKILL.md`, or directories of
+    /// them), read into memory now.
+    pub fn skills_from(
+        self,
+        dir: impl AsRef<std::path::Path>,
+    ) -> std::result::Result<Self, SkillError> {
+        let mut server = self;
+        for skill in skills::skills_in(dir)? {
+            server = server.skill(skill);
+        }
+        Ok(server)
     }
 
     /// Register a fixed resource at `uri`.
