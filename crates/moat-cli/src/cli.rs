@@ -62,6 +62,10 @@ pub enum Command {
     Prompts(ListArgs),
     /// Get a prompt, filled in with arguments.
     Prompt(PromptArgs),
+    /// List a server's skills (the Skills extension): name, description, files.
+    Skills(ListArgs),
+    /// Print one skill's instructions (its SKILL.md) and list its files.
+    Skill(SkillArgs),
     /// Run a command confined by namespaces, Landlock, seccomp and resource limits.
     Sandbox(SandboxArgs),
     /// Supervise MCP servers: one MCP server towards your client, every call checked.
@@ -457,6 +461,20 @@ pub struct PromptArgs {
     #[arg(long, value_name = "JSON", default_value = "{}")]
     pub args: String,
     /// Print the raw result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// A server URL (http://…/mcp), instead of a command after `--`.
+    #[arg(value_name = "URL")]
+    pub url: Option<String>,
+    #[command(flatten)]
+    pub target: Target,
+}
+
+#[derive(Debug, Args)]
+pub struct SkillArgs {
+    /// The skill's name, or the URI of its SKILL.md.
+    pub name: String,
+    /// Print the skill's description and SKILL.md as JSON.
     #[arg(long)]
     pub json: bool,
     /// A server URL (http://…/mcp), instead of a command after `--`.

@@ -147,6 +147,8 @@ async fn run(command: Command) -> Result<(), Failure> {
         Command::Read(args) => cmd::client::read(args).await,
         Command::Prompts(args) => cmd::client::prompts(args).await,
         Command::Prompt(args) => cmd::client::prompt(args).await,
+        Command::Skills(args) => cmd::skills::skills(args).await,
+        Command::Skill(args) => cmd::skills::skill(args).await,
         Command::Sandbox(args) => cmd::sandbox::run(args),
         Command::Gateway(args) => cmd::gateway::run(args).await,
         Command::Audit(args) => cmd::state::audit(args),

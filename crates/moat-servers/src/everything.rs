@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use moat::schemars::{self, JsonSchema};
-use moat::server::{TaskStart, TaskTool};
+use moat::server::{SkillBundle, TaskStart, TaskTool};
 use moat::types::{
     BlobResourceContents, ContentBlock, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ElicitValue, LoggingLevel, Prompt, PromptMessage, Resource,
@@ -47,6 +47,7 @@ pub fn server() -> Server {
     let server = tools(server);
     let server = resources(server);
     let server = prompts(server);
+    let server = skills(server);
     let server = server.completion(|_params| async { Ok::<_, String>(Vec::new()) });
     let watcher = Arc::new(Watcher::default());
     let weak = server.downgrade();
@@ -55,6 +56,42 @@ pub fn server() -> Server {
             watcher.changed(watching, &weak);
         }
     })
+}
+
+// ---------------------------------------------------------------------------------------
+// Skills (the Skills extension): one skill with a reference file and a template.
+
+/// The fixture's skill: `skill://moat/release-notes/SKILL.md`.
+pub const SKILL_URI: &str = "skill://moat/release-notes/SKILL.md";
+
+const SKILL_MD: &str = "---
+name: release-notes
+description: Write release notes from a list of merged changes, grouped and in plain words
+license: Apache-2.0
+metadata:
+  version: \"1.0\"
+---
+# Release notes
+
+1. Group the changes as Added, Changed, Fixed (see references/GROUPS.md).
+2. One line per change, in the user's words, no ticket numbers.
+3. Fill in templates/notes.md.
+";
+
+fn skills(server: Server) -> Server {
+    let skill = SkillBundle::from_files([
+        ("SKILL.md", SKILL_MD),
+        (
+            "references/GROUPS.md",
+            "Added: new things a user can do.\nChanged: what works differently.\nFixed: what was broken.\n",
+        ),
+        ("templates/notes.md", "## Added\n\n## Changed\n\n## Fixed\n"),
+    ]);
+    match skill {
+        Ok(skill) => server.skill(skill.with_prefix("moat")),
+        // The fixture's own text: a failure here is a bug in this file, found by its tests.
+        Err(e) => panic!("the everything fixture's skill is malformed: {e}"),
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ use crate::cli::{CallArgs, ListArgs, PromptArgs, ReadArgs, Target, ToolsArgs};
 use crate::output;
 
 /// Connect to the target: a URL, or a command after `--`.
-async fn connect(url: Option<&str>, target: &Target) -> Result<Client, Failure> {
+pub(crate) async fn connect(url: Option<&str>, target: &Target) -> Result<Client, Failure> {
     let preference: VersionPreference = target
         .protocol
         .parse()
@@ -189,7 +189,7 @@ fn parse_object(flag: &str, text: &str) -> Result<Value, Failure> {
     Ok(value)
 }
 
-fn header(client: &Client) -> serde_json::Map<String, Value> {
+pub(crate) fn header(client: &Client) -> serde_json::Map<String, Value> {
     let mut map = serde_json::Map::new();
     map.insert(
         "protocolVersion".into(),
@@ -203,7 +203,10 @@ fn header(client: &Client) -> serde_json::Map<String, Value> {
 /// that died on the way says how: the connection's reason carries its exit status and last
 /// stderr lines when the end of its stdout was seen first, but not when writing to it
 /// failed first; then they come from `child` (by now closed and reaped).
-async fn settle<T>(result: moat::Result<T>, child: Option<ChildProcess>) -> Result<T, Failure> {
+pub(crate) async fn settle<T>(
+    result: moat::Result<T>,
+    child: Option<ChildProcess>,
+) -> Result<T, Failure> {
     match (result, child) {
         (Err(moat::Error::Closed(why)), Some(child)) => {
             let end = child.end_reason(Duration::from_millis(500)).await;

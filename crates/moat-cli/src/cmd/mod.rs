@@ -9,5 +9,6 @@ pub mod model;
 pub mod pins;
 pub mod sandbox;
 pub mod serve;
+pub mod skills;
 pub mod state;
 pub mod tour;
