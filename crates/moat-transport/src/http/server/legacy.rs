@@ -103,6 +103,7 @@ pub(super) async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Bo
         );
     };
     let (head, body) = req.into_parts();
+    let caller = super::caller_of(&head.extensions);
     let text = match read_body(shared, &head.headers, body).await {
         Ok(t) => t,
         Err(r) => return r,
@@ -110,7 +111,7 @@ pub(super) async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Bo
     if let Err(r) = parse(&text) {
         return r;
     }
-    match session.deliver(text).await {
+    match session.deliver(text, caller).await {
         Ok(()) => {
             let mut r = empty(StatusCode::ACCEPTED);
             *r.body_mut() = super::full(Bytes::from_static(b"Accepted"));

@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 use super::stream::{Pushed, Stream, StreamBounds};
 use crate::connection::{Closer, Connection, Inbound, Outgoing};
 use crate::framing::Frame;
+use crate::identity::SharedIdentity;
 
 /// Live sessions by id.
 #[derive(Default)]
@@ -173,13 +174,23 @@ impl Session {
     }
 
     /// Hand one message (or batch) from the client to MCP.
-    pub(crate) async fn deliver(&self, text: String) -> Result<(), Closed> {
-        self.hand_on(Inbound::Frame(Frame::Line(text))).await
+    pub(crate) async fn deliver(
+        &self,
+        text: String,
+        caller: Option<SharedIdentity>,
+    ) -> Result<(), Closed> {
+        self.hand_on(with_caller(Inbound::Frame(Frame::Line(text)), caller))
+            .await
     }
 
     /// Hand one request, its head already read, from the client to MCP.
-    pub(crate) async fn deliver_request(&self, head: OwnedRequestHead) -> Result<(), Closed> {
-        self.hand_on(Inbound::Request(Box::new(head))).await
+    pub(crate) async fn deliver_request(
+        &self,
+        head: OwnedRequestHead,
+        caller: Option<SharedIdentity>,
+    ) -> Result<(), Closed> {
+        self.hand_on(with_caller(Inbound::Request(Box::new(head)), caller))
+            .await
     }
 
     async fn hand_on(&self, item: Inbound) -> Result<(), Closed> {
@@ -267,6 +278,14 @@ impl Session {
 
 /// Forget streams nobody can need any more: finished and fully delivered, or (beyond a
 /// few) finished and abandoned.
+/// `item`, marked as coming from `caller` when the request was authenticated.
+pub(super) fn with_caller(item: Inbound, caller: Option<SharedIdentity>) -> Inbound {
+    match caller {
+        Some(identity) => Inbound::Caller(identity, Box::new(item)),
+        None => item,
+    }
+}
+
 fn prune(routes: &mut Routes) {
     routes.streams.retain(|_, s| !s.is_spent());
     const KEEP_ABANDONED: usize = 32;
