@@ -1,6 +1,7 @@
 //! Who is calling, as a handler sees it: an SDK server over HTTP with an OAuth issuer
 //! hands each request's identity (from its own access token) to the tool, in the handshake
-//! era (one session, tokens changing between requests) and in 2026-07-28; a tool that
+//! era (a session is its opener's; the token of each request names the caller) and in
+//! 2026-07-28; a tool that
 //! requires a scope refuses a token without it with 403 `insufficient_scope` naming the
 //! scope to ask for (step-up); over a connection served as the local user, the identity
 //! is that user.
@@ -107,15 +108,17 @@ async fn each_request_carries_its_own_callers_identity() {
     );
     let bob = issuer.token(RESOURCE, "bob", "cli-b", "mcp:tools", json!({}));
 
-    // Handshake era: one session, and the token of each request decides who it is from.
-    let session = initialize(addr, &alice).await;
-    for (n, token, want) in [
-        (2, &alice, "alice|cli-a|ops,dev"),
-        (3, &bob, "bob|cli-b|"),
-        (4, &alice, "alice|cli-a|ops,dev"),
+    // Handshake era: each user in a session of their own, and a session is its opener's:
+    // another user's token does not get into it.
+    let alice_session = initialize(addr, &alice).await;
+    let bob_session = initialize(addr, &bob).await;
+    for (n, token, session, want) in [
+        (2, &alice, &alice_session, "alice|cli-a|ops,dev"),
+        (3, &bob, &bob_session, "bob|cli-b|"),
+        (4, &alice, &alice_session, "alice|cli-a|ops,dev"),
     ] {
         let r = post(addr, token, &call(n, "whoami"))
-            .header("mcp-session-id", &session)
+            .header("mcp-session-id", session)
             .send()
             .await
             .unwrap();
@@ -123,6 +126,39 @@ async fn each_request_carries_its_own_callers_identity() {
         let v: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
         assert_eq!(text(&v), want, "{v}");
     }
+    let r = post(addr, &bob, &call(5, "whoami"))
+        .header("mcp-session-id", &alice_session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::NOT_FOUND,
+        "bob used alice's session"
+    );
+    let r = reqwest::Client::new()
+        .delete(format!("http://{addr}/mcp"))
+        .bearer_auth(&bob)
+        .header("mcp-session-id", &alice_session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::NOT_FOUND,
+        "bob ended alice's session"
+    );
+
+    // A new token of the same user (here with another client) in the same session: the
+    // identity is the request's, not the session's.
+    let alice_again = issuer.token(RESOURCE, "alice", "cli-c", "mcp:tools", json!({}));
+    let r = post(addr, &alice_again, &call(6, "whoami"))
+        .header("mcp-session-id", &alice_session)
+        .send()
+        .await
+        .unwrap();
+    let v: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+    assert_eq!(text(&v), "alice|cli-c|", "{v}");
 
     // 2026-07-28: a request on a connection of its own.
     for (token, want) in [(&alice, "alice|cli-a|ops,dev"), (&bob, "bob|cli-b|")] {

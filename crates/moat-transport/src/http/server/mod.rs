@@ -777,7 +777,7 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     }
 
     let (session, fresh) = match (&session_header, is_initialize) {
-        (Some(id), _) => match shared.sessions.get(id) {
+        (Some(id), _) => match shared.sessions.get(id, caller.as_deref()) {
             Some(s) => (s, false),
             None => {
                 return error(
@@ -797,7 +797,10 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
                     None,
                 );
             }
-            let (session, conn) = shared.sessions.open(shared.bounds, shared.options.queue);
+            let (session, conn) =
+                shared
+                    .sessions
+                    .open(shared.bounds, shared.options.queue, caller.as_deref());
             (shared.on_connection)(conn);
             (session, true)
         }
@@ -958,7 +961,10 @@ fn session_of(
     };
     shared
         .sessions
-        .get(id.to_str().unwrap_or(""))
+        .get(
+            id.to_str().unwrap_or(""),
+            caller_of(req.extensions()).as_deref(),
+        )
         .ok_or_else(|| {
             error(
                 StatusCode::NOT_FOUND,
@@ -1052,7 +1058,13 @@ fn delete(shared: &Shared, req: &Request<Incoming>) -> Response<Body> {
     let Some(id) = req.headers().get(h::SESSION_ID) else {
         return bad_request("Bad request: the Mcp-Session-Id header is required");
     };
-    if shared.sessions.close(id.to_str().unwrap_or("")) {
+    let id = id.to_str().unwrap_or("");
+    // Only its owner may end a session.
+    let owned = shared
+        .sessions
+        .get(id, caller_of(req.extensions()).as_deref())
+        .is_some();
+    if owned && shared.sessions.close(id) {
         empty(StatusCode::OK)
     } else {
         error(

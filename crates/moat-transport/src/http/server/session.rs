@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use super::stream::{Pushed, Stream, StreamBounds};
 use crate::connection::{Closer, Connection, Inbound, Outgoing};
 use crate::framing::Frame;
-use crate::identity::SharedIdentity;
+use crate::identity::{Identity, SharedIdentity};
 
 /// Live sessions by id.
 #[derive(Default)]
@@ -28,8 +28,14 @@ impl Sessions {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn get(&self, id: &str) -> Option<Arc<Session>> {
+    /// The session `id`, if `caller` may use it: a session opened with an access token
+    /// belongs to that token's user, and is unknown to anyone else (a session id that
+    /// leaks is no way into another user's session).
+    pub(crate) fn get(&self, id: &str, caller: Option<&Identity>) -> Option<Arc<Session>> {
         let session = self.map().get(id).cloned()?;
+        if session.owner != Owner::of(caller) {
+            return None;
+        }
         session.touch();
         Some(session)
     }
@@ -43,6 +49,7 @@ impl Sessions {
         self: &Arc<Self>,
         bounds: StreamBounds,
         queue: usize,
+        caller: Option<&Identity>,
     ) -> (Arc<Session>, Connection) {
         let id = new_session_id();
         let (in_tx, in_rx) = mpsc::channel(queue);
@@ -54,6 +61,7 @@ impl Sessions {
             last_active: Mutex::new(Instant::now()),
             bounds,
             version: std::sync::OnceLock::new(),
+            owner: Owner::of(caller),
         });
         self.map().insert(id.clone(), session.clone());
         tokio::spawn(route(Arc::downgrade(&session), out_rx));
@@ -141,6 +149,19 @@ pub(crate) struct Session {
     bounds: StreamBounds,
     /// The revision `initialize` settled on, once its answer went out.
     version: std::sync::OnceLock<ProtocolVersion>,
+    /// Whose session it is.
+    owner: Owner,
+}
+
+/// The user a session belongs to: the issuer and subject of the token that opened it
+/// (nobody's without OAuth).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Owner(Option<(Option<String>, Option<String>)>);
+
+impl Owner {
+    fn of(caller: Option<&Identity>) -> Owner {
+        Owner(caller.map(|c| (c.issuer.clone(), c.subject.clone())))
+    }
 }
 
 /// Why a message could not be handed to the session.
