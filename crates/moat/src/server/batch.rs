@@ -69,6 +69,17 @@ impl Batch<'_> {
         self
     }
 
+    /// Show each caller only the tools `f` lets them see in `tools/list` (a gateway whose
+    /// policy depends on who asks). It hides from the list only: calls are the handler's
+    /// to refuse. Changes no list.
+    pub fn tool_filter<F>(&mut self, f: F) -> &mut Self
+    where
+        F: Fn(&RequestContext, &moat_protocol::types::Tool) -> bool + Send + Sync + 'static,
+    {
+        self.registry.tool_filter = Some(Arc::new(f));
+        self
+    }
+
     /// Answer `completion/complete`; see [`Server::completion`](super::Server::completion).
     /// Changes no list.
     pub fn completion<E, F, Fut>(&mut self, f: F) -> &mut Self

@@ -287,13 +287,17 @@ async fn dispatch(
             // Only the page is copied out of the registry (a gateway lists hundreds).
             let (tools, next_cursor) = {
                 let registry = server.registry();
-                let (range, next) = pagination::page_range(
-                    registry.tools.len(),
-                    p.cursor.as_deref(),
-                    "tools",
-                    page_size,
-                )?;
-                let tools: Vec<_> = registry.tools[range]
+                let shown: Vec<&super::tools::ToolEntry> = match &registry.tool_filter {
+                    Some(keep) => registry
+                        .tools
+                        .iter()
+                        .filter(|t| keep(&ctx, &t.def))
+                        .collect(),
+                    None => registry.tools.iter().collect(),
+                };
+                let (range, next) =
+                    pagination::page_range(shown.len(), p.cursor.as_deref(), "tools", page_size)?;
+                let tools: Vec<_> = shown[range]
                     .iter()
                     .map(|t| {
                         let mut def = moat_protocol::types::Tool::clone(&t.def);
