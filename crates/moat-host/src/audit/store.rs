@@ -456,7 +456,7 @@ pub(super) fn query(
     path: &Path,
     q: &AuditQuery,
 ) -> Result<Vec<AuditRecord>, AuditError> {
-    query_with(conn, path, q, SELECT)
+    query_with(conn, path, q, SELECT, true)
 }
 
 fn query_with(
@@ -464,13 +464,15 @@ fn query_with(
     path: &Path,
     q: &AuditQuery,
     select: &str,
+    has_subject: bool,
 ) -> Result<Vec<AuditRecord>, AuditError> {
     let filter = q.tool.as_deref().map(ToolFilter::new).transpose()?;
     let err = sqlite_err(path);
     // Newest first, so that a limit keeps the newest; reversed at the end.
     let sql = format!(
         "{select} WHERE (?1 IS NULL OR time_ms >= ?1) AND (?2 IS NULL OR server = ?2) \
-         AND (?3 IS NULL OR subject = ?3) ORDER BY time_ms DESC, id DESC"
+         AND (?3 IS NULL OR {subject} = ?3) ORDER BY time_ms DESC, id DESC",
+        subject = if has_subject { "subject" } else { "NULL" }
     );
     let mut stmt = conn.prepare_cached(&sql).map_err(&err)?;
     let mut rows = stmt
@@ -576,14 +578,14 @@ impl AuditReader {
             return Ok(Vec::new());
         }
         if self.has_kind && self.has_subject {
-            return query_with(&self.conn, &self.path, q, SELECT);
+            return query_with(&self.conn, &self.path, q, SELECT, true);
         }
         // A store older than a column: a user asked for is in none of its records.
         if q.user.is_some() && !self.has_subject {
             return Ok(Vec::new());
         }
         let select = select_records(self.has_kind, self.has_subject);
-        query_with(&self.conn, &self.path, q, &select)
+        query_with(&self.conn, &self.path, q, &select, self.has_subject)
     }
 
     /// Checks the whole chain and every signed head. `trusted`: the public keys allowed to
