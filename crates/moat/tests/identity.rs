@@ -256,3 +256,112 @@ async fn a_connection_served_as_the_local_user_is_that_user() {
     let result = client.call_tool("drop_table", json!({})).await.unwrap();
     assert_ne!(result.is_error, Some(true));
 }
+
+/// A legacy (2024-11-05 HTTP+SSE) session: the stream, and the path to post to.
+struct Legacy {
+    stream: reqwest::Response,
+    buffer: String,
+    post_path: String,
+}
+
+impl Legacy {
+    async fn open(addr: SocketAddr, token: &str) -> Legacy {
+        let stream = reqwest::Client::new()
+            .get(format!("http://{addr}/sse"))
+            .header("accept", "text/event-stream")
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stream.status(), StatusCode::OK);
+        let mut legacy = Legacy {
+            stream,
+            buffer: String::new(),
+            post_path: String::new(),
+        };
+        legacy.post_path = legacy.event("endpoint").await;
+        legacy
+    }
+
+    /// The data of the next event named `name` (`message` events are JSON-RPC messages).
+    async fn event(&mut self, name: &str) -> String {
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let event: String = self.buffer.drain(..end + 2).collect();
+                let mut kind = "message";
+                let mut data = String::new();
+                for line in event.lines() {
+                    if let Some(k) = line.strip_prefix("event:") {
+                        kind = k.trim();
+                    } else if let Some(d) = line.strip_prefix("data:") {
+                        data.push_str(d.trim_start());
+                    }
+                }
+                if kind == name {
+                    return data;
+                }
+            }
+            let chunk =
+                tokio::time::timeout(std::time::Duration::from_secs(10), self.stream.chunk())
+                    .await
+                    .expect("an event within 10 s")
+                    .unwrap()
+                    .expect("the stream is open");
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    async fn post(&self, addr: SocketAddr, token: &str, body: &Value) -> StatusCode {
+        reqwest::Client::new()
+            .post(format!("http://{addr}{}", self.post_path))
+            .header("content-type", "application/json")
+            .bearer_auth(token)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+
+    /// The answer to request `id`, from the stream.
+    async fn answer(&mut self, id: i64) -> Value {
+        loop {
+            let v: Value = serde_json::from_str(&self.event("message").await).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn legacy_sessions_carry_the_caller_and_are_the_openers() {
+    let issuer = TestIssuer::start();
+    let (addr, _handle) = start(&issuer).await;
+    let alice = issuer.token(RESOURCE, "alice", "cli-a", "mcp:tools", json!({}));
+    let bob = issuer.token(RESOURCE, "bob", "cli-b", "mcp:tools", json!({}));
+    let mut session = Legacy::open(addr, &alice).await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2024-11-05", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}});
+    assert_eq!(
+        session.post(addr, &alice, &init).await,
+        StatusCode::ACCEPTED
+    );
+    session.answer(1).await;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(
+        session.post(addr, &alice, &initialized).await,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(
+        session.post(addr, &alice, &call(2, "whoami")).await,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(text(&session.answer(2).await), "alice|cli-a|");
+    // Bob's token does not find alice's session.
+    assert_eq!(
+        session.post(addr, &bob, &call(3, "whoami")).await,
+        StatusCode::NOT_FOUND
+    );
+}
