@@ -230,3 +230,78 @@ fn introspection(
         client_secret,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Config, ConfigError};
+
+    fn load(text: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let lookup = move |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        Config::from_toml_str_with(text, None, &lookup)
+    }
+
+    /// The example in this module's doc, so the doc cannot drift from what parses.
+    fn documented_example() -> String {
+        let source = include_str!("auth.rs");
+        let doc: Vec<&str> = source
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .map(|l| l.trim_start_matches("//!").strip_prefix(' ').unwrap_or(""))
+            .collect();
+        let start = doc.iter().position(|l| *l == "```toml").unwrap() + 1;
+        let len = doc[start..].iter().position(|l| *l == "```").unwrap();
+        doc[start..start + len].join("\n")
+    }
+
+    #[test]
+    fn the_documented_example_loads() {
+        let config = load(&documented_example(), &[("INTROSPECTION_SECRET", "s3cret")]).unwrap();
+        let auth = config.auth.unwrap();
+        assert_eq!(auth.issuer, "https://idp.example/realms/acme");
+        assert_eq!(auth.user_claim, "preferred_username");
+        assert_eq!(auth.skew, Some(std::time::Duration::from_secs(30)));
+        let introspection = auth.introspection.unwrap();
+        assert_eq!(introspection.client_secret, "s3cret");
+        assert!(!format!("{introspection:?}").contains("s3cret"));
+        assert_eq!(auth.tool_scopes[0].1, ["db:write"]);
+    }
+
+    #[test]
+    fn defaults_and_refusals() {
+        let base =
+            "[auth]\nissuer = \"https://idp.example\"\nresource = \"https://gw.example/mcp\"\n";
+        let auth = load(base, &[]).unwrap().auth.unwrap();
+        assert_eq!(
+            (auth.user_claim.as_str(), auth.groups_claim.as_str()),
+            ("sub", "groups")
+        );
+        assert!(load("", &[]).unwrap().auth.is_none());
+        for (extra, needle) in [
+            ("algorithms = [\"HS256\"]", "never accepted"),
+            ("algorithms = [\"none\"]", "never accepted"),
+            ("skew = \"10m\"", "at most 300"),
+            ("[auth.introspection]\nclient_id = \"gw\"", "exactly one of"),
+            (
+                "[auth.introspection]\nclient_id = \"gw\"\nclient_secret_env = \"NOPE\"",
+                "not set",
+            ),
+            ("audience = \"x\"", "unknown field"),
+        ] {
+            let err = load(&format!("{base}{extra}\n"), &[])
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(needle), "{extra}: {err}");
+        }
+        let err = load(
+            "[auth]\nissuer = \"idp\"\nresource = \"https://gw/mcp\"\n",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("auth.issuer"), "{err}");
+    }
+}

@@ -128,3 +128,112 @@ impl WhoMatch {
                 .all(|(name, g)| who.claim(name).iter().any(|v| g.set.is_match(v)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Decision, Policy, PolicyConfig, ToolRef};
+
+    fn policy(toml: &str) -> Policy {
+        #[derive(serde::Deserialize)]
+        struct File {
+            policy: PolicyConfig,
+        }
+        let file: File = toml::from_str(toml).unwrap();
+        Policy::new(&file.policy).unwrap()
+    }
+
+    #[test]
+    fn identity_rules_match_whom_they_name_and_never_nobody() {
+        let p = policy(
+            r#"[policy]
+default = "deny"
+[[policy.rules]]
+decision = "allow"
+tool = "query"
+group = ["analysts", "admins"]
+[[policy.rules]]
+name = "no-bob"
+decision = "deny"
+user = "bob"
+"#,
+        );
+        let query = ToolRef::new("db", "query");
+        let args = serde_json::Map::new();
+        let alice = Who::user("alice", &["analysts"]);
+        let bob = Who::user("bob", &["admins"]);
+        let eve = Who::user("eve", &["sales"]);
+        assert_eq!(
+            p.evaluate_as(&query, Some(&args), Some(&alice)).decision,
+            Decision::Allow
+        );
+        assert_eq!(
+            p.evaluate_as(&query, Some(&args), Some(&bob)).rule,
+            "rule 2 (no-bob)"
+        );
+        assert_eq!(
+            p.evaluate_as(&query, Some(&args), Some(&eve)).decision,
+            Decision::Deny
+        );
+        // Nobody vouched for: identity rules neither allow nor deny them.
+        assert_eq!(p.evaluate(&query, Some(&args)).rule, "default");
+        // Listing: for a caller, the same predicate as their calls; for anyone, what
+        // some caller could get.
+        assert!(p.visible_to(&query, Some(&alice)));
+        assert!(!p.visible_to(&query, Some(&bob)));
+        assert!(!p.visible_to(&query, None));
+        assert!(p.visible(&query));
+        assert!(!p.visible(&ToolRef::new("db", "drop")));
+        assert!(p.has_identity_rules());
+    }
+
+    #[test]
+    fn claims_and_scopes_of_a_token() {
+        let p = policy(
+            r#"[policy]
+default = "allow"
+[[policy.rules]]
+decision = "deny"
+scope = "read:*"
+claims = { dept = "sales*", tier = "free" }
+"#,
+        );
+        let t = ToolRef::new("s", "t");
+        let args = serde_json::Map::new();
+        let mut who = Who::user("u", &[]);
+        who.scopes = vec!["read:all".into()];
+        who.claims
+            .insert("dept".into(), serde_json::json!(["eng", "sales-emea"]));
+        assert_eq!(
+            p.evaluate_as(&t, Some(&args), Some(&who)).decision,
+            Decision::Allow
+        );
+        who.claims.insert("tier".into(), serde_json::json!("free"));
+        assert_eq!(
+            p.evaluate_as(&t, Some(&args), Some(&who)).decision,
+            Decision::Deny
+        );
+        who.scopes = vec!["write:all".into()];
+        assert_eq!(
+            p.evaluate_as(&t, Some(&args), Some(&who)).decision,
+            Decision::Allow
+        );
+    }
+
+    #[test]
+    fn who_of_an_identity_follows_the_configured_claims() {
+        let mut id =
+            moat::transport::Identity::new(Some("https://idp".into()), Some("u-123".into()));
+        id.claims
+            .insert("preferred_username".into(), serde_json::json!("alice"));
+        id.claims.insert("roles".into(), serde_json::json!(["ops"]));
+        let who = Who::of(&id, "preferred_username", "roles");
+        assert_eq!(who.user.as_deref(), Some("alice"));
+        assert_eq!(who.groups, ["ops"]);
+        assert_eq!(Who::of(&id, "sub", "groups").user.as_deref(), Some("u-123"));
+        assert_eq!(
+            Who::of(&id, "email", "groups").user.as_deref(),
+            Some("u-123")
+        );
+    }
+}
