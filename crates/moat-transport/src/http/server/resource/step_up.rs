@@ -4,13 +4,9 @@
 //! which is what an MCP client acts on (it gets a token with them and retries).
 
 use moat_protocol::ErrorObject;
+pub use moat_protocol::error::INSUFFICIENT_SCOPE;
 use moat_protocol::jsonrpc::Message;
 use serde_json::json;
-
-/// The JSON-RPC error code of a call refused for a missing scope (moat's own code, in the
-/// implementation-defined range); its `data.scope` lists the scopes needed,
-/// space-separated.
-pub const INSUFFICIENT_SCOPE: i64 = -32043;
 
 /// The error that refuses a call whose caller lacks one of `scopes`.
 pub fn insufficient_scope(scopes: &[String]) -> ErrorObject {
