@@ -141,6 +141,22 @@ pub struct GatewayArgs {
         hide_env_values = true
     )]
     pub token: Option<String>,
+    /// With --http: accept OAuth access tokens from this authorization server (its issuer
+    /// URL) instead of a static token, as [auth] in moat.toml does (the flags win).
+    #[arg(
+        long,
+        value_name = "URL",
+        requires_all = ["http", "resource"],
+        conflicts_with = "token"
+    )]
+    pub oauth_issuer: Option<String>,
+    /// With --oauth-issuer: the gateway's resource URL; tokens must name it as their
+    /// audience.
+    #[arg(long, value_name = "URL", requires = "oauth_issuer")]
+    pub resource: Option<String>,
+    /// With --oauth-issuer: a scope every request's token must carry. Repeatable.
+    #[arg(long, value_name = "SCOPE", requires = "oauth_issuer")]
+    pub scope: Vec<String>,
     /// With --http: also accept this host name in Host and Origin. Repeatable.
     #[arg(long, value_name = "HOST", requires = "http")]
     pub allow_host: Vec<String>,
@@ -185,6 +201,10 @@ pub struct AuditArgs {
     /// Only tools matching this glob (server__tool, or server/tool).
     #[arg(long, value_name = "GLOB")]
     pub tool: Option<String>,
+    /// Only calls of this user (the token's user over HTTP with OAuth, the OS user over
+    /// stdio).
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
     /// At most this many records (the newest).
     #[arg(long, value_name = "N", default_value_t = 50)]
     pub limit: usize,

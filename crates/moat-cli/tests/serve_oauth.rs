@@ -1,6 +1,7 @@
 //! `moat serve --http --oauth-issuer URL --resource URL --scope S`, black-box: the server
 //! publishes its Protected Resource Metadata and challenges a request without a token with a
 //! pointer to it; `--oauth-issuer` without `--resource`, or with `--token`, is a usage error.
+//! `moat gateway` takes the same flags.
 //! (Token validation itself is covered in moat-transport's resource_server suite.)
 
 use std::io::{Read as _, Write as _};
@@ -110,4 +111,82 @@ fn oauth_flags_that_do_not_fit_are_usage_errors() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("Usage: moat serve"), "{args:?}: {stderr}");
     }
+}
+
+/// `moat gateway --http … --oauth-issuer URL --resource URL --scope S`: the gateway is a
+/// resource server like `moat serve` (no [auth] in its file needed), and an issuer with
+/// `--token` is a usage error.
+#[test]
+fn gateway_takes_the_oauth_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("moat.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "state_dir = {:?}\n[servers.ev]\ncommand = {MOAT:?}\nargs = [\"serve\", \"everything\"]\nsandbox = false\n",
+            dir.path().join("state")
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(MOAT);
+    cmd.args(["gateway", "--ephemeral", "--config"])
+        .arg(&config)
+        .args([
+            "--http",
+            "127.0.0.1:0",
+            "--oauth-issuer",
+            "http://127.0.0.1:9/tenant",
+            "--resource",
+            "http://127.0.0.1/mcp",
+            "--scope",
+            "mcp:tools",
+        ])
+        .env_remove("MOAT_HTTP_TOKEN")
+        .process_group(0);
+    let (_gateway, port) = Listening::start(
+        cmd,
+        |line| {
+            line.strip_prefix("moat gateway: serving on http://127.0.0.1:")?
+                .split_once("/mcp")?
+                .0
+                .parse::<u16>()
+                .ok()
+        },
+        Duration::from_secs(30),
+    );
+    let (head, body) = exchange(
+        port,
+        "GET /.well-known/oauth-protected-resource/mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let doc: Value = serde_json::from_str(&body).expect("metadata JSON");
+    assert_eq!(doc["authorization_servers"][0], "http://127.0.0.1:9/tenant");
+    let (head, _) = exchange(
+        port,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+    );
+    assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("resource_metadata="),
+        "{head}"
+    );
+
+    let out = Command::new(MOAT)
+        .args(["gateway", "--ephemeral", "--config"])
+        .arg(&config)
+        .args([
+            "--http",
+            "127.0.0.1:0",
+            "--oauth-issuer",
+            "http://127.0.0.1:9/tenant",
+            "--resource",
+            "http://127.0.0.1/mcp",
+            "--token",
+            "t",
+        ])
+        .env_remove("MOAT_HTTP_TOKEN")
+        .output()
+        .expect("run moat");
+    assert!(!out.status.success(), "{out:?}");
 }

@@ -1,7 +1,8 @@
 //! The path of one `tools/call` through the gateway:
 //!
-//! look up → arguments checked against the tool's `inputSchema` → policy with the
-//! arguments (deny → ask → allow) → rate limit → containment (a sink after untrusted
+//! look up → the scopes `[auth.tool_scopes]` asks of the caller's token → arguments checked
+//! against the tool's `inputSchema` → policy with the arguments and the caller (deny → ask
+//! → allow) → rate limit → containment (a sink after untrusted
 //! content needs consent) → consent where asked → forward with a deadline, progress and
 //! cancellation → taint the session if the tool is a source of untrusted content → one
 //! audit record, whatever happened.
@@ -20,6 +21,7 @@ use moat_protocol::types::{CallToolResult, TaskSupport};
 use serde_json::{Map, Value};
 
 use crate::audit::{self, AuditRecord, Outcome, Refusal};
+use crate::caller::{Caller, check_tool_scopes};
 use crate::catalog::ToolEntry;
 use crate::consent::{self, Choice, Question};
 use crate::inner::Inner;
@@ -36,11 +38,12 @@ pub(crate) async fn call(
 ) -> Result<CallToolResult, ErrorObject> {
     let started = Instant::now();
     let settings = inner.settings();
-    let mut record = new_record(&ctx, exposed);
+    let caller = Caller::of(&ctx, settings.config.auth.as_ref());
+    let mut record = new_record(&ctx, exposed, &caller);
     // The digest is of the redacted arguments: a digest of a short secret could be
     // reversed by anyone who can read the store.
     record.set_arguments(&args, &settings.config.audit, &settings.redactor);
-    let result = run(&inner, &ctx, exposed, args, &mut record).await;
+    let result = run(&inner, &ctx, &caller, exposed, args, &mut record).await;
     record.duration_us = started.elapsed().as_micros() as u64;
     if let Some(audit) = inner.audit() {
         audit.record(record);
@@ -62,7 +65,8 @@ pub(crate) async fn call_unlisted(
     };
     if let Err(None) = inner.lookup(name) {
         let settings = inner.settings();
-        let mut record = new_record(&ctx, name);
+        let caller = Caller::of(&ctx, settings.config.auth.as_ref());
+        let mut record = new_record(&ctx, name, &caller);
         record.set_arguments(&args, &settings.config.audit, &settings.redactor);
         // A tool of a server that is down is unknown only because its server is: say so.
         let mut message = format!("Unknown tool: {name}");
@@ -78,8 +82,10 @@ pub(crate) async fn call_unlisted(
     call(inner, ctx, name, args).await
 }
 
-fn new_record(ctx: &RequestContext, exposed: &str) -> AuditRecord {
+fn new_record(ctx: &RequestContext, exposed: &str, caller: &Caller) -> AuditRecord {
     let mut record = AuditRecord {
+        subject: caller.user().map(str::to_owned),
+        client_id: caller.client_id.clone(),
         time_ms: unix_ms(),
         session: Sessions::key(ctx).to_string(),
         client: ctx
@@ -96,6 +102,7 @@ fn new_record(ctx: &RequestContext, exposed: &str) -> AuditRecord {
 async fn run(
     inner: &Arc<Inner>,
     ctx: &RequestContext,
+    caller: &Caller,
     exposed: &str,
     args: Value,
     record: &mut AuditRecord,
@@ -122,6 +129,12 @@ async fn run(
     };
     record.server = entry.server.clone();
     record.tool = entry.tool.name.clone();
+    // A JSON-RPC error, not a tool result: over HTTP it becomes the 403 that has the client
+    // get a token with the scopes and retry.
+    if let Err(error) = check_tool_scopes(ctx, inner.settings().config.auth.as_ref(), exposed) {
+        record.refuse(&Refusal::Rule("auth.tool_scopes".into()), &error.message);
+        return Err(error);
+    }
     let args = match args {
         Value::Object(_) => args,
         Value::Null => Value::Object(Map::new()),
@@ -149,7 +162,9 @@ async fn run(
         tool: &entry.tool.name,
         annotations: entry.tool.annotations.as_ref(),
     };
-    let verdict = settings.policy.evaluate(&tool_ref, Some(map));
+    let verdict = settings
+        .policy
+        .evaluate_as(&tool_ref, Some(map), caller.who.as_ref());
     record.rule = verdict.rule.clone();
     if verdict.decision == Decision::Deny {
         return Ok(refuse(
@@ -161,7 +176,7 @@ async fn run(
             ),
         ));
     }
-    if let Err(limited) = settings.policy.check_rate(&tool_ref) {
+    if let Err(limited) = settings.policy.check_rate_for(&tool_ref, caller.user()) {
         return Ok(refuse(
             record,
             Refusal::RateLimit,
@@ -190,7 +205,9 @@ async fn run(
     if decision == Decision::Ask {
         let settled = taint.is_none()
             && (inner.sessions().approved(ctx, exposed)
-                || inner.decisions().always_allowed(exposed));
+                || inner
+                    .decisions()
+                    .always_allowed_for(caller.consent_user(), exposed));
         if settled {
             record.consent = Some("approved earlier".into());
         } else {
@@ -231,7 +248,10 @@ async fn run(
                     Choice::Session if Sessions::is_sessionless(ctx) => {}
                     Choice::Session => inner.sessions().approve(ctx, exposed),
                     Choice::Always => {
-                        if let Err(e) = inner.decisions().allow_always(exposed) {
+                        if let Err(e) = inner
+                            .decisions()
+                            .allow_always_for(caller.consent_user(), exposed)
+                        {
                             tracing::warn!(tool = exposed, error = %e, "decision not stored");
                         }
                     }

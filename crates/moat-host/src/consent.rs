@@ -408,11 +408,47 @@ impl Decisions {
             "CREATE TABLE IF NOT EXISTS consent_always (
                 tool TEXT PRIMARY KEY,
                 decided_at INTEGER NOT NULL
+            );
+            CREATE TABLE IF NOT EXISTS consent_always_user (
+                user TEXT NOT NULL,
+                tool TEXT NOT NULL,
+                decided_at INTEGER NOT NULL,
+                PRIMARY KEY (user, tool)
             )",
         )?;
         Ok(Decisions {
             conn: Mutex::new(conn),
         })
+    }
+
+    /// Whether `user` approved `tool` for good: a user's "always" is theirs alone. `None`
+    /// is the gateway's own user (stdio, or HTTP without OAuth): [`always_allowed`](Self::always_allowed).
+    pub fn always_allowed_for(&self, user: Option<&str>, tool: &str) -> bool {
+        let Some(user) = user else {
+            return self.always_allowed(tool);
+        };
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        conn.query_row(
+            "SELECT 1 FROM consent_always_user WHERE user = ?1 AND tool = ?2",
+            [user, tool],
+            |_| Ok(()),
+        )
+        .is_ok()
+    }
+
+    /// Remember that `user` approved `tool` for good (`None`: the gateway's own user).
+    pub fn allow_always_for(&self, user: Option<&str>, tool: &str) -> Result<(), HostError> {
+        let Some(user) = user else {
+            return self.allow_always(tool);
+        };
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        conn.execute(
+            "INSERT OR REPLACE INTO consent_always_user (user, tool, decided_at)
+             VALUES (?1, ?2, ?3)",
+            rusqlite::params![user, tool, unix_now()],
+        )
+        .map_err(|e| state_error(Path::new("consent_always_user"), e))?;
+        Ok(())
     }
 
     /// Whether `tool` (an exposed name) was approved for good.
@@ -428,10 +464,7 @@ impl Decisions {
 
     /// Remember that `tool` is approved for good.
     pub fn allow_always(&self, tool: &str) -> Result<(), HostError> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
+        let now = unix_now();
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         conn.execute(
             "INSERT OR REPLACE INTO consent_always (tool, decided_at) VALUES (?1, ?2)",
@@ -441,15 +474,27 @@ impl Decisions {
         Ok(())
     }
 
-    /// Forget lasting decisions: one tool's, or all. Returns how many were forgotten.
+    /// Forget lasting decisions, every user's: one tool's, or all. Returns how many were
+    /// forgotten.
     pub fn forget(&self, tool: Option<&str>) -> Result<usize, HostError> {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        let n = match tool {
-            Some(t) => conn.execute("DELETE FROM consent_always WHERE tool = ?1", [t]),
-            None => conn.execute("DELETE FROM consent_always", []),
-        };
-        n.map_err(|e| state_error(Path::new("consent_always"), e))
+        let mut forgotten = 0;
+        for table in ["consent_always", "consent_always_user"] {
+            let n = match tool {
+                Some(t) => conn.execute(&format!("DELETE FROM {table} WHERE tool = ?1"), [t]),
+                None => conn.execute(&format!("DELETE FROM {table}"), []),
+            };
+            forgotten += n.map_err(|e| state_error(Path::new(table), e))?;
+        }
+        Ok(forgotten)
     }
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
 }
 
 fn state_error(path: &Path, e: rusqlite::Error) -> HostError {
@@ -484,6 +529,19 @@ mod tests {
         assert!(again.always_allowed("fs__write"));
         assert_eq!(again.forget(None).unwrap(), 1);
         assert!(!d.always_allowed("fs__write"));
+    }
+
+    #[test]
+    fn a_users_always_is_theirs_alone() {
+        let d = Decisions::in_memory().unwrap();
+        d.allow_always_for(Some("alice"), "db__drop").unwrap();
+        assert!(d.always_allowed_for(Some("alice"), "db__drop"));
+        assert!(!d.always_allowed_for(Some("bob"), "db__drop"));
+        assert!(!d.always_allowed_for(None, "db__drop"));
+        d.allow_always_for(None, "fs__write").unwrap();
+        assert!(!d.always_allowed_for(Some("alice"), "fs__write"));
+        assert_eq!(d.forget(Some("db__drop")).unwrap(), 1);
+        assert!(!d.always_allowed_for(Some("alice"), "db__drop"));
     }
 
     #[test]

@@ -364,7 +364,14 @@ fn install_upstream_hooks(inner: &Arc<Inner>) {
         });
     // The handlers of unlisted tools and of completions, installed together.
     let unknown_weak = weak.clone();
+    let filter_weak = weak.clone();
     inner.server().batch(|b| {
+        // With rules on who calls, each caller is listed what their own calls may reach.
+        b.tool_filter(move |ctx, tool| {
+            filter_weak
+                .upgrade()
+                .is_none_or(|inner| inner.listed_to(ctx, &tool.name))
+        });
         b.unknown_tool(move |ctx, name, args| {
             let weak = unknown_weak.clone();
             async move {

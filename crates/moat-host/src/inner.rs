@@ -556,6 +556,28 @@ impl Inner {
     }
 
     /// A callable tool by exposed name, or why there is none.
+    /// Whether `tools/list` shows `exposed` to the caller of `ctx`: the policy's listing
+    /// predicate for that caller (the same as their calls').
+    pub(crate) fn listed_to(&self, ctx: &moat::RequestContext, exposed: &str) -> bool {
+        let settings = self.settings();
+        if !settings.policy.has_identity_rules() {
+            return true;
+        }
+        let Ok(entry) = self.lookup(exposed) else {
+            // Not one of the servers' tools (the gateway's own, e.g. tool search).
+            return true;
+        };
+        let caller = crate::caller::Caller::of(ctx, settings.config.auth.as_ref());
+        settings.policy.visible_to(
+            &crate::policy::ToolRef {
+                server: &entry.server,
+                tool: &entry.tool.name,
+                annotations: entry.tool.annotations.as_ref(),
+            },
+            caller.who.as_ref(),
+        )
+    }
+
     pub(crate) fn lookup(&self, exposed: &str) -> Result<Arc<ToolEntry>, Option<Held>> {
         // Tools policy keeps from the list are here too: their calls meet the same rule.
         let catalog = lock(&self.catalog);

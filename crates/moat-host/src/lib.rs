@@ -20,6 +20,7 @@
 
 pub mod audit;
 mod call;
+mod caller;
 mod catalog;
 pub mod config;
 pub mod consent;

@@ -41,6 +41,8 @@ fn rec(i: i64, server: &str, tool: &str) -> AuditRecord {
         result_bytes: i as u64,
         error: None,
         kind: "call".into(),
+        subject: None,
+        client_id: None,
     }
 }
 
@@ -523,6 +525,42 @@ fn tampered(path: &Path, name: &str, key: &VerifyingKey, sql: &str) -> Report {
 const COLUMNS: &str = "time_ms, session, client, server, tool, exposed_name, args_digest,
     arguments, decision, rule, consent, outcome, duration_us, result_bytes, error, kind,
     prev_hash, hash";
+
+#[test]
+fn callers_are_recorded_filtered_and_covered_by_the_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.db");
+    let log = AuditLog::open(&path).unwrap();
+    let mut records = vec![
+        rec(1, "fs", "read"),
+        rec(2, "fs", "read"),
+        rec(3, "fs", "read"),
+    ];
+    records[0].subject = Some("alice".into());
+    records[0].client_id = Some("cli-a".into());
+    records[1].subject = Some("bob".into());
+    for r in &records {
+        log.record(r.clone());
+    }
+    log.flush().unwrap();
+    drop(log);
+    let reader = read_only(&path).unwrap();
+    let alice = reader
+        .query(&AuditQuery {
+            user: Some("alice".into()),
+            ..q()
+        })
+        .unwrap();
+    assert_eq!(alice, vec![records[0].clone()]);
+    assert!(reader.verify(Vec::new()).unwrap().ok());
+    // The user is part of what the hash covers: changing it breaks the chain.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("UPDATE audit SET subject = 'mallory' WHERE subject = 'alice'")
+        .unwrap();
+    drop(conn);
+    let report = read_only(&path).unwrap().verify(Vec::new()).unwrap();
+    assert!(!report.ok(), "{report:?}");
+}
 
 #[test]
 fn an_intact_chain_verifies_and_exports() {

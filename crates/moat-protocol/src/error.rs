@@ -23,6 +23,10 @@ pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 /// MCP 2025-11-25: URL-mode elicitation is required before the request can proceed.
 pub const URL_ELICITATION_REQUIRED: i64 = -32042;
+/// A call refused because the caller's access token lacks a scope it needs (moat's own
+/// code, in the implementation-defined range); `data.scope` lists the scopes needed,
+/// space-separated. Over HTTP the server answers it with 403 `insufficient_scope`.
+pub const INSUFFICIENT_SCOPE: i64 = -32043;
 /// moat: the request was cancelled or its connection closed before an answer arrived.
 /// (In the implementation-defined server-error range -32000..-32099.)
 pub const REQUEST_CANCELLED: i64 = -32800;

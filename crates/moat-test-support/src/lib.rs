@@ -10,7 +10,8 @@
 //! - [`json`]: reading the JSON the SDK clients print;
 //! - [`listening`]: a server started for a test, ready once its stderr says where it
 //!   listens;
-//! - [`gateway`]: `moat gateway --http` started for a test and ended with everything it ran.
+//! - [`gateway`]: `moat gateway --http` started for a test and ended with everything it ran;
+//! - [`issuer`]: a loopback OAuth issuer that signs access tokens for the users a test names.
 //!
 //! A dev-dependency only (`publish = false`). It does not depend on `moat`, so the SDK's
 //! own suites can use it too; the `moat` binary's path is passed in by each suite
@@ -18,6 +19,7 @@
 
 pub mod gateway;
 pub mod interop;
+pub mod issuer;
 pub mod json;
 pub mod lines;
 pub mod listening;
@@ -26,6 +28,7 @@ pub mod run;
 
 pub use gateway::{HttpGateway, Ready};
 pub use interop::{Peers, interop_dir, peers, script};
+pub use issuer::TestIssuer;
 pub use lines::Lines;
 pub use listening::{Listening, mcp_authority};
 pub use procs::{alive, children, descendants, kill_group, kill_pid, kill_tree};

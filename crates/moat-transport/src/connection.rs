@@ -51,6 +51,10 @@ pub enum Inbound {
     /// checked against it): the session decides on its head without reading it again; a
     /// consumer that reads lines itself finds the message in `line()`.
     Request(Box<moat_protocol::session::OwnedRequestHead>),
+    /// A message (a [`Inbound::Frame`] or an [`Inbound::Request`]) from a caller the
+    /// transport authenticated: over HTTP, the identity behind the request's access token.
+    /// It holds for that message only; the next request may come with another token.
+    Caller(crate::identity::SharedIdentity, Box<Inbound>),
     /// Reading failed; the stream is over. (A clean end of stream just closes the channel.)
     Failed(std::io::Error),
     /// The stream ended, and the transport can say why (e.g. the child process exited).

@@ -8,13 +8,16 @@
 //! - [`stdio`]: our own stdin/stdout, for a server launched by a client.
 //! - [`child`]: a server we launch, in its own process group, shut down as the spec says.
 //! - [`http`]: Streamable HTTP and legacy HTTP+SSE, server and client.
+//! - [`identity`]: who made a request, as the transport vouches for it.
 
 pub mod child;
 pub mod connection;
 pub mod framing;
 pub mod http;
+pub mod identity;
 pub mod stdio;
 
 pub use child::{ChildConfig, ChildProcess};
 pub use connection::{Closer, Connection, Epilogue, Inbound, Limits, Outgoing, OutgoingKind};
 pub use framing::Frame;
+pub use identity::{Identity, SharedIdentity};

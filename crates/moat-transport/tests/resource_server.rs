@@ -243,6 +243,11 @@ async fn serve(resource: ResourceOptions) -> Served {
 /// A minimal MCP server: answers `initialize`.
 async fn answer(mut conn: Connection) {
     while let Some(item) = conn.inbound.recv().await {
+        // With OAuth every request comes marked with its caller.
+        let item = match item {
+            Inbound::Caller(_, item) => *item,
+            item => item,
+        };
         let Inbound::Request(head) = item else {
             continue;
         };

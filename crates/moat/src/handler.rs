@@ -89,6 +89,8 @@ pub struct RequestContext {
     pub(crate) round: Option<Arc<Round>>,
     /// The request's `_meta`, as sent (`tools/call` only).
     pub(crate) request_meta: Option<Arc<RawValue>>,
+    /// Who made the request, as the transport vouches.
+    pub(crate) identity: Option<moat_transport::SharedIdentity>,
 }
 
 impl RequestContext {
@@ -135,6 +137,19 @@ impl RequestContext {
     /// trace context (`traceparent`, `tracestate`).
     pub fn request_meta(&self) -> Option<&RawValue> {
         self.request_meta.as_deref()
+    }
+
+    /// Who made this request, as the transport vouches for it: over HTTP with an OAuth
+    /// issuer, the subject, client and scopes of the request's access token (each request
+    /// may carry another token); over stdio, the local OS user; `None` when nothing
+    /// authenticates the caller (HTTP with a static token, or none).
+    pub fn identity(&self) -> Option<&moat_transport::Identity> {
+        self.identity.as_deref()
+    }
+
+    /// The identity, shared (to keep beyond the request, e.g. in a task).
+    pub fn shared_identity(&self) -> Option<moat_transport::SharedIdentity> {
+        self.identity.clone()
     }
 
     /// The log level the client asked for: this request's (2026-07-28) or the

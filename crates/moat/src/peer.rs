@@ -53,6 +53,9 @@ pub struct PeerOptions {
     /// When the other side stops sending, how long its requests already in flight may run
     /// to be answered before they are cancelled.
     pub drain_timeout: Duration,
+    /// Who every message of this connection comes from, unless the transport names a
+    /// caller for a message itself (HTTP with OAuth does): over stdio, the local OS user.
+    pub identity: Option<moat_transport::SharedIdentity>,
 }
 
 impl Default for PeerOptions {
@@ -64,6 +67,7 @@ impl Default for PeerOptions {
             versions: SupportedVersions::default(),
             max_message_bytes: moat_transport::Limits::default().max_message_bytes,
             drain_timeout: Duration::from_secs(10),
+            identity: None,
         }
     }
 }

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use moat::transport::http::server::HttpServerOptions;
+use moat::transport::http::server::{HttpServerOptions, IntrospectionOptions, ResourceOptions};
+use moat_host::config::auth::AuthConfig;
 use moat_host::{Config, Host, HostOptions};
 
 use crate::Failure;
@@ -14,6 +15,24 @@ use crate::cli::GatewayArgs;
 pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
     let path = config_path(args.config.as_deref()).map_err(Failure::Usage)?;
     let mut config = Config::load(&path).map_err(|e| Failure::Usage(anyhow!(e)))?;
+    if let (Some(issuer), Some(resource)) = (&args.oauth_issuer, &args.resource) {
+        // The flags stand in for the issuer, resource and scopes of [auth], keeping its
+        // claim mappings and tool scopes.
+        let mut auth = config
+            .auth
+            .take()
+            .unwrap_or_else(|| AuthConfig::new(issuer.clone(), resource.clone()));
+        auth.issuer = issuer.clone();
+        auth.resource = resource.clone();
+        if !args.scope.is_empty() {
+            auth.scopes = args.scope.clone();
+        }
+        config.auth = Some(auth);
+    }
+    let resource = match &config.auth {
+        Some(auth) if args.http.is_some() => Some(resource_options(auth).map_err(Failure::Usage)?),
+        _ => None,
+    };
     if args.search.is_some() {
         config.tool_search.mode = moat_host::SearchMode::On;
     }
@@ -53,6 +72,12 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
         .map_err(Failure::Usage)?;
     let mut http_options = HttpServerOptions::default();
     http_options.token = args.token.clone();
+    if resource.is_some() && args.token.is_some() {
+        return Err(Failure::Usage(anyhow!(
+            "[auth] (or --oauth-issuer) and --token cannot both be used: a request would need one or the other"
+        )));
+    }
+    http_options.resource = resource;
     http_options.allowed_hosts = args.allow_host.clone();
     http_options.allowed_origins = args.allow_origin.clone();
     let http = host
@@ -67,6 +92,39 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
     host.shutdown().await;
     served?;
     Ok(())
+}
+
+/// The HTTP server's resource-server settings from `[auth]`.
+fn resource_options(auth: &AuthConfig) -> anyhow::Result<ResourceOptions> {
+    let mut r = ResourceOptions::new(auth.issuer.clone(), auth.resource.clone());
+    r.scopes = auth.scopes.clone();
+    // The claims policy reads: the user's and the groups', and those rules name.
+    r.claims = auth.claims.clone();
+    for claim in [&auth.user_claim, &auth.groups_claim] {
+        if !r.claims.contains(claim) {
+            r.claims.push(claim.clone());
+        }
+    }
+    if !auth.algorithms.is_empty() {
+        r.algorithms = auth
+            .algorithms
+            .iter()
+            .map(|a| {
+                a.parse()
+                    .map_err(|_| anyhow!("[auth] algorithms: unknown algorithm {a:?}"))
+            })
+            .collect::<anyhow::Result<_>>()?;
+    }
+    if let Some(skew) = auth.skew {
+        r.skew = skew;
+    }
+    r.jwks_uri = auth.jwks_uri.clone();
+    if let Some(i) = &auth.introspection {
+        let mut options = IntrospectionOptions::new(i.client_id.clone(), i.client_secret.clone());
+        options.endpoint = i.endpoint.clone();
+        r.introspection = Some(options);
+    }
+    Ok(r)
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM (what a service manager or a container runtime

@@ -245,6 +245,7 @@ pub fn audit(args: AuditArgs) -> Result<(), Failure> {
     let query = AuditQuery {
         since_ms,
         tool: args.tool.clone(),
+        user: args.user.clone(),
         limit: Some(args.limit),
         ..AuditQuery::default()
     };

@@ -68,6 +68,7 @@ pub const GENESIS: Hash = [0; 32];
 
 const RECORD_TAG: &[u8] = b"moat-audit-record-v1";
 const HEAD_TAG: &[u8] = b"moat-audit-head-v1";
+const CALLER_TAG: &[u8] = b"caller";
 
 /// A record as a store keeps it: every field the hash covers, in its stored form.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,6 +84,12 @@ pub struct StoredRecord {
     pub session: String,
     /// The client's name and version.
     pub client: Option<String>,
+    /// The caller's user (records written before users were recorded have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// The caller's OAuth client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
     /// The server's configured name.
     pub server: String,
     /// The tool (or method).
@@ -122,6 +129,8 @@ impl StoredRecord {
             },
             session: r.session.clone(),
             client: r.client.clone(),
+            subject: r.subject.clone(),
+            client_id: r.client_id.clone(),
             server: r.server.clone(),
             tool: r.tool.clone(),
             exposed_name: r.exposed_name.clone(),
@@ -159,6 +168,13 @@ impl StoredRecord {
         out.extend_from_slice(&self.duration_us.to_be_bytes());
         out.extend_from_slice(&self.result_bytes.to_be_bytes());
         optional(&mut out, self.error.as_deref());
+        // Who called, after the rest, and only when known: a record without a caller
+        // encodes as records did before callers were recorded, so those still verify.
+        if self.subject.is_some() || self.client_id.is_some() {
+            out.extend_from_slice(CALLER_TAG);
+            optional(&mut out, self.subject.as_deref());
+            optional(&mut out, self.client_id.as_deref());
+        }
         out
     }
 

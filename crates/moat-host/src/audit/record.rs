@@ -20,6 +20,13 @@ pub struct AuditRecord {
     pub session: String,
     /// The client's name/version from `initialize`, when known.
     pub client: Option<String>,
+    /// The user the call came from: the access token's subject over HTTP with `[auth]`,
+    /// the local OS user over stdio; `None` when nobody vouched for the caller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// The OAuth client the caller's token was issued to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
     /// The downstream server's configured name.
     pub server: String,
     /// The tool's name on its server.
@@ -86,6 +93,8 @@ pub struct AuditQuery {
     pub tool: Option<String>,
     /// Only calls to this server.
     pub server: Option<String>,
+    /// Only calls of this user (the record's `subject`).
+    pub user: Option<String>,
     /// At most this many records: the newest ones.
     pub limit: Option<usize>,
 }

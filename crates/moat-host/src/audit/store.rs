@@ -43,7 +43,9 @@ CREATE TABLE IF NOT EXISTS audit (
     error        TEXT,
     kind         TEXT    NOT NULL DEFAULT 'call',
     prev_hash    TEXT,
-    hash         TEXT
+    hash         TEXT,
+    subject      TEXT,
+    client_id    TEXT
 );
 CREATE INDEX IF NOT EXISTS audit_time ON audit (time_ms);
 DROP INDEX IF EXISTS audit_tool;
@@ -60,16 +62,27 @@ CREATE TABLE IF NOT EXISTS audit_checkpoint (
 
 const INSERT: &str = "INSERT INTO audit (id, time_ms, session, client, server, tool, exposed_name,
     args_digest, arguments, decision, rule, consent, outcome, duration_us, result_bytes, error,
-    kind, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,
-    ?15, ?16, ?17, ?18, ?19)";
+    kind, prev_hash, hash, subject, client_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,
+    ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)";
 
 const SELECT: &str = "SELECT time_ms, session, client, server, tool, exposed_name, args_digest,
-    arguments, decision, rule, consent, outcome, duration_us, result_bytes, error, kind FROM audit";
+    arguments, decision, rule, consent, outcome, duration_us, result_bytes, error, kind, subject,
+    client_id FROM audit";
 
-/// [`SELECT`] for a store read-only and older than the `kind` column.
-const SELECT_WITHOUT_KIND: &str = "SELECT time_ms, session, client, server, tool, exposed_name,
-    args_digest, arguments, decision, rule, consent, outcome, duration_us, result_bytes, error,
-    'call' FROM audit";
+/// [`SELECT`] for a store read-only and older than a column: its default instead.
+fn select_records(has_kind: bool, has_subject: bool) -> String {
+    format!(
+        "SELECT time_ms, session, client, server, tool, exposed_name, args_digest, arguments,
+         decision, rule, consent, outcome, duration_us, result_bytes, error, {kind}, {caller}
+         FROM audit",
+        kind = if has_kind { "kind" } else { "'call'" },
+        caller = if has_subject {
+            "subject, client_id"
+        } else {
+            "NULL, NULL"
+        },
+    )
+}
 
 fn has_column(conn: &Connection, column: &str) -> rusqlite::Result<bool> {
     conn.query_row(
@@ -89,6 +102,11 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     if !has_column(conn, "hash")? {
         conn.execute_batch(
             "ALTER TABLE audit ADD COLUMN prev_hash TEXT; ALTER TABLE audit ADD COLUMN hash TEXT;",
+        )?;
+    }
+    if !has_column(conn, "subject")? {
+        conn.execute_batch(
+            "ALTER TABLE audit ADD COLUMN subject TEXT; ALTER TABLE audit ADD COLUMN client_id TEXT;",
         )?;
     }
     Ok(())
@@ -192,7 +210,7 @@ fn chain_head(conn: &Connection) -> rusqlite::Result<(i64, Hash)> {
         return Ok((id, chain::from_hex(&hash).unwrap_or(chain::GENESIS)));
     }
     // Only legacy records: the chain starts after them (once per store).
-    let mut stmt = conn.prepare(&format!("{} ORDER BY id", select_chain(true, true)))?;
+    let mut stmt = conn.prepare(&format!("{} ORDER BY id", select_chain(true, true, true)))?;
     let mut rows = stmt.query([])?;
     let mut head = chain::GENESIS;
     while let Some(row) = rows.next()? {
@@ -269,6 +287,8 @@ pub(super) fn insert_all(
                 s.kind,
                 to_hex(&prev),
                 to_hex(&hash),
+                s.subject,
+                s.client_id,
             ])?;
             prev = hash;
         }
@@ -303,14 +323,19 @@ pub(super) fn sign_head(conn: &mut Connection, signer: &Signer) -> rusqlite::Res
 
 /// The columns of a [`StoredRecord`] and its links, in [`stored_from_row`]'s order; a store
 /// older than a column reads its default.
-fn select_chain(has_kind: bool, has_hash: bool) -> String {
+fn select_chain(has_kind: bool, has_hash: bool, has_subject: bool) -> String {
     format!(
         "SELECT id, time_ms, {kind}, session, client, server, tool, exposed_name, args_digest,
          arguments, decision, rule, consent, outcome, duration_us, result_bytes, error,
-         {links} FROM audit",
+         {links}, {caller} FROM audit",
         kind = if has_kind { "kind" } else { "'call'" },
         links = if has_hash {
             "prev_hash, hash"
+        } else {
+            "NULL, NULL"
+        },
+        caller = if has_subject {
+            "subject, client_id"
         } else {
             "NULL, NULL"
         },
@@ -336,6 +361,8 @@ fn stored_from_row(row: &Row<'_>) -> rusqlite::Result<StoredRecord> {
         duration_us: row.get(14)?,
         result_bytes: row.get(15)?,
         error: row.get(16)?,
+        subject: row.get(19)?,
+        client_id: row.get(20)?,
     })
 }
 
@@ -429,7 +456,7 @@ pub(super) fn query(
     path: &Path,
     q: &AuditQuery,
 ) -> Result<Vec<AuditRecord>, AuditError> {
-    query_with(conn, path, q, SELECT)
+    query_with(conn, path, q, SELECT, true)
 }
 
 fn query_with(
@@ -437,16 +464,20 @@ fn query_with(
     path: &Path,
     q: &AuditQuery,
     select: &str,
+    has_subject: bool,
 ) -> Result<Vec<AuditRecord>, AuditError> {
     let filter = q.tool.as_deref().map(ToolFilter::new).transpose()?;
     let err = sqlite_err(path);
     // Newest first, so that a limit keeps the newest; reversed at the end.
     let sql = format!(
         "{select} WHERE (?1 IS NULL OR time_ms >= ?1) AND (?2 IS NULL OR server = ?2) \
-         ORDER BY time_ms DESC, id DESC"
+         AND (?3 IS NULL OR {subject} = ?3) ORDER BY time_ms DESC, id DESC",
+        subject = if has_subject { "subject" } else { "NULL" }
     );
     let mut stmt = conn.prepare_cached(&sql).map_err(&err)?;
-    let mut rows = stmt.query(params![q.since_ms, q.server]).map_err(&err)?;
+    let mut rows = stmt
+        .query(params![q.since_ms, q.server, q.user])
+        .map_err(&err)?;
     let limit = q.limit.unwrap_or(usize::MAX);
     let mut out = Vec::new();
     while out.len() < limit {
@@ -487,6 +518,8 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<AuditRecord> {
         result_bytes: u64::try_from(result_bytes).unwrap_or(0),
         error: row.get(14)?,
         kind: row.get(15)?,
+        subject: row.get(16)?,
+        client_id: row.get(17)?,
     })
 }
 
@@ -498,6 +531,7 @@ pub struct AuditReader {
     has_table: bool,
     has_kind: bool,
     has_hash: bool,
+    has_subject: bool,
     has_checkpoints: bool,
 }
 
@@ -523,6 +557,7 @@ impl AuditReader {
         let has_table = table_exists(&conn, "audit").map_err(&err)?;
         let has_kind = has_table && has_column(&conn, "kind").map_err(&err)?;
         let has_hash = has_table && has_column(&conn, "hash").map_err(&err)?;
+        let has_subject = has_table && has_column(&conn, "subject").map_err(&err)?;
         let has_checkpoints = table_exists(&conn, "audit_checkpoint").map_err(&err)?;
         Ok(AuditReader {
             conn,
@@ -530,6 +565,7 @@ impl AuditReader {
             has_table,
             has_kind,
             has_hash,
+            has_subject,
             has_checkpoints,
         })
     }
@@ -541,12 +577,15 @@ impl AuditReader {
             q.tool.as_deref().map(ToolFilter::new).transpose()?;
             return Ok(Vec::new());
         }
-        let select = if self.has_kind {
-            SELECT
-        } else {
-            SELECT_WITHOUT_KIND
-        };
-        query_with(&self.conn, &self.path, q, select)
+        if self.has_kind && self.has_subject {
+            return query_with(&self.conn, &self.path, q, SELECT, true);
+        }
+        // A store older than a column: a user asked for is in none of its records.
+        if q.user.is_some() && !self.has_subject {
+            return Ok(Vec::new());
+        }
+        let select = select_records(self.has_kind, self.has_subject);
+        query_with(&self.conn, &self.path, q, &select, self.has_subject)
     }
 
     /// Checks the whole chain and every signed head. `trusted`: the public keys allowed to
@@ -559,7 +598,10 @@ impl AuditReader {
         let checkpoints = self.checkpoints(&tx).map_err(&err)?;
         let mut verifier = Verifier::new(checkpoints, trusted);
         if self.has_table {
-            let sql = format!("{} ORDER BY id", select_chain(self.has_kind, self.has_hash));
+            let sql = format!(
+                "{} ORDER BY id",
+                select_chain(self.has_kind, self.has_hash, self.has_subject)
+            );
             let mut stmt = tx.prepare(&sql).map_err(&err)?;
             let mut rows = stmt.query([]).map_err(&err)?;
             while let Some(row) = rows.next().map_err(&err)? {
@@ -607,7 +649,7 @@ impl AuditReader {
         if self.has_table {
             let sql = format!(
                 "{} WHERE id > ?1 ORDER BY id",
-                select_chain(self.has_kind, self.has_hash)
+                select_chain(self.has_kind, self.has_hash, self.has_subject)
             );
             let mut stmt = tx.prepare(&sql).map_err(&err)?;
             let mut rows = stmt.query([after]).map_err(&err)?;

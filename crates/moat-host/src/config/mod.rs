@@ -1,5 +1,5 @@
 //! The host's configuration: which MCP servers to run or reach, how each is sandboxed, and
-//! the `[policy]`, `[pins]`, `[audit]` and `[consent]` settings.
+//! the `[policy]`, `[pins]`, `[audit]`, `[consent]` and `[auth]` settings.
 //!
 //! [`Config::load`] reads either a `moat.toml` or, as they are, the JSON files MCP clients
 //! already have: `{"mcpServers": {...}}` (Claude Desktop's `claude_desktop_config.json`,
@@ -35,6 +35,7 @@ use duration::DurationValue;
 pub use duration::{DurationError, parse_duration};
 
 pub mod audit;
+pub mod auth;
 pub mod compat;
 mod consent;
 pub mod duration;
@@ -81,6 +82,8 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// `[compat]`.
     pub compat: compat::CompatConfig,
+    /// `[auth]`: OAuth access tokens over HTTP (`None`: no issuer configured).
+    pub auth: Option<auth::AuthConfig>,
     /// Where the audit store, pins and consent decisions live; `None`: the XDG state
     /// directory.
     pub state_dir: Option<PathBuf>,
@@ -182,6 +185,7 @@ struct TomlFile {
     gateway: TomlGateway,
     #[serde(default)]
     compat: compat::CompatConfig,
+    auth: Option<auth::TomlAuth>,
     state_dir: Option<String>,
     import: Option<OneOrMany>,
 }
@@ -376,6 +380,10 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
             None => None,
         },
     };
+    let auth = match raw.auth {
+        Some(a) => Some(auth::auth(&src, a)?),
+        None => None,
+    };
     let state_dir = match &raw.state_dir {
         Some(dir) => Some(src.path(&["state_dir"], "state_dir", dir)?),
         None => None,
@@ -390,6 +398,7 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
         tool_search,
         gateway,
         compat: raw.compat,
+        auth,
         state_dir,
         imports,
     })

@@ -124,6 +124,18 @@ pub struct RuleConfig {
     /// Conditions on arguments, by argument name (`"*"`: every string anywhere in the arguments).
     #[serde(default)]
     pub args: BTreeMap<String, ArgCondition>,
+    /// Glob(s) on the caller's user name.
+    #[serde(default)]
+    pub user: Option<Globs>,
+    /// Glob(s) on the caller's groups (one must match).
+    #[serde(default)]
+    pub group: Option<Globs>,
+    /// Glob(s) on the scopes of the caller's token (one must match).
+    #[serde(default)]
+    pub scope: Option<Globs>,
+    /// Glob(s) on claims of the caller's token, by claim name (a value must match each).
+    #[serde(default)]
+    pub claims: BTreeMap<String, Globs>,
 }
 
 impl RuleConfig {
@@ -136,6 +148,10 @@ impl RuleConfig {
             tool: None,
             annotations: None,
             args: BTreeMap::new(),
+            user: None,
+            group: None,
+            scope: None,
+            claims: BTreeMap::new(),
         }
     }
 }
@@ -222,6 +238,9 @@ pub struct RateLimitConfig {
     /// One bucket for every matching tool together instead of one per tool.
     #[serde(default)]
     pub shared: bool,
+    /// A bucket per user (each caller its own rate) instead of one for everyone.
+    #[serde(default)]
+    pub per_user: bool,
 }
 
 /// One `[[policy.labels]]` entry: overrides labels of matching tools.

@@ -156,6 +156,7 @@ mod explain;
 mod rate;
 mod select;
 mod unmatched;
+mod who;
 
 use std::cell::OnceCell;
 use std::collections::HashMap;
@@ -172,6 +173,8 @@ pub use rate::RateLimited;
 use select::{NameGlobs, Named, Selector, item_label, name_globs};
 pub use select::{PolicyError, ToolRef};
 pub use unmatched::{Unmatched, unmatched_names};
+pub use who::Who;
+use who::WhoMatch;
 
 use args::ArgRule;
 use rate::RateLimiter;
@@ -254,6 +257,7 @@ struct Rule {
     selector: Selector,
     annotations: AnnotationMatch,
     args: Vec<ArgRule>,
+    who: WhoMatch,
 }
 
 impl Rule {
@@ -269,6 +273,7 @@ impl Rule {
             decision: c.decision,
             annotations: AnnotationMatch(c.annotations.unwrap_or_default()),
             args,
+            who: WhoMatch::new(&label, c)?,
             label,
         })
     }
@@ -515,16 +520,41 @@ impl Policy {
     /// skipped, save that a conditional allow/ask rule may stand in for a stricter default (see
     /// the module doc), so the verdict is the most a call could get. `args: Some` is a call and
     /// every rule applies; a call that sent no arguments must pass an empty map, never `None`.
+    ///
+    /// The caller is nobody in particular: rules with identity conditions do not match
+    /// (see [`evaluate_as`](Self::evaluate_as)).
     pub fn evaluate(&self, tool: &ToolRef, args: Option<&Map<String, Value>>) -> Verdict {
+        self.decide(tool, args, Caller::Is(None))
+    }
+
+    /// [`evaluate`](Self::evaluate) for the call or listing of `who`: rules with `user`,
+    /// `group`, `scope` or `claims` conditions match when `who` satisfies them all.
+    pub fn evaluate_as(
+        &self,
+        tool: &ToolRef,
+        args: Option<&Map<String, Value>>,
+        who: Option<&Who>,
+    ) -> Verdict {
+        self.decide(tool, args, Caller::Is(who))
+    }
+
+    fn decide(&self, tool: &ToolRef, args: Option<&Map<String, Value>>, caller: Caller) -> Verdict {
         let mut ask = None;
         let mut allow = None;
         let mut could_ask = None;
         let mut could_allow = None;
         let named = self.named(tool);
         for rule in self.rules.iter().filter(|r| r.selects(&named)) {
+            // For anyone at all, who the caller is cannot be decided: such a rule is like
+            // one on arguments in a listing.
+            let undecided_who = match caller {
+                Caller::Anyone => !rule.who.is_empty(),
+                Caller::Is(who) if !rule.who.matches(who) => continue,
+                Caller::Is(_) => false,
+            };
             match args {
                 Some(args) if !rule.args_hold(args) => continue,
-                None if !rule.args.is_empty() => {
+                None if !rule.args.is_empty() || undecided_who => {
                     match rule.decision {
                         Decision::Allow => could_allow.get_or_insert(rule),
                         Decision::Ask => could_ask.get_or_insert(rule),
@@ -556,20 +586,49 @@ impl Policy {
         }
     }
 
-    /// Whether `tools/list` shows the tool: some call to it is not denied.
+    /// Whether the tool may be listed to someone: some call to it by some caller is not
+    /// denied. Rules with identity conditions count as they might, like rules on
+    /// arguments; what one caller sees is [`visible_to`](Self::visible_to).
     pub fn visible(&self, tool: &ToolRef) -> bool {
-        self.evaluate(tool, None).decision != Decision::Deny
+        self.decide(tool, None, Caller::Anyone).decision != Decision::Deny
+    }
+
+    /// Whether `tools/list` shows the tool to `who`: some call of theirs to it is not
+    /// denied (the same predicate as their calls, without arguments).
+    pub fn visible_to(&self, tool: &ToolRef, who: Option<&Who>) -> bool {
+        self.evaluate_as(tool, None, who).decision != Decision::Deny
+    }
+
+    /// Whether any rule tests who the caller is (then listings differ between callers).
+    pub fn has_identity_rules(&self) -> bool {
+        self.rules.iter().any(|r| !r.who.is_empty())
     }
 
     /// Takes a token for one call from every rate limit the tool falls in.
     pub fn check_rate(&self, tool: &ToolRef) -> Result<(), RateLimited> {
-        self.rates.check(&self.named(tool), Instant::now())
+        self.rates.check(&self.named(tool), None, Instant::now())
+    }
+
+    /// [`check_rate`](Self::check_rate) for a call of `user` (limits with `per_user` keep
+    /// a bucket per user).
+    pub fn check_rate_for(&self, tool: &ToolRef, user: Option<&str>) -> Result<(), RateLimited> {
+        self.rates.check(&self.named(tool), user, Instant::now())
     }
 
     /// [`check_rate`](Self::check_rate) at a given instant, for callers (and tests) with their
     /// own clock. Instants earlier than one already seen count as that one.
     pub fn check_rate_at(&self, tool: &ToolRef, now: Instant) -> Result<(), RateLimited> {
-        self.rates.check(&self.named(tool), now)
+        self.rates.check(&self.named(tool), None, now)
+    }
+
+    /// [`check_rate_for`](Self::check_rate_for) at a given instant.
+    pub fn check_rate_for_at(
+        &self,
+        tool: &ToolRef,
+        user: Option<&str>,
+        now: Instant,
+    ) -> Result<(), RateLimited> {
+        self.rates.check(&self.named(tool), user, now)
     }
 
     /// The tool's labels: annotations, then `server_trust`, then matching `[[policy.labels]]`.
@@ -586,6 +645,15 @@ impl Policy {
         }
         labels
     }
+}
+
+/// Whom a verdict is for.
+#[derive(Clone, Copy)]
+enum Caller<'a> {
+    /// Anyone at all (a listing before any caller asks).
+    Anyone,
+    /// This caller, or nobody anyone vouched for.
+    Is(Option<&'a Who>),
 }
 
 /// How restrictive a decision is: deny > ask > allow.

@@ -28,6 +28,7 @@ struct RateRule {
     capacity: f64,
     per_second: f64,
     shared: bool,
+    per_user: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -36,7 +37,8 @@ struct Bucket {
     at: Instant,
 }
 
-type Key = (usize, String, String);
+/// (limit, server, tool, user): the parts a limit does not split on are empty.
+type Key = (usize, String, String, String);
 
 #[derive(Debug, Default)]
 pub(crate) struct RateLimiter {
@@ -58,7 +60,12 @@ impl RateLimiter {
     }
 
     /// Takes a token from every bucket the tool falls in, or from none if one is empty.
-    pub(crate) fn check(&self, tool: &Named, now: Instant) -> Result<(), RateLimited> {
+    pub(crate) fn check(
+        &self,
+        tool: &Named,
+        user: Option<&str>,
+        now: Instant,
+    ) -> Result<(), RateLimited> {
         if self.rules.is_empty() {
             return Ok(());
         }
@@ -70,7 +77,7 @@ impl RateLimiter {
             if !rule.selector.matches(tool) {
                 continue;
             }
-            let key = rule.key(index, tool.tool());
+            let key = rule.key(index, tool.tool(), user);
             let bucket = rule.refill(buckets.get(&key).copied(), now);
             if bucket.tokens >= 1.0 {
                 taken.push((key, bucket));
@@ -108,7 +115,7 @@ impl RateLimiter {
     }
 
     fn prune(&self, buckets: &mut HashMap<Key, Bucket>, now: Instant) {
-        buckets.retain(|(index, _, _), bucket| {
+        buckets.retain(|(index, _, _, _), bucket| {
             let rule = &self.rules[*index];
             rule.refill(Some(*bucket), now).tokens < rule.capacity
         });
@@ -160,14 +167,20 @@ impl RateRule {
             capacity: f64::from(burst),
             per_second: f64::from(count) / period,
             shared: c.shared,
+            per_user: c.per_user,
         })
     }
 
-    fn key(&self, index: usize, tool: &ToolRef) -> Key {
+    fn key(&self, index: usize, tool: &ToolRef, user: Option<&str>) -> Key {
+        // Callers nobody names share one bucket: the anonymous are one user here.
+        let user = match (self.per_user, user) {
+            (true, Some(u)) => format!("u:{u}"),
+            _ => String::new(),
+        };
         if self.shared {
-            (index, String::new(), String::new())
+            (index, String::new(), String::new(), user)
         } else {
-            (index, tool.server.to_owned(), tool.tool.to_owned())
+            (index, tool.server.to_owned(), tool.tool.to_owned(), user)
         }
     }
 

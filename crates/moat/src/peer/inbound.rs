@@ -42,11 +42,17 @@ async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Ar
         let Some(item) = inbound.recv().await else {
             break "the peer closed the connection".to_owned();
         };
+        // A message the transport authenticated comes from its caller; any other from
+        // whoever the connection as a whole serves (over stdio, the local user).
+        let (caller, item) = match item {
+            Inbound::Caller(identity, item) => (Some(identity), *item),
+            item => (peer.shared.options.identity.clone(), item),
+        };
         match item {
-            Inbound::Frame(Frame::Line(line)) => on_line(&peer, &handler, line).await,
+            Inbound::Frame(Frame::Line(line)) => on_line(&peer, &handler, line, &caller).await,
             Inbound::Request(head) => {
                 let incoming = peer.state().session.handle_request(head.view());
-                if let Some(reply) = act(&peer, &handler, incoming, None) {
+                if let Some(reply) = act(&peer, &handler, incoming, None, &caller) {
                     peer.send_reply(reply).await;
                 }
             }
@@ -86,19 +92,22 @@ async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Ar
     peer.release_transport().await;
 }
 
-async fn on_line(peer: &Peer, handler: &Arc<dyn Handler>, line: String) {
+async fn on_line(peer: &Peer, handler: &Arc<dyn Handler>, line: String, caller: &Caller) {
     // Read outside the lock (the costly part, for a large message); decide under it.
     let read = moat_protocol::session::read(&line);
     let incoming = peer.state().session.decide(read);
     match incoming {
-        Incoming::Batch { items, related } => on_batch(peer, handler, items, related),
+        Incoming::Batch { items, related } => on_batch(peer, handler, items, related, caller),
         incoming => {
-            if let Some(reply) = act(peer, handler, incoming, None) {
+            if let Some(reply) = act(peer, handler, incoming, None, caller) {
                 peer.send_reply(reply).await;
             }
         }
     }
 }
+
+/// Who sent the message being acted on, if anyone vouches for it.
+type Caller = Option<moat_transport::SharedIdentity>;
 
 /// Where the answer to a request goes: straight to the wire, or into a batch's answer.
 type BatchSlot = Option<(usize, mpsc::UnboundedSender<(usize, String)>)>;
@@ -109,10 +118,11 @@ fn on_batch(
     handler: &Arc<dyn Handler>,
     items: Vec<Incoming<'_>>,
     related: Option<RequestId>,
+    caller: &Caller,
 ) {
     let (tx, mut rx) = mpsc::unbounded_channel::<(usize, String)>();
     for (index, item) in items.into_iter().enumerate() {
-        if let Some(reply) = act(peer, handler, item, Some((index, tx.clone()))) {
+        if let Some(reply) = act(peer, handler, item, Some((index, tx.clone())), caller) {
             let _ = tx.send((index, reply.line));
         }
     }
@@ -141,9 +151,10 @@ fn act(
     handler: &Arc<dyn Handler>,
     incoming: Incoming<'_>,
     batch: BatchSlot,
+    caller: &Caller,
 ) -> Option<Reply> {
     match incoming {
-        Incoming::Request(head) => run_request(peer, handler, head, batch),
+        Incoming::Request(head) => run_request(peer, handler, head, batch, caller),
         Incoming::Initialize { id, params } => {
             let outcome = handler.initialize(params, peer).map(|(result, v)| {
                 peer.state().session.initialize_answered(v);
@@ -273,6 +284,7 @@ fn run_request(
     handler: &Arc<dyn Handler>,
     head: RequestHead<'_>,
     batch: BatchSlot,
+    caller: &Caller,
 ) -> Option<Reply> {
     let token = CancellationToken::new();
     {
@@ -310,6 +322,7 @@ fn run_request(
         log_level: meta.log_level,
         round: None,
         request_meta: meta.raw.map(|m| Arc::from(m.to_owned())),
+        identity: caller.clone(),
     };
     let incoming = IncomingRequest {
         id: head.id.clone(),

@@ -70,6 +70,17 @@ impl Batch<'_> {
         self
     }
 
+    /// Show each caller only the tools `f` lets them see in `tools/list` (a gateway whose
+    /// policy depends on who asks). It hides from the list only: calls are the handler's
+    /// to refuse. Changes no list.
+    pub fn tool_filter<F>(&mut self, f: F) -> &mut Self
+    where
+        F: Fn(&RequestContext, &moat_protocol::types::Tool) -> bool + Send + Sync + 'static,
+    {
+        self.registry.tool_filter = Some(Arc::new(f));
+        self
+    }
+
     /// Answer `completion/complete`; see [`Server::completion`](super::Server::completion).
     /// Changes no list.
     pub fn completion<E, F, Fut>(&mut self, f: F) -> &mut Self
@@ -135,6 +146,26 @@ impl Batch<'_> {
             }
         }
         self.changed.tools = true;
+    }
+
+    /// Require the scopes `scopes` of callers of tool `name`: a caller whose OAuth access
+    /// token lacks one is refused with error [`INSUFFICIENT_SCOPE`], which the HTTP server
+    /// answers with 403 and `WWW-Authenticate: Bearer error="insufficient_scope",
+    /// scope="…"` (step-up). Callers no issuer vouches for (stdio, a static token) have no
+    /// scopes to check. Returns whether the tool exists; re-registering it clears them.
+    ///
+    /// [`INSUFFICIENT_SCOPE`]: moat_transport::http::server::INSUFFICIENT_SCOPE
+    pub fn tool_scopes<S: Into<String>>(
+        &mut self,
+        name: &str,
+        scopes: impl IntoIterator<Item = S>,
+    ) -> bool {
+        let reg = &mut *self.registry;
+        let Some(&i) = reg.tool_index.get(name) else {
+            return false;
+        };
+        reg.tools[i].scopes = scopes.into_iter().map(Into::into).collect();
+        true
     }
 
     /// Remove a tool. Returns whether it existed.

@@ -310,13 +310,17 @@ async fn dispatch(
             // Only the page is copied out of the registry (a gateway lists hundreds).
             let (tools, next_cursor) = {
                 let registry = server.registry();
-                let (range, next) = pagination::page_range(
-                    registry.tools.len(),
-                    p.cursor.as_deref(),
-                    "tools",
-                    page_size,
-                )?;
-                let tools: Vec<_> = registry.tools[range]
+                let shown: Vec<&super::tools::ToolEntry> = match &registry.tool_filter {
+                    Some(keep) => registry
+                        .tools
+                        .iter()
+                        .filter(|t| keep(&ctx, &t.def))
+                        .collect(),
+                    None => registry.tools.iter().collect(),
+                };
+                let (range, next) =
+                    pagination::page_range(shown.len(), p.cursor.as_deref(), "tools", page_size)?;
+                let tools: Vec<_> = shown[range]
                     .iter()
                     .map(|t| {
                         let mut def = moat_protocol::types::Tool::clone(&t.def);
@@ -684,8 +688,20 @@ async fn call_tool(
         let reg = server.registry();
         reg.tool_index.get(name.as_str()).map(|&i| {
             let t = &reg.tools[i];
-            (t.call.clone(), t.def.task_support(), t.start)
+            (
+                t.call.clone(),
+                t.def.task_support(),
+                t.start,
+                t.scopes.clone(),
+            )
         })
+    };
+    let tool = match tool {
+        Some((call, support, start, scopes)) => {
+            check_scopes(&ctx, &scopes)?;
+            Some((call, support, start))
+        }
+        None => None,
     };
     let modern = is_modern(&ctx);
     let retry = if modern {
@@ -768,6 +784,18 @@ async fn call_tool(
         },
     )
     .await
+}
+
+/// Refuses a caller whose access token lacks one of `scopes`; callers no issuer vouches
+/// for have no token to check.
+fn check_scopes(ctx: &RequestContext, scopes: &[String]) -> Result<(), ErrorObject> {
+    let Some(identity) = ctx.identity().filter(|i| i.issuer.is_some()) else {
+        return Ok(());
+    };
+    if scopes.iter().all(|s| identity.has_scope(s)) {
+        return Ok(());
+    }
+    Err(moat_transport::http::server::insufficient_scope(scopes))
 }
 
 /// A 2026-07-28 retry's fields: the client's answers and the state it echoes back.

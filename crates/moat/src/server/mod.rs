@@ -199,6 +199,17 @@ impl Server {
         self
     }
 
+    /// Require scopes of the callers of tool `name` (registered before); see
+    /// [`Batch::tool_scopes`].
+    pub fn tool_scopes<S: Into<String>>(
+        self,
+        name: &str,
+        scopes: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.batch(|b| b.tool_scopes(name, scopes));
+        self
+    }
+
     fn register_tool(self, entry: ToolEntry) -> Self {
         self.batch(|b| b.tool_entry(entry));
         self
@@ -535,6 +546,16 @@ impl Server {
 
     /// Serve one connection; returns a [`Peer`] at once (the connection runs in the background).
     pub fn start(&self, conn: Connection) -> Peer {
+        self.start_as(conn, None)
+    }
+
+    /// Serve one connection whose messages all come from `identity` (unless the transport
+    /// names another caller for a message).
+    pub fn start_as(
+        &self,
+        conn: Connection,
+        identity: Option<moat_transport::SharedIdentity>,
+    ) -> Peer {
         let session = Arc::new(Session::new());
         self.inner
             .sessions
@@ -542,12 +563,11 @@ impl Server {
             .unwrap_or_else(|e| e.into_inner())
             .push(Arc::downgrade(&session));
         let handler = Arc::new(SessionHandler::new(self.inner.clone(), session.clone()));
-        let peer = Peer::start(
-            conn,
-            Role::Server,
-            handler,
-            self.inner.options().peer.clone(),
-        );
+        let mut options = self.inner.options().peer.clone();
+        if identity.is_some() {
+            options.identity = identity;
+        }
+        let peer = Peer::start(conn, Role::Server, handler, options);
         session.set_peer(peer.clone());
         peer
     }
@@ -559,10 +579,15 @@ impl Server {
         Ok(())
     }
 
-    /// Serve this process's stdin/stdout until the client closes stdin.
+    /// Serve this process's stdin/stdout until the client closes stdin. Requests come
+    /// from the local OS user ([`RequestContext::identity`](crate::RequestContext::identity)):
+    /// whoever writes to our stdin runs as that user.
     pub async fn serve_stdio(self) -> Result<()> {
         let limits = self.inner.options().limits;
-        self.serve(moat_transport::stdio::stdio(limits)).await
+        let me = Arc::new(moat_transport::Identity::local_user());
+        let peer = self.start_as(moat_transport::stdio::stdio(limits), Some(me));
+        peer.closed().await;
+        Ok(())
     }
 }
 

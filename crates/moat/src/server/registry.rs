@@ -44,7 +44,14 @@ pub(crate) struct Registry {
     pub(super) prompts: Vec<PromptEntry>,
     pub(super) completion: Option<CompletionFn>,
     pub(super) unknown_tool: Option<UnknownToolFn>,
+    /// Which tools `tools/list` shows to the request asking.
+    pub(super) tool_filter: Option<ToolFilter>,
 }
+
+/// Whether the request asking may see a tool in the list (see
+/// [`Batch::tool_filter`](super::Batch::tool_filter)).
+pub(super) type ToolFilter =
+    Arc<dyn Fn(&RequestContext, &moat_protocol::types::Tool) -> bool + Send + Sync>;
 
 /// A handler's error as the JSON-RPC error to answer with: an [`ErrorObject`] as it is
 /// (a gateway passing on its server's), anything else as an internal error.

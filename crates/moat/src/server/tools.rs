@@ -120,6 +120,9 @@ pub(crate) struct ToolEntry {
     pub(crate) def: Arc<Tool>,
     pub(crate) call: ToolFn,
     pub(crate) start: TaskStart,
+    /// Scopes a caller's access token must grant to call it (see
+    /// [`Batch::tool_scopes`](super::Batch::tool_scopes)).
+    pub(crate) scopes: Arc<[String]>,
 }
 
 /// Decode `arguments` (absent → `{}`) into `A`. An argument sent as `null` means the same
@@ -193,5 +196,6 @@ where
         def,
         call,
         start: TaskStart::default(),
+        scopes: Arc::from([]),
     }
 }

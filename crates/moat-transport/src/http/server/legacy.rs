@@ -36,7 +36,11 @@ pub(super) fn open(shared: &Shared, req: &Request<Incoming>, message_path: &str)
             None,
         );
     }
-    let (session, conn) = shared.sessions.open(shared.bounds, shared.options.queue);
+    let caller = super::caller_of(req.extensions());
+    let (session, conn) =
+        shared
+            .sessions
+            .open(shared.bounds, shared.options.queue, caller.as_deref());
     let Some(stream) = session.standalone(false) else {
         return error(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -94,7 +98,10 @@ pub(super) async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Bo
             None,
         );
     };
-    let Some(session) = shared.sessions.get(&id) else {
+    let Some(session) = shared
+        .sessions
+        .get(&id, super::caller_of(req.extensions()).as_deref())
+    else {
         return error(
             StatusCode::NOT_FOUND,
             SESSION_NOT_FOUND,
@@ -103,6 +110,7 @@ pub(super) async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Bo
         );
     };
     let (head, body) = req.into_parts();
+    let caller = super::caller_of(&head.extensions);
     let text = match read_body(shared, &head.headers, body).await {
         Ok(t) => t,
         Err(r) => return r,
@@ -110,7 +118,7 @@ pub(super) async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Bo
     if let Err(r) = parse(&text) {
         return r;
     }
-    match session.deliver(text).await {
+    match session.deliver(text, caller).await {
         Ok(()) => {
             let mut r = empty(StatusCode::ACCEPTED);
             *r.body_mut() = super::full(Bytes::from_static(b"Accepted"));

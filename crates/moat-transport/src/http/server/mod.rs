@@ -39,10 +39,14 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 pub use modern::{SharedToolHeaders, ToolHeaders};
-pub use resource::{Identity, IntrospectionOptions, MAX_SKEW, ResourceError, ResourceOptions};
+pub use resource::{
+    INSUFFICIENT_SCOPE, Identity, IntrospectionOptions, MAX_SKEW, ResourceError, ResourceOptions,
+    insufficient_scope,
+};
 
 use super::headers as h;
 use crate::connection::Connection;
+use crate::identity::SharedIdentity;
 use guard::{Guard, Refusal};
 use session::Sessions;
 use stream::{Opening, StreamBounds};
@@ -426,14 +430,16 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             }
         };
     }
+    let mut req = req;
     if let Some(authorizer) = &shared.authorizer {
         if let Some(r) = resource_metadata(authorizer, &req) {
             return r;
         }
         match authorizer.check(req.headers()).await {
-            // The identity does not travel with the request yet: logged for now.
+            // The identity rides with the request to whichever handler takes it.
             Ok(identity) => {
-                tracing::debug!(subject = ?identity.subject, client = ?identity.client_id, "access token accepted")
+                tracing::debug!(subject = ?identity.subject, client = ?identity.client_id, "access token accepted");
+                req.extensions_mut().insert(Caller(Arc::new(identity)));
             }
             Err(denial) => {
                 let c = authorizer.challenge(&denial);
@@ -480,6 +486,29 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         format!("Not found: the MCP endpoint is {}", opts.endpoint),
         None,
     )
+}
+
+/// A handler's refusal of a caller lacking a tool's scopes, as the 403 that asks the client
+/// to step up; `None` for any other answer (or without OAuth, when there is no challenge to
+/// make).
+fn step_up(shared: &Shared, answer: &str) -> Option<Response<Body>> {
+    let authorizer = shared.authorizer.as_ref()?;
+    let needed = resource::scopes_needed(answer)?;
+    let c = authorizer.step_up(needed);
+    let mut r = json_response(c.status, answer.to_owned());
+    if let Ok(v) = HeaderValue::from_str(&c.header) {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    Some(r)
+}
+
+/// The identity the resource server found behind a request's token, kept in the request's
+/// extensions on its way to MCP.
+#[derive(Clone)]
+struct Caller(SharedIdentity);
+
+fn caller_of(extensions: &http::Extensions) -> Option<SharedIdentity> {
+    extensions.get::<Caller>().map(|c| c.0.clone())
 }
 
 /// A GET of the Protected Resource Metadata, answered without a token.
@@ -692,6 +721,7 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         .get(h::PROTOCOL_VERSION)
         .map(|v| v.to_str().unwrap_or("").to_owned());
     let (head, body) = req.into_parts();
+    let caller = caller_of(&head.extensions);
     let headers = head.headers;
     let text = match read_body(shared, &headers, body).await {
         Ok(t) => t,
@@ -722,7 +752,7 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         None => session_header.is_some() || body_version.is_none(),
     };
     if shared.options.stateless || !handshake {
-        return post_modern(shared, &headers, text, parsed, accept).await;
+        return post_modern(shared, &headers, text, parsed, accept, caller).await;
     }
     if let Some(v) = &version_header {
         let ok = ProtocolVersion::parse(v)
@@ -747,7 +777,7 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     }
 
     let (session, fresh) = match (&session_header, is_initialize) {
-        (Some(id), _) => match shared.sessions.get(id) {
+        (Some(id), _) => match shared.sessions.get(id, caller.as_deref()) {
             Some(s) => (s, false),
             None => {
                 return error(
@@ -767,7 +797,10 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
                     None,
                 );
             }
-            let (session, conn) = shared.sessions.open(shared.bounds, shared.options.queue);
+            let (session, conn) =
+                shared
+                    .sessions
+                    .open(shared.bounds, shared.options.queue, caller.as_deref());
             (shared.on_connection)(conn);
             (session, true)
         }
@@ -780,7 +813,7 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     };
 
     if parsed.requests.is_empty() {
-        return match session.deliver(text).await {
+        return match session.deliver(text, caller).await {
             Ok(()) => empty(StatusCode::ACCEPTED),
             Err(_) => error(
                 StatusCode::NOT_FOUND,
@@ -802,8 +835,8 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     }
     // A single request goes on as the head read above; anything else as its text.
     let delivered = match parsed.single {
-        Some(head) => session.deliver_request(head.with_line(text)).await,
-        None => session.deliver(text).await,
+        Some(head) => session.deliver_request(head.with_line(text), caller).await,
+        None => session.deliver(text, caller).await,
     };
     if delivered.is_err() {
         return error(
@@ -815,7 +848,7 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     }
     stream.first_event().await;
     let response = if let Some(json) = stream.take_single() {
-        json_response(StatusCode::OK, json.to_string())
+        step_up(shared, &json).unwrap_or_else(|| json_response(StatusCode::OK, json.to_string()))
     } else if accept.sse {
         let opening = Opening {
             prime: negotiated_new,
@@ -849,6 +882,7 @@ async fn post_modern(
     text: String,
     parsed: Parsed,
     accept: Accepts,
+    caller: Option<SharedIdentity>,
 ) -> Response<Body> {
     if parsed.batch {
         return error(
@@ -884,7 +918,8 @@ async fn post_modern(
         );
     }
     drop(view);
-    let Some(exchange) = modern::start(head.with_line(text), &shared.on_connection).await else {
+    let Some(exchange) = modern::start(head.with_line(text), caller, &shared.on_connection).await
+    else {
         return error(
             StatusCode::INTERNAL_SERVER_ERROR,
             INTERNAL_ERROR,
@@ -895,6 +930,9 @@ async fn post_modern(
     if let Some(error) = modern::answer_of(&exchange.first) {
         let mut exchange = exchange;
         exchange.cancel.answered();
+        if let Some(r) = step_up(shared, &exchange.first.text) {
+            return r;
+        }
         return json_response(modern::status_for(error), exchange.first.text);
     }
     if accept.sse {
@@ -923,7 +961,10 @@ fn session_of(
     };
     shared
         .sessions
-        .get(id.to_str().unwrap_or(""))
+        .get(
+            id.to_str().unwrap_or(""),
+            caller_of(req.extensions()).as_deref(),
+        )
         .ok_or_else(|| {
             error(
                 StatusCode::NOT_FOUND,
@@ -1017,7 +1058,13 @@ fn delete(shared: &Shared, req: &Request<Incoming>) -> Response<Body> {
     let Some(id) = req.headers().get(h::SESSION_ID) else {
         return bad_request("Bad request: the Mcp-Session-Id header is required");
     };
-    if shared.sessions.close(id.to_str().unwrap_or("")) {
+    let id = id.to_str().unwrap_or("");
+    // Only its owner may end a session.
+    let owned = shared
+        .sessions
+        .get(id, caller_of(req.extensions()).as_deref())
+        .is_some();
+    if owned && shared.sessions.close(id) {
         empty(StatusCode::OK)
     } else {
         error(

@@ -149,6 +149,7 @@ pub(crate) struct Exchange {
 /// the rest of the exchange. `None`: the MCP side ended without answering.
 pub(crate) async fn start(
     head: OwnedRequestHead,
+    caller: Option<crate::identity::SharedIdentity>,
     on_connection: &super::OnConnection,
 ) -> Option<Exchange> {
     let id = head.id().clone();
@@ -160,7 +161,13 @@ pub(crate) async fn start(
         closer: None,
         single_request: true,
     });
-    in_tx.send(Inbound::Request(Box::new(head))).await.ok()?;
+    in_tx
+        .send(super::session::with_caller(
+            Inbound::Request(Box::new(head)),
+            caller,
+        ))
+        .await
+        .ok()?;
     let cancel = CancelOnDrop {
         inbound: Some(in_tx),
         id,

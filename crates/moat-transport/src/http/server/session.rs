@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 use super::stream::{Pushed, Stream, StreamBounds};
 use crate::connection::{Closer, Connection, Inbound, Outgoing};
 use crate::framing::Frame;
+use crate::identity::{Identity, SharedIdentity};
 
 /// Live sessions by id.
 #[derive(Default)]
@@ -27,8 +28,14 @@ impl Sessions {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn get(&self, id: &str) -> Option<Arc<Session>> {
+    /// The session `id`, if `caller` may use it: a session opened with an access token
+    /// belongs to that token's user, and is unknown to anyone else (a session id that
+    /// leaks is no way into another user's session).
+    pub(crate) fn get(&self, id: &str, caller: Option<&Identity>) -> Option<Arc<Session>> {
         let session = self.map().get(id).cloned()?;
+        if session.owner != Owner::of(caller) {
+            return None;
+        }
         session.touch();
         Some(session)
     }
@@ -42,6 +49,7 @@ impl Sessions {
         self: &Arc<Self>,
         bounds: StreamBounds,
         queue: usize,
+        caller: Option<&Identity>,
     ) -> (Arc<Session>, Connection) {
         let id = new_session_id();
         let (in_tx, in_rx) = mpsc::channel(queue);
@@ -53,6 +61,7 @@ impl Sessions {
             last_active: Mutex::new(Instant::now()),
             bounds,
             version: std::sync::OnceLock::new(),
+            owner: Owner::of(caller),
         });
         self.map().insert(id.clone(), session.clone());
         tokio::spawn(route(Arc::downgrade(&session), out_rx));
@@ -140,6 +149,19 @@ pub(crate) struct Session {
     bounds: StreamBounds,
     /// The revision `initialize` settled on, once its answer went out.
     version: std::sync::OnceLock<ProtocolVersion>,
+    /// Whose session it is.
+    owner: Owner,
+}
+
+/// The user a session belongs to: the issuer and subject of the token that opened it
+/// (nobody's without OAuth).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Owner(Option<(Option<String>, Option<String>)>);
+
+impl Owner {
+    fn of(caller: Option<&Identity>) -> Owner {
+        Owner(caller.map(|c| (c.issuer.clone(), c.subject.clone())))
+    }
 }
 
 /// Why a message could not be handed to the session.
@@ -173,13 +195,23 @@ impl Session {
     }
 
     /// Hand one message (or batch) from the client to MCP.
-    pub(crate) async fn deliver(&self, text: String) -> Result<(), Closed> {
-        self.hand_on(Inbound::Frame(Frame::Line(text))).await
+    pub(crate) async fn deliver(
+        &self,
+        text: String,
+        caller: Option<SharedIdentity>,
+    ) -> Result<(), Closed> {
+        self.hand_on(with_caller(Inbound::Frame(Frame::Line(text)), caller))
+            .await
     }
 
     /// Hand one request, its head already read, from the client to MCP.
-    pub(crate) async fn deliver_request(&self, head: OwnedRequestHead) -> Result<(), Closed> {
-        self.hand_on(Inbound::Request(Box::new(head))).await
+    pub(crate) async fn deliver_request(
+        &self,
+        head: OwnedRequestHead,
+        caller: Option<SharedIdentity>,
+    ) -> Result<(), Closed> {
+        self.hand_on(with_caller(Inbound::Request(Box::new(head)), caller))
+            .await
     }
 
     async fn hand_on(&self, item: Inbound) -> Result<(), Closed> {
@@ -267,6 +299,14 @@ impl Session {
 
 /// Forget streams nobody can need any more: finished and fully delivered, or (beyond a
 /// few) finished and abandoned.
+/// `item`, marked as coming from `caller` when the request was authenticated.
+pub(super) fn with_caller(item: Inbound, caller: Option<SharedIdentity>) -> Inbound {
+    match caller {
+        Some(identity) => Inbound::Caller(identity, Box::new(item)),
+        None => item,
+    }
+}
+
 fn prune(routes: &mut Routes) {
     routes.streams.retain(|_, s| !s.is_spent());
     const KEEP_ABANDONED: usize = 32;

@@ -2,6 +2,10 @@
 //! Discovery), fetched from its JWKS, kept, and fetched again when a token names a key not
 //! seen yet — at most once per interval, so a flood of made-up `kid`s cannot turn into a
 //! flood of fetches. When a fetch fails the keys already held stay in use.
+//!
+//! No lock is held across a fetch: requests whose keys are held are answered while one
+//! request fetches, and requests that need the same fetch wait for it (one at a time)
+//! rather than each making their own.
 
 use std::time::{Duration, Instant};
 
@@ -39,7 +43,9 @@ pub(super) struct KeyCache {
     issuer_url: Url,
     configured_jwks: Option<Url>,
     interval: Duration,
-    state: tokio::sync::Mutex<State>,
+    state: std::sync::Mutex<State>,
+    /// Held by the one request fetching; others that need keys wait here, then look again.
+    fetching: tokio::sync::Mutex<()>,
 }
 
 fn family_of(jwk: &Jwk) -> AlgorithmFamily {
@@ -79,8 +85,22 @@ impl KeyCache {
             issuer_url,
             configured_jwks,
             interval,
-            state: tokio::sync::Mutex::new(State::default()),
+            state: std::sync::Mutex::new(State::default()),
+            fetching: tokio::sync::Mutex::new(()),
         }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn pick(&self, alg: Algorithm, kid: Option<&str>) -> Vec<Jwk> {
+        self.state()
+            .keys
+            .iter()
+            .filter(|k| fits(k, alg, kid))
+            .cloned()
+            .collect()
     }
 
     /// The keys that may verify a token signed with `alg` naming `kid`; fetched again if
@@ -90,26 +110,25 @@ impl KeyCache {
         alg: Algorithm,
         kid: Option<&str>,
     ) -> Result<Vec<Jwk>, String> {
-        let mut state = self.state.lock().await;
-        let pick = |state: &State| -> Vec<Jwk> {
-            state
-                .keys
-                .iter()
-                .filter(|k| fits(k, alg, kid))
-                .cloned()
-                .collect()
-        };
-        let found = pick(&state);
+        let found = self.pick(alg, kid);
         if !found.is_empty() {
             return Ok(found);
         }
-        if self.may_fetch(&mut state) {
-            self.refresh(&mut state).await;
-            let found = pick(&state);
+        let _fetching = self.fetching.lock().await;
+        // Whoever held the fetch before may have brought the key.
+        let found = self.pick(alg, kid);
+        if !found.is_empty() {
+            return Ok(found);
+        }
+        let allowed = self.may_fetch(&mut self.state());
+        if allowed {
+            self.refresh().await;
+            let found = self.pick(alg, kid);
             if !found.is_empty() {
                 return Ok(found);
             }
         }
+        let state = self.state();
         Err(match (&state.last_error, kid) {
             (Some(e), _) => format!("the issuer's signing keys could not be fetched ({e})"),
             (None, Some(kid)) => format!("the token's key {kid:?} is not one of the issuer's"),
@@ -119,10 +138,18 @@ impl KeyCache {
 
     /// The introspection endpoint the issuer's metadata names.
     pub(super) async fn introspection_endpoint(&self) -> Result<Url, String> {
-        let mut state = self.state.lock().await;
-        if state.endpoints.is_none() && self.may_fetch(&mut state) {
-            self.refresh(&mut state).await;
+        let known = self.state().endpoints.is_some();
+        if !known {
+            let _fetching = self.fetching.lock().await;
+            let allowed = {
+                let mut state = self.state();
+                state.endpoints.is_none() && self.may_fetch(&mut state)
+            };
+            if allowed {
+                self.refresh().await;
+            }
         }
+        let state = self.state();
         match state
             .endpoints
             .as_ref()
@@ -151,9 +178,27 @@ impl KeyCache {
         false
     }
 
-    async fn refresh(&self, state: &mut State) {
-        state.last_attempt = Some(Instant::now());
-        match self.fetch(state).await {
+    /// Fetches the keys (and the metadata, the first time), with no lock held meanwhile;
+    /// the caller holds `fetching`.
+    async fn refresh(&self) {
+        let endpoints = {
+            let mut state = self.state();
+            state.last_attempt = Some(Instant::now());
+            state.endpoints.clone()
+        };
+        let endpoints = match endpoints {
+            Some(e) => Ok(e),
+            None => self.discover().await,
+        };
+        let fetched = match &endpoints {
+            Ok(e) => self.fetch(e).await,
+            Err(e) => Err(e.clone()),
+        };
+        let mut state = self.state();
+        if let Ok(e) = endpoints {
+            state.endpoints = Some(e);
+        }
+        match fetched {
             Ok(keys) => {
                 state.keys = keys;
                 state.last_error = None;
@@ -165,11 +210,8 @@ impl KeyCache {
         }
     }
 
-    async fn fetch(&self, state: &mut State) -> Result<Vec<Jwk>, String> {
-        if state.endpoints.is_none() {
-            state.endpoints = Some(self.discover().await?);
-        }
-        let jwks_uri = match (&self.configured_jwks, state.endpoints.as_ref()) {
+    async fn fetch(&self, endpoints: &Endpoints) -> Result<Vec<Jwk>, String> {
+        let jwks_uri = match (&self.configured_jwks, Some(endpoints)) {
             (Some(u), _) => u.clone(),
             (
                 None,

@@ -13,6 +13,7 @@ mod introspect;
 mod jwt;
 mod keys;
 mod metadata;
+mod step_up;
 
 use std::time::Duration;
 
@@ -21,8 +22,12 @@ use http::header::AUTHORIZATION;
 use serde_json::{Map, Value};
 use url::Url;
 
+pub use crate::identity::Identity;
+
 pub(crate) use challenge::Challenge;
 pub(crate) use metadata::well_known_paths;
+pub(crate) use step_up::scopes_needed;
+pub use step_up::{INSUFFICIENT_SCOPE, insufficient_scope};
 
 use crate::http::oauth::metadata::resource_metadata_urls;
 use introspect::Introspector;
@@ -121,22 +126,6 @@ impl std::fmt::Debug for IntrospectionOptions {
             .field("client_secret", &"<redacted>")
             .finish_non_exhaustive()
     }
-}
-
-/// Who made a request, as its access token says.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct Identity {
-    /// The issuer that vouched for it.
-    pub issuer: String,
-    /// The user (`sub`), if the token names one.
-    pub subject: Option<String>,
-    /// The client the token was issued to (`client_id`, or `azp`).
-    pub client_id: Option<String>,
-    /// The scopes granted.
-    pub scopes: Vec<String>,
-    /// The claims asked for in [`ResourceOptions::claims`], those present.
-    pub claims: Map<String, Value>,
 }
 
 /// The resource server's configuration is unusable.
@@ -256,6 +245,22 @@ impl Authorizer {
         &self.options.resource
     }
 
+    /// The 403 challenge of a call a handler refused for lacking `needed` (one tool's
+    /// scopes): the scopes to ask for are the server's and the tool's.
+    pub(crate) fn step_up(&self, needed: Vec<String>) -> Challenge {
+        let mut scopes = self.options.scopes.clone();
+        for s in needed {
+            if !scopes.contains(&s) {
+                scopes.push(s);
+            }
+        }
+        Challenge::new(
+            &Denial::InsufficientScope(scopes.clone()),
+            &self.metadata_url,
+            &scopes,
+        )
+    }
+
     /// The challenge for a refusal.
     pub(crate) fn challenge(&self, denial: &Denial) -> Challenge {
         Challenge::new(denial, &self.metadata_url, &self.options.scopes)
@@ -315,7 +320,7 @@ fn scopes_of(claims: &Map<String, Value>) -> Vec<String> {
 fn identity_of(claims: &Map<String, Value>, options: &ResourceOptions) -> Identity {
     let text = |k: &str| claims.get(k).and_then(Value::as_str).map(str::to_owned);
     Identity {
-        issuer: options.issuer.clone(),
+        issuer: Some(options.issuer.clone()),
         subject: text("sub"),
         client_id: text("client_id").or_else(|| text("azp")),
         scopes: scopes_of(claims),

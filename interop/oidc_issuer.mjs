@@ -1,0 +1,124 @@
+// A real OAuth 2.1 / OpenID Connect authorization server for moat's resource-server tests:
+// oidc-provider on loopback, with two users (alice in ops, bob in dev), two clients (client-a
+// signs its tokens RS256, client-b EdDSA), one resource indicator (RESOURCE, JWT access
+// tokens with `aud` = it), client_credentials, introspection, and a test grant that issues a
+// user's access token without a browser (grant_type urn:moat:test:user, username=...).
+//
+// Test-only routes: POST /_test/rotate puts a new signing key of each kind first (rsa-N,
+// ed-N; the old ones stay published, as an issuer rotating keys does); POST /_test/jwks-down makes the
+// JWKS answer 503 until POST /_test/jwks-up.
+//
+// Prints one JSON line once listening: {"issuer": "http://127.0.0.1:PORT"}.
+// Usage: node oidc_issuer.mjs RESOURCE
+
+import http from 'node:http';
+import { generateKeyPair, exportJWK } from 'jose';
+import Provider from 'oidc-provider';
+
+const RESOURCE = process.argv[2];
+if (!RESOURCE) {
+  console.error('usage: node oidc_issuer.mjs RESOURCE');
+  process.exit(2);
+}
+const USERS = { alice: { groups: ['ops'] }, bob: { groups: ['dev'] } };
+const SCOPES = ['mcp:tools', 'db:write'];
+const TEST_GRANT = 'urn:moat:test:user';
+
+async function keyPair(alg, kid) {
+  const { privateKey } = await generateKeyPair(alg, { extractable: true, crv: alg === 'EdDSA' ? 'Ed25519' : undefined });
+  return { ...(await exportJWK(privateKey)), kid, alg, use: 'sig' };
+}
+
+async function makeProvider(issuer, keys) {
+  const provider = new Provider(issuer, {
+    clients: [
+      { client_id: 'client-a', client_secret: 'secret-a', grant_types: ['client_credentials', TEST_GRANT], response_types: [], redirect_uris: [], token_endpoint_auth_method: 'client_secret_post' },
+      { client_id: 'client-b', client_secret: 'secret-b', grant_types: ['client_credentials', TEST_GRANT], response_types: [], redirect_uris: [], token_endpoint_auth_method: 'client_secret_post' },
+      // The resource server itself, for introspection.
+      { client_id: 'moat-rs', client_secret: 'secret-rs', grant_types: [], response_types: [], redirect_uris: [], token_endpoint_auth_method: 'client_secret_basic' },
+    ],
+    jwks: { keys },
+    scopes: SCOPES,
+    features: {
+      devInteractions: { enabled: false },
+      clientCredentials: { enabled: true },
+      introspection: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: () => RESOURCE,
+        useGrantedResource: () => true,
+        getResourceServerInfo: (ctx, resource, client) => {
+          if (resource !== RESOURCE) {
+            throw new Provider.errors.InvalidTarget();
+          }
+          return {
+            scope: SCOPES.join(' '),
+            audience: resource,
+            accessTokenFormat: 'jwt',
+            accessTokenTTL: 600,
+            jwt: { sign: { alg: client.clientId === 'client-b' ? 'EdDSA' : 'RS256' } },
+          };
+        },
+      },
+    },
+    findAccount: (ctx, id) => (USERS[id] ? { accountId: id, claims: () => ({ sub: id }) } : undefined),
+    extraTokenClaims: (ctx, token) => (token.accountId && USERS[token.accountId]
+      ? { groups: USERS[token.accountId].groups } : undefined),
+  });
+  provider.registerGrantType(TEST_GRANT, async (ctx) => {
+    const { client, params } = ctx.oidc;
+    const accountId = params.username;
+    if (!USERS[accountId]) {
+      throw new Provider.errors.InvalidGrant('unknown user');
+    }
+    const resource = params.resource || RESOURCE;
+    if (resource !== RESOURCE) {
+      throw new Provider.errors.InvalidTarget();
+    }
+    const scope = (params.scope || 'mcp:tools').split(' ').filter((s) => SCOPES.includes(s)).join(' ');
+    const grant = new provider.Grant({ accountId, clientId: client.clientId });
+    grant.addResourceScope(resource, scope);
+    const grantId = await grant.save();
+    const token = new provider.AccessToken({ accountId, client, grantId, gty: TEST_GRANT, scope });
+    token.resourceServer = new provider.ResourceServer(resource, {
+      scope: SCOPES.join(' '),
+      audience: resource,
+      accessTokenFormat: 'jwt',
+      accessTokenTTL: 600,
+      jwt: { sign: { alg: client.clientId === 'client-b' ? 'EdDSA' : 'RS256' } },
+    });
+    const value = await token.save();
+    ctx.body = { access_token: value, token_type: 'Bearer', expires_in: token.expiration, scope };
+  }, ['username', 'scope', 'resource'], ['resource']);
+  return provider;
+}
+
+const server = http.createServer();
+let active;
+let jwksDown = false;
+let rotations = 1;
+server.on('request', async (req, res) => {
+  if (req.method === 'POST' && req.url.startsWith('/_test/')) {
+    if (req.url === '/_test/rotate') {
+      rotations += 1;
+      keys.unshift(await keyPair('RS256', `rsa-${rotations}`), await keyPair('EdDSA', `ed-${rotations}`));
+      active = await makeProvider(issuer, [...keys]);
+    } else if (req.url === '/_test/jwks-down') {
+      jwksDown = true;
+    } else if (req.url === '/_test/jwks-up') {
+      jwksDown = false;
+    }
+    res.writeHead(204).end();
+    return;
+  }
+  if (jwksDown && req.url.startsWith('/jwks')) {
+    res.writeHead(503).end();
+    return;
+  }
+  active.callback()(req, res);
+});
+await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+const issuer = `http://127.0.0.1:${server.address().port}`;
+const keys = [await keyPair('RS256', 'rsa-1'), await keyPair('EdDSA', 'ed-1')];
+active = await makeProvider(issuer, keys);
+process.stdout.write(`${JSON.stringify({ issuer })}\n`);
