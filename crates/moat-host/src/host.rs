@@ -86,6 +86,15 @@ impl Host {
         Ok(host)
     }
 
+    /// Counts what the gateway does from now on and serves it at `http://ADDR/metrics` in
+    /// the Prometheus text format, until the returned endpoint is dropped.
+    pub async fn serve_metrics(
+        &self,
+        addr: std::net::SocketAddr,
+    ) -> Result<crate::telemetry::MetricsEndpoint, HostError> {
+        crate::telemetry::endpoint::serve_host(&self.inner, addr).await
+    }
+
     /// Waits until every server being started has come up or failed its first attempt,
     /// and the start-up decisions are made (bounded by the start timeout).
     pub async fn ready(&self) {

@@ -42,6 +42,7 @@ mod sqlite;
 pub mod state;
 mod subscriptions;
 mod supervisor;
+pub mod telemetry;
 pub mod watch;
 mod watched;
 

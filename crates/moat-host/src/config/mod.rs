@@ -48,6 +48,7 @@ mod reach;
 pub mod search;
 mod server;
 mod source;
+pub mod telemetry;
 
 pub use consent::{ConsentConfig, ConsentMode};
 pub use error::{ConfigError, Diagnostic};
@@ -81,6 +82,8 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// `[compat]`.
     pub compat: compat::CompatConfig,
+    /// `[telemetry]`.
+    pub telemetry: telemetry::TelemetryConfig,
     /// Where the audit store, pins and consent decisions live; `None`: the XDG state
     /// directory.
     pub state_dir: Option<PathBuf>,
@@ -182,6 +185,8 @@ struct TomlFile {
     gateway: TomlGateway,
     #[serde(default)]
     compat: compat::CompatConfig,
+    #[serde(default)]
+    telemetry: telemetry::TelemetryConfig,
     state_dir: Option<String>,
     import: Option<OneOrMany>,
 }
@@ -390,6 +395,7 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
         tool_search,
         gateway,
         compat: raw.compat,
+        telemetry: raw.telemetry,
         state_dir,
         imports,
     })
