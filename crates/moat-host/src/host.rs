@@ -65,6 +65,10 @@ impl Host {
             options,
         ));
         install_upstream_hooks(&inner);
+        // Counting starts before the first server does, so its start is counted.
+        if inner.settings().config.telemetry.metrics.is_some() {
+            inner.enable_metrics();
+        }
         let host = Host { inner };
         // The start-up decisions (tool search's `auto`) need the first catalog: they are a
         // start of their own, that ends after the servers' first attempts.
