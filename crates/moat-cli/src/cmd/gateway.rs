@@ -17,6 +17,16 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
     if args.search.is_some() {
         config.tool_search.mode = moat_host::SearchMode::On;
     }
+    if args.metrics.is_some() {
+        config.telemetry.metrics = args.metrics;
+    }
+    // Spans still buffered are sent when the guard goes, at the end of the run.
+    let _traces = if args.check {
+        None
+    } else {
+        crate::logging::export_traces(&config.telemetry).map_err(Failure::Usage)?
+    };
+    let metrics_addr = config.telemetry.metrics.filter(|_| !args.check);
     let helper = std::env::current_exe().context("finding the moat binary (the sandbox helper)")?;
     let options = HostOptions::default()
         .sandbox_helper(helper)
@@ -28,6 +38,20 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
         host.ready().await;
         return check(&host, args.json, args.search.as_deref()).await;
     }
+    let _metrics = match metrics_addr {
+        Some(addr) => {
+            let endpoint = host
+                .serve_metrics(addr)
+                .await
+                .map_err(|e| Failure::Usage(anyhow!(e)))?;
+            eprintln!(
+                "moat gateway: metrics on http://{}/metrics",
+                endpoint.local_addr()
+            );
+            Some(endpoint)
+        }
+        None => None,
+    };
     // Clients are served while the servers start; the summary follows their first attempts.
     let for_summary = host.clone();
     let summary_path = path.clone();
