@@ -70,7 +70,7 @@ pub(crate) struct Snapshot {
     pub(crate) held_servers: usize,
     /// Tools held back (changed since approval, or poisoned).
     pub(crate) held_tools: usize,
-    /// Client connections.
+    /// Client sessions open.
     pub(crate) sessions: usize,
 }
 
@@ -181,7 +181,11 @@ impl Metrics {
             "Tools held back because their definition changed since approval",
             m.pins_held.clone(),
         );
-        registry.register("sessions", "Client connections", m.sessions.clone());
+        registry.register(
+            "sessions",
+            "Client sessions open (stdio, and HTTP sessions of the handshake era; 2026-07-28 clients have none)",
+            m.sessions.clone(),
+        );
         Metrics { registry, ..m }
     }
 

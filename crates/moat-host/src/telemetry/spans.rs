@@ -62,7 +62,10 @@ pub(crate) fn ended(span: &Span, record: &AuditRecord) {
         span.record("moat.consent", consent.as_str());
     }
     span.record("moat.outcome", record.outcome.as_str());
-    span.record("moat.result.size", record.result_bytes);
+    span.record(
+        "moat.result.size",
+        i64::try_from(record.result_bytes).unwrap_or(i64::MAX),
+    );
     match record.outcome.as_str() {
         "ok" => {}
         outcome => {
