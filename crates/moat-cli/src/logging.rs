@@ -73,8 +73,8 @@ pub fn export_traces(
         return Ok(None);
     };
     handles.layer.reload(Some(layer))?;
-    handles.filter.reload(
-        Targets::new().with_target(moat_host::telemetry::TARGET, tracing::Level::INFO),
-    )?;
+    handles
+        .filter
+        .reload(Targets::new().with_target(moat_host::telemetry::TARGET, tracing::Level::INFO))?;
     Ok(Some(guard))
 }

@@ -76,7 +76,12 @@ pub(crate) async fn call_unlisted(
             message.push_str(&format!(". {}", inner.down_message(&server)));
         }
         record.refuse(&Refusal::UnknownTool, &message);
-        telemetry::call_ended(&inner, &spans::call(&ctx, name), &record, Default::default());
+        telemetry::call_ended(
+            &inner,
+            &spans::call(&ctx, name),
+            &record,
+            Default::default(),
+        );
         if let Some(audit) = inner.audit() {
             audit.record(record);
         }

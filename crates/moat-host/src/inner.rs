@@ -183,7 +183,8 @@ impl Inner {
 
     /// Starts counting (once; later calls change nothing).
     pub(crate) fn enable_metrics(&self) -> &crate::telemetry::metrics::Metrics {
-        self.metrics.get_or_init(crate::telemetry::metrics::Metrics::new)
+        self.metrics
+            .get_or_init(crate::telemetry::metrics::Metrics::new)
     }
 
     pub(crate) fn options(&self) -> &HostOptions {

@@ -45,7 +45,9 @@ const PARENT_ID: &str = "00f067aa0ba902b7";
 /// context it received (and makes a span of its own in that trace).
 fn downstream() -> Server {
     Server::new("down", "1")
-        .tool("ok", "Answers", |_: NoArgs| async { Ok::<_, String>("fine") })
+        .tool("ok", "Answers", |_: NoArgs| async {
+            Ok::<_, String>("fine")
+        })
         .tool("forbidden", "Denied by policy", |_: NoArgs| async {
             Ok::<_, String>("should not run")
         })
@@ -68,8 +70,12 @@ fn downstream() -> Server {
                 };
                 // The server's own span, a child of the context it received.
                 let mut meta = Map::new();
-                meta.insert("traceparent".into(), Value::String(trace.traceparent.clone()));
-                let span = tracing::info_span!(target: moat_host::telemetry::TARGET, "server handler");
+                meta.insert(
+                    "traceparent".into(),
+                    Value::String(trace.traceparent.clone()),
+                );
+                let span =
+                    tracing::info_span!(target: moat_host::telemetry::TARGET, "server handler");
                 span.set_parent(moat_host::telemetry::propagation::extract(&meta))
                     .unwrap();
                 drop(span);
@@ -179,9 +185,15 @@ fn parse_prometheus(text: &str) -> HashMap<Key, f64> {
         );
         let family = ["_bucket", "_sum", "_count"]
             .iter()
-            .find_map(|s| name.strip_suffix(s).filter(|f| types.get(*f).is_some_and(|t| t == "histogram")))
+            .find_map(|s| {
+                name.strip_suffix(s)
+                    .filter(|f| types.get(*f).is_some_and(|t| t == "histogram"))
+            })
             .unwrap_or(name);
-        assert!(types.contains_key(family), "sample of an undeclared family: {line}");
+        assert!(
+            types.contains_key(family),
+            "sample of an undeclared family: {line}"
+        );
         assert!(
             samples.insert((name.to_owned(), labels), value).is_none(),
             "duplicate sample: {line}"
@@ -207,7 +219,9 @@ fn parse_labels(mut text: &str) -> BTreeMap<String, String> {
             }
         };
         labels.insert(name.to_owned(), value);
-        text = rest[end + 1..].strip_prefix(',').unwrap_or(&rest[end + 1..]);
+        text = rest[end + 1..]
+            .strip_prefix(',')
+            .unwrap_or(&rest[end + 1..]);
     }
     labels
 }
@@ -262,9 +276,14 @@ fn buckets(samples: &HashMap<Key, f64>, name: &str, tool: &str) -> (Vec<(f64, f6
 }
 
 async fn scrape(addr: SocketAddr) -> String {
-    let response = reqwest::get(format!("http://{addr}/metrics")).await.unwrap();
+    let response = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .unwrap();
     assert_eq!(response.status(), 200);
-    let kind = response.headers()["content-type"].to_str().unwrap().to_owned();
+    let kind = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert!(kind.starts_with("text/plain; version=0.0.4"), "{kind}");
     response.text().await.unwrap()
 }
@@ -293,9 +312,17 @@ async fn metrics_count_the_calls_made() {
     let text = scrape(endpoint.local_addr()).await;
     let samples = parse_prometheus(&text);
     assert_eq!(calls(&samples, "ok", "allow", "ok"), 2.0, "{text}");
-    assert_eq!(calls(&samples, "forbidden", "deny", "refused"), 1.0, "{text}");
+    assert_eq!(
+        calls(&samples, "forbidden", "deny", "refused"),
+        1.0,
+        "{text}"
+    );
     assert_eq!(calls(&samples, "asky", "ask", "refused"), 1.0, "{text}");
-    assert_eq!(calls(&samples, "broken", "allow", "tool_error"), 1.0, "{text}");
+    assert_eq!(
+        calls(&samples, "broken", "allow", "tool_error"),
+        1.0,
+        "{text}"
+    );
     assert_eq!(calls(&samples, "slow", "allow", "failed"), 1.0, "{text}");
     let total: f64 = samples
         .iter()
@@ -319,30 +346,52 @@ async fn metrics_count_the_calls_made() {
             continue;
         }
         assert_eq!(series.last().unwrap(), &(f64::INFINITY, count), "{name}");
-        assert!(series.windows(2).all(|w| w[0].1 <= w[1].1), "{name}: buckets not cumulative");
+        assert!(
+            series.windows(2).all(|w| w[0].1 <= w[1].1),
+            "{name}: buckets not cumulative"
+        );
     }
     // The slow call waited the 300 ms deadline: it is not in the buckets below that.
     let (slow, _) = buckets(&samples, "moat_downstream_call_duration_seconds", "slow");
-    assert!(slow.iter().filter(|(le, _)| *le < 0.25).all(|(_, v)| *v == 0.0), "{text}");
+    assert!(
+        slow.iter()
+            .filter(|(le, _)| *le < 0.25)
+            .all(|(_, v)| *v == 0.0),
+        "{text}"
+    );
 
     assert_eq!(
-        sample(&samples, "moat_consent_requests_total", &[("answer", "unasked")]),
+        sample(
+            &samples,
+            "moat_consent_requests_total",
+            &[("answer", "unasked")]
+        ),
         Some(1.0),
         "{text}"
     );
-    assert_eq!(sample(&samples, "moat_consent_wait_seconds_count", &[]), Some(1.0));
+    assert_eq!(
+        sample(&samples, "moat_consent_wait_seconds_count", &[]),
+        Some(1.0)
+    );
     assert_eq!(
         sample(&samples, "moat_server_starts_total", &[("server", "down")]),
         Some(1.0),
         "{text}"
     );
     assert_eq!(
-        sample(&samples, "moat_server_state", &[("server", "down"), ("state", "up")]),
+        sample(
+            &samples,
+            "moat_server_state",
+            &[("server", "down"), ("state", "up")]
+        ),
         Some(1.0)
     );
     assert_eq!(sample(&samples, "moat_pins_held", &[]), Some(0.0));
     assert_eq!(sample(&samples, "moat_servers_held", &[]), Some(0.0));
-    assert!(sample(&samples, "moat_sessions", &[]).unwrap() >= 1.0, "{text}");
+    assert!(
+        sample(&samples, "moat_sessions", &[]).unwrap() >= 1.0,
+        "{text}"
+    );
 
     let missing = reqwest::get(format!("http://{}/nope", endpoint.local_addr()))
         .await
@@ -383,10 +432,7 @@ async fn collector() -> (String, Received) {
                                 .flat_map(|r| &r.attributes)
                                 .find(|a| a.key == "service.name")
                                 .and_then(|a| a.value.as_ref()?.value.clone());
-                            assert_eq!(
-                                service,
-                                Some(AnyValue::StringValue("moat-test".into()))
-                            );
+                            assert_eq!(service, Some(AnyValue::StringValue("moat-test".into())));
                             for scope in resource.scope_spans {
                                 got.extend(scope.spans);
                             }
@@ -437,7 +483,11 @@ async fn a_call_is_one_trace_from_the_client_to_the_server() {
         json!(format!("00-{TRACE_ID}-{PARENT_ID}-01")),
     );
     let result = client
-        .call_tool_with("down__traced", json!({}), RequestOptions::default().meta(meta))
+        .call_tool_with(
+            "down__traced",
+            json!({}),
+            RequestOptions::default().meta(meta),
+        )
         .await
         .unwrap();
     let seen = result.content[0].as_text().unwrap().to_owned();
@@ -449,7 +499,10 @@ async fn a_call_is_one_trace_from_the_client_to_the_server() {
     let parts: Vec<&str> = seen.split('-').collect();
     assert_eq!(parts.len(), 4, "{seen}");
     assert_eq!(parts[1], TRACE_ID, "{seen}");
-    assert_ne!(parts[2], PARENT_ID, "the gateway passed the client's span on: {seen}");
+    assert_ne!(
+        parts[2], PARENT_ID,
+        "the gateway passed the client's span on: {seen}"
+    );
 
     let spans: Vec<Span> = received
         .lock()
@@ -459,10 +512,12 @@ async fn a_call_is_one_trace_from_the_client_to_the_server() {
         .cloned()
         .collect();
     let named = |name: &str| -> &Span {
-        spans
-            .iter()
-            .find(|s| s.name == name)
-            .unwrap_or_else(|| panic!("no span {name} among {:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>()))
+        spans.iter().find(|s| s.name == name).unwrap_or_else(|| {
+            panic!(
+                "no span {name} among {:?}",
+                spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+            )
+        })
     };
     let call = named("tools/call down__traced");
     assert_eq!(hex(&call.parent_span_id), PARENT_ID);
@@ -489,7 +544,11 @@ async fn a_call_is_one_trace_from_the_client_to_the_server() {
     let forwarded = named("tools/call traced");
     assert_eq!(forwarded.parent_span_id, call.span_id);
     assert_eq!(forwarded.kind, 3);
-    assert_eq!(hex(&forwarded.span_id), parts[2], "the server's parent is the forwarded span");
+    assert_eq!(
+        hex(&forwarded.span_id),
+        parts[2],
+        "the server's parent is the forwarded span"
+    );
     let handler = named("server handler");
     assert_eq!(handler.parent_span_id, forwarded.span_id);
 }

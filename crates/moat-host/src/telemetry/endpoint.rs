@@ -72,7 +72,10 @@ async fn serve(listener: TcpListener, render: Arc<dyn Fn() -> String + Send + Sy
     }
 }
 
-fn answer(req: &Request<Incoming>, render: &(dyn Fn() -> String + Send + Sync)) -> Response<Full<Bytes>> {
+fn answer(
+    req: &Request<Incoming>,
+    render: &(dyn Fn() -> String + Send + Sync),
+) -> Response<Full<Bytes>> {
     let (status, content_type, body) = match (req.method(), req.uri().path()) {
         (&Method::GET, "/metrics") => (StatusCode::OK, CONTENT_TYPE, render()),
         (_, "/metrics") => (
@@ -116,8 +119,11 @@ pub(crate) async fn serve_host(
 }
 
 fn snapshot(inner: &crate::inner::Inner) -> super::metrics::Snapshot {
-    let live: std::collections::HashSet<String> =
-        inner.live_clients().into_iter().map(|(name, _)| name).collect();
+    let live: std::collections::HashSet<String> = inner
+        .live_clients()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
     let mut servers: Vec<(String, bool)> = inner
         .running_names()
         .into_iter()

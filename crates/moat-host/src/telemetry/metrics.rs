@@ -276,7 +276,8 @@ impl Metrics {
         self.pins_held.set(gauge(now.held_tools));
         self.sessions.set(gauge(now.sessions));
         let mut out = String::new();
-        if let Err(e) = prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
+        if let Err(e) =
+            prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
         {
             tracing::warn!(error = %e, "metrics not encoded");
         }

@@ -96,7 +96,11 @@ where
     let service = config
         .service_name
         .clone()
-        .or_else(|| std::env::var("OTEL_SERVICE_NAME").ok().filter(|s| !s.is_empty()))
+        .or_else(|| {
+            std::env::var("OTEL_SERVICE_NAME")
+                .ok()
+                .filter(|s| !s.is_empty())
+        })
         .unwrap_or_else(|| DEFAULT_SERVICE.to_owned());
     let resource = Resource::builder().with_service_name(service).build();
     let provider = SdkTracerProvider::builder()

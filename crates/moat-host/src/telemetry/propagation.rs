@@ -3,7 +3,9 @@
 //! the client through the gateway to the server.
 
 use opentelemetry::Context;
-use opentelemetry::propagation::{Extractor, Injector, TextMapCompositePropagator, TextMapPropagator};
+use opentelemetry::propagation::{
+    Extractor, Injector, TextMapCompositePropagator, TextMapPropagator,
+};
 use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
 use serde_json::{Map, Value};
 
@@ -25,7 +27,10 @@ impl Extractor for MetaReader<'_> {
     }
 
     fn keys(&self) -> Vec<&str> {
-        KEYS.iter().copied().filter(|k| self.0.contains_key(*k)).collect()
+        KEYS.iter()
+            .copied()
+            .filter(|k| self.0.contains_key(*k))
+            .collect()
     }
 }
 
