@@ -47,7 +47,7 @@ pub(crate) async fn call(
         .instrument(span.clone())
         .await;
     record.duration_us = started.elapsed().as_micros() as u64;
-    telemetry::call_ended(&inner, &span, &record, started.elapsed());
+    telemetry::call_ended(inner.metrics(), &span, &record, started.elapsed());
     if let Some(audit) = inner.audit() {
         audit.record(record);
     }
@@ -77,7 +77,7 @@ pub(crate) async fn call_unlisted(
         }
         record.refuse(&Refusal::UnknownTool, &message);
         telemetry::call_ended(
-            &inner,
+            inner.metrics(),
             &spans::call(&ctx, name),
             &record,
             Default::default(),
@@ -220,7 +220,7 @@ async fn run(
             let answer = consent::ask(ctx, consent.mode, consent.timeout, &question)
                 .instrument(span.clone())
                 .await;
-            telemetry::consent_answered(inner, &span, &answer, asked.elapsed());
+            telemetry::consent_answered(inner.metrics(), &span, &answer, asked.elapsed());
             record.consent = Some(answer.how.clone());
             if !answer.choice.approves() {
                 let hint = match &answer.unasked {

@@ -177,7 +177,7 @@ pub(crate) async fn supervise(
                 };
                 tracing::warn!(server = %cfg.name, error = %why, retry_in = ?backoff, "server did not start");
                 if let Some(inner) = host.upgrade() {
-                    crate::telemetry::server_start_failed(&inner, &cfg.name);
+                    crate::telemetry::server_start_failed(inner.metrics(), &cfg.name);
                     inner.set_down(&cfg.name, Some(why));
                     // Not back: what it offered goes (it was kept while it restarted).
                     if inner.is_current(&cfg.name, generation) {
@@ -201,7 +201,7 @@ pub(crate) async fn supervise(
         // Live before its tools appear: a call that follows the listing finds it.
         live.send_replace(Some(client.clone()));
         let Some(inner) = host.upgrade() else { return };
-        crate::telemetry::server_up(&inner, &cfg);
+        crate::telemetry::server_up(inner.metrics(), &cfg);
         inner.set_down(&cfg.name, None);
         if let Err(e) = inner.refresh_catalog(&cfg.name, &client).await {
             tracing::error!(server = %cfg.name, error = %e, "catalog refused");
@@ -273,7 +273,7 @@ pub(crate) async fn supervise(
             return;
         }
         if let Some(inner) = host.upgrade() {
-            crate::telemetry::server_restarting(&inner, &cfg.name);
+            crate::telemetry::server_restarting(inner.metrics(), &cfg.name);
             inner.set_down(&cfg.name, why.clone());
         }
         if up_since.elapsed() >= STABLE_AFTER {

@@ -21,26 +21,26 @@ pub const TARGET: &str = "moat::telemetry";
 
 /// A call ended: its metrics counted and its span given what its audit record says.
 pub(crate) fn call_ended(
-    inner: &crate::inner::Inner,
+    metrics: Option<&metrics::Metrics>,
     span: &tracing::Span,
     record: &crate::audit::AuditRecord,
     took: std::time::Duration,
 ) {
     spans::ended(span, record);
-    if let Some(metrics) = inner.metrics() {
+    if let Some(metrics) = metrics {
         metrics.call(record, took);
     }
 }
 
 /// A consent question was answered (or could not be asked) after `waited`.
 pub(crate) fn consent_answered(
-    inner: &crate::inner::Inner,
+    metrics: Option<&metrics::Metrics>,
     span: &tracing::Span,
     answer: &crate::consent::Answer,
     waited: std::time::Duration,
 ) {
     span.record("moat.consent", answer.how.as_str());
-    if let Some(metrics) = inner.metrics() {
+    if let Some(metrics) = metrics {
         let label = if answer.choice.approves() {
             "approved"
         } else if answer.unasked.is_some() {
@@ -53,22 +53,22 @@ pub(crate) fn consent_answered(
 }
 
 /// A server came up (inside a sandbox when its configuration gives it a profile).
-pub(crate) fn server_up(inner: &crate::inner::Inner, cfg: &crate::config::ServerConfig) {
-    if let Some(metrics) = inner.metrics() {
+pub(crate) fn server_up(metrics: Option<&metrics::Metrics>, cfg: &crate::config::ServerConfig) {
+    if let Some(metrics) = metrics {
         metrics.server_started(&cfg.name, cfg.profile().is_some());
     }
 }
 
 /// An attempt to start `server` failed.
-pub(crate) fn server_start_failed(inner: &crate::inner::Inner, server: &str) {
-    if let Some(metrics) = inner.metrics() {
+pub(crate) fn server_start_failed(metrics: Option<&metrics::Metrics>, server: &str) {
+    if let Some(metrics) = metrics {
         metrics.server_start_failed(server);
     }
 }
 
 /// `server` went away while up; the supervisor restarts it.
-pub(crate) fn server_restarting(inner: &crate::inner::Inner, server: &str) {
-    if let Some(metrics) = inner.metrics() {
+pub(crate) fn server_restarting(metrics: Option<&metrics::Metrics>, server: &str) {
+    if let Some(metrics) = metrics {
         metrics.server_restarting(server);
     }
 }
