@@ -14,7 +14,14 @@ pub struct Cli {
 
     /// How logs on stderr are written: `text` for people, `json` (one object a line) for
     /// a log collector.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true, value_name = "FORMAT")]
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = LogFormat::Text,
+        global = true,
+        value_name = "FORMAT",
+        env = "MOAT_LOG_FORMAT"
+    )]
     pub log_format: LogFormat,
 
     #[command(subcommand)]

@@ -1,32 +1,40 @@
-//! Where the `tracing` subscriber is set up: logs on stderr (text or JSON lines) and, once
-//! a command asks for it, the OpenTelemetry layer that exports the gateway's spans.
+//! Where the `tracing` subscriber is set up: logs on stderr (text or JSON lines) and, for
+//! the gateway, the OpenTelemetry layer that exports its spans.
 //!
-//! The subscriber is installed before any command runs, but whether traces are exported
-//! is known only once the gateway has read its configuration: the trace layer and its
-//! filter are reloadable, and the filter lets nothing through until [`export_traces`]
-//! installs the layer. Until then (and when traces stay off) the gateway's telemetry spans
-//! are disabled call sites, as if the layer did not exist.
+//! Whether the gateway exports traces is known only once it has read its configuration,
+//! and a subscriber cannot take a trace layer later (a reloaded layer hides the span
+//! context the layer keeps, so trace context could not be passed on): the gateway installs
+//! its subscriber itself, right after reading the configuration, which logs nothing.
+//! Every other command gets its subscriber before it runs.
 
 use std::sync::OnceLock;
 
-use tracing_subscriber::filter::Targets;
 use tracing_subscriber::prelude::*;
-use tracing_subscriber::{EnvFilter, Layer, Registry, reload};
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 use crate::cli::LogFormat;
 
-type TraceLayer = Option<Box<dyn Layer<Registry> + Send + Sync>>;
+/// `-v` and `--log-format`, kept for a subscriber installed later.
+static SETTINGS: OnceLock<(u8, LogFormat)> = OnceLock::new();
 
-struct Handles {
-    layer: reload::Handle<TraceLayer, Registry>,
-    filter: reload::Handle<Targets, Registry>,
+/// Notes the logging settings; installs the subscriber unless `later` (the gateway's
+/// [`install`]).
+pub fn init(verbose: u8, format: LogFormat, later: bool) {
+    let _ = SETTINGS.set((verbose, format));
+    if !later {
+        let _ = install(None);
+    }
 }
 
-static TRACES: OnceLock<Handles> = OnceLock::new();
-
 /// Installs the subscriber: logs at the level `-v` asks for (`MOAT_LOG` overrides), on
-/// stderr (on stdio, stdout is the wire), as text or JSON lines.
-pub fn init(verbose: u8, format: LogFormat) {
+/// stderr (on stdio, stdout is the wire), as text or JSON lines; and with `traces`, the
+/// layer that exports the gateway's spans as it says (or as the `OTEL_EXPORTER_OTLP_*`
+/// variables say). Keep the guard for as long as spans should be sent; `None` when traces
+/// are off.
+pub fn install(
+    traces: Option<&moat_host::config::telemetry::TelemetryConfig>,
+) -> anyhow::Result<Option<moat_host::telemetry::OtlpGuard>> {
+    let (verbose, format) = SETTINGS.get().copied().unwrap_or((0, LogFormat::Text));
     let default = match verbose {
         0 => "warn",
         1 => "info",
@@ -46,35 +54,18 @@ pub fn init(verbose: u8, format: LogFormat) {
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .boxed(),
     };
-    let (layer, layer_handle) = reload::Layer::new(None);
-    // Nothing passes until traces are exported: no span is built for a layer that is not there.
-    let (trace_filter, filter_handle) = reload::Layer::new(Targets::new());
-    let installed = tracing_subscriber::registry()
-        .with(layer.with_filter(trace_filter))
+    let exporter = match traces {
+        Some(config) => moat_host::telemetry::otlp::layer::<Registry>(config)?,
+        None => None,
+    };
+    let (layer, guard) = match exporter {
+        Some((layer, guard)) => (Some(layer), Some(guard)),
+        None => (None, None),
+    };
+    // An absent layer is skipped: with traces off, no span is built for it.
+    let _ = tracing_subscriber::registry()
+        .with(layer)
         .with(logs.with_filter(filter))
         .try_init();
-    if installed.is_ok() {
-        let _ = TRACES.set(Handles {
-            layer: layer_handle,
-            filter: filter_handle,
-        });
-    }
-}
-
-/// Exports the gateway's spans as `config` says (or the `OTEL_EXPORTER_OTLP_*` variables);
-/// `None` when traces are off. Keep the guard for as long as spans should be sent.
-pub fn export_traces(
-    config: &moat_host::config::telemetry::TelemetryConfig,
-) -> anyhow::Result<Option<moat_host::telemetry::OtlpGuard>> {
-    let Some(handles) = TRACES.get() else {
-        return Ok(None);
-    };
-    let Some((layer, guard)) = moat_host::telemetry::otlp::layer::<Registry>(config)? else {
-        return Ok(None);
-    };
-    handles.layer.reload(Some(layer))?;
-    handles
-        .filter
-        .reload(Targets::new().with_target(moat_host::telemetry::TARGET, tracing::Level::INFO))?;
-    Ok(Some(guard))
+    Ok(guard)
 }

@@ -55,7 +55,9 @@ fn main() -> ExitCode {
         // be, the first run execs the helper as usual.
         let _ = moat_sandbox::Sandbox::new().and_then(|s| s.start_here(false));
     }
-    logging::init(cli.verbose, cli.log_format);
+    // The gateway installs its subscriber once it has read its configuration (traces).
+    let later = matches!(cli.command, Command::Gateway(_));
+    logging::init(cli.verbose, cli.log_format, later);
     if let Command::Sandbox(args) = cli.command {
         // No async runtime: the run is supervised on this thread (see cmd::sandbox).
         return exit_code(cmd::sandbox::run(args));

@@ -21,11 +21,8 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
         config.telemetry.metrics = args.metrics;
     }
     // Spans still buffered are sent when the guard goes, at the end of the run.
-    let _traces = if args.check {
-        None
-    } else {
-        crate::logging::export_traces(&config.telemetry).map_err(Failure::Usage)?
-    };
+    let _traces = crate::logging::install((!args.check).then_some(&config.telemetry))
+        .map_err(Failure::Usage)?;
     let metrics_addr = config.telemetry.metrics.filter(|_| !args.check);
     let helper = std::env::current_exe().context("finding the moat binary (the sandbox helper)")?;
     let options = HostOptions::default()
