@@ -2,7 +2,9 @@
 //! metrics`, `MOAT_LOG_FORMAT=json` and `OTEL_EXPORTER_OTLP_ENDPOINT`, in front of `moat
 //! serve everything`. After one call (with a `traceparent` in `_meta`) its `/metrics`
 //! counts it, its stderr is JSON lines, and when it stops, a collector in the test has
-//! received the call's span over OTLP/HTTP in the client's trace.
+//! received the call's span over OTLP/HTTP in the client's trace. And the same from a
+//! Python SDK client (the interop peers): its `_meta.traceparent` is the parent of the
+//! gateway's span.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -13,7 +15,7 @@ use moat::{Client, HttpOptions, RequestOptions};
 use serde_json::{Map, Value, json};
 
 mod support;
-use support::{HttpGateway, MOAT, Ready};
+use support::{HttpGateway, MOAT, Ready, interop_dir};
 
 const TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
 
@@ -203,4 +205,82 @@ fn gateway_serves_metrics_exports_traces_and_logs_json() {
             .any(|e| e["fields"]["message"] == "server up" && e["level"] == "INFO"),
         "{log}"
     );
+}
+
+/// A Python SDK client that calls one tool with a `traceparent` in `_meta` through the
+/// gateway it launches (argv after the script), passing its environment on.
+const PY_TRACED_CALL: &str = r#"
+import json, os, sys
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+async def main():
+    server = StdioServerParameters(command=sys.argv[2], args=sys.argv[3:], env=dict(os.environ))
+    async with Client(server) as client:
+        result = await client.call_tool("ev__test_simple_text", {}, meta={"traceparent": sys.argv[1]})
+        print(json.dumps(result.model_dump(by_alias=True, exclude_none=True, mode="json")))
+
+anyio.run(main)
+"#;
+
+#[test]
+fn a_python_sdk_clients_traceparent_is_the_parent_of_the_gateways_span() {
+    const VENV_PYTHON: &str = ".venv/bin/python";
+    let Some(peers) = interop_dir(&[VENV_PYTHON]) else {
+        return;
+    };
+    let trace_id = "5b8aa5a2d2c872e8321cf37308d69df2";
+    let parent_id = "051581bf3cb55c13";
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("moat.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.ev]\ncommand = {}\nargs = [\"serve\", \"everything\"]\nsandbox = false\n[policy]\ndefault = \"allow\"\n",
+            serde_json::to_string(MOAT).unwrap()
+        ),
+    )
+    .unwrap();
+    let script = dir.path().join("traced_call.py");
+    std::fs::write(&script, PY_TRACED_CALL).unwrap();
+    let (endpoint, received) = collector();
+    let output = std::process::Command::new(peers.join(VENV_PYTHON))
+        .arg(&script)
+        .arg(format!("00-{trace_id}-{parent_id}-01"))
+        .args([MOAT, "gateway", "--config"])
+        .arg(&config)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_ne!(result["isError"], json!(true), "{result}");
+
+    // The gateway flushes its spans when its client closes it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let name = b"tools/call ev__test_simple_text";
+    let (trace, parent) = (unhex(trace_id), unhex(parent_id));
+    loop {
+        let got = received.lock().unwrap().clone();
+        if got.iter().any(|(path, body)| {
+            path == "/v1/traces"
+                && contains(body, name)
+                && contains(body, &trace)
+                && contains(body, &parent)
+        }) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no span under the client's: {got:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
