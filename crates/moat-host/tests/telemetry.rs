@@ -45,6 +45,7 @@ const PARENT_ID: &str = "00f067aa0ba902b7";
 /// context it received (and makes a span of its own in that trace).
 fn downstream() -> Server {
     Server::new("down", "1")
+        .resource("doc://readme", "Readme", || async { Ok::<_, String>("hello") })
         .tool("ok", "Answers", |_: NoArgs| async {
             Ok::<_, String>("fine")
         })
@@ -491,6 +492,8 @@ async fn a_call_is_one_trace_from_the_client_to_the_server() {
         .await
         .unwrap();
     let seen = result.content[0].as_text().unwrap().to_owned();
+    let read = client.read_resource("doc://readme").await.unwrap();
+    assert_eq!(read.contents.len(), 1);
     client.close().await;
     host.shutdown().await;
     tokio::task::spawn_blocking(|| guard.flush()).await.unwrap();
@@ -551,4 +554,14 @@ async fn a_call_is_one_trace_from_the_client_to_the_server() {
     );
     let handler = named("server handler");
     assert_eq!(handler.parent_span_id, forwarded.span_id);
+
+    // Other forwarded requests have a span too (a trace of their own: their `_meta` is
+    // not read).
+    let all = received.lock().unwrap();
+    let read = all
+        .iter()
+        .find(|s| s.name == "resources/read doc://readme")
+        .expect("a span for resources/read");
+    assert_eq!(attr(read, "mcp.method.name"), text("resources/read"));
+    assert_eq!(attr(read, "moat.server"), text("down"));
 }

@@ -120,3 +120,16 @@ pub(crate) fn sandbox_spawn(server: &str) -> Span {
         moat.server = server
     )
 }
+
+/// The span of a request the gateway forwards other than `tools/call` (`prompts/get`,
+/// `resources/read`): `target` is the prompt's name or the resource's URI on `server`.
+pub(crate) fn request(method: &str, target: &str, server: &str) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "request",
+        otel.name = %format_args!("{method} {target}"),
+        otel.kind = "client",
+        mcp.method.name = method,
+        moat.server = server,
+    )
+}
