@@ -45,7 +45,9 @@ const PARENT_ID: &str = "00f067aa0ba902b7";
 /// context it received (and makes a span of its own in that trace).
 fn downstream() -> Server {
     Server::new("down", "1")
-        .resource("doc://readme", "Readme", || async { Ok::<_, String>("hello") })
+        .resource("doc://readme", "Readme", || async {
+            Ok::<_, String>("hello")
+        })
         .tool("ok", "Answers", |_: NoArgs| async {
             Ok::<_, String>("fine")
         })
