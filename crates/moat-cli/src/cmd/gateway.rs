@@ -20,19 +20,9 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
     if args.metrics.is_some() {
         config.telemetry.metrics = args.metrics;
     }
-    let traces = crate::logging::install((!args.check).then_some(&config.telemetry))
+    // Spans still buffered are sent when the guard goes, at the end of the run.
+    let _traces = crate::logging::install((!args.check).then_some(&config.telemetry))
         .map_err(Failure::Usage)?;
-    let result = serve(args, config, path).await;
-    // Spans still buffered are sent when the guard goes; with gRPC that needs this
-    // runtime, so the wait is off its thread.
-    if let Some(traces) = traces {
-        let _ = tokio::task::spawn_blocking(move || drop(traces)).await;
-    }
-    result
-}
-
-/// The gateway, configured: served until its client or a signal ends it.
-async fn serve(args: GatewayArgs, config: Config, path: PathBuf) -> Result<(), Failure> {
     let metrics_addr = config.telemetry.metrics.filter(|_| !args.check);
     let helper = std::env::current_exe().context("finding the moat binary (the sandbox helper)")?;
     let options = HostOptions::default()

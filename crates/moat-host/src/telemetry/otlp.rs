@@ -1,4 +1,4 @@
-//! Traces out over OTLP (HTTP/protobuf or gRPC): a `tracing` layer that turns the gateway's
+//! Traces out over OTLP/HTTP (protobuf): a `tracing` layer that turns the gateway's
 //! telemetry spans ([`super::TARGET`]) into OpenTelemetry spans and exports them in
 //! batches from a thread of its own. Nothing of it exists unless an endpoint is
 //! configured (`[telemetry] otlp_endpoint`, or `OTEL_EXPORTER_OTLP_ENDPOINT` /
@@ -13,7 +13,7 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::config::telemetry::{OtlpProtocol, TelemetryConfig};
+use crate::config::telemetry::TelemetryConfig;
 
 /// The service name when neither the configuration nor `OTEL_SERVICE_NAME` gives one.
 const DEFAULT_SERVICE: &str = "moat-gateway";
@@ -25,9 +25,9 @@ pub enum OtlpError {
     /// The exporter could not be built (a bad endpoint URL, usually).
     #[error("OTLP exporter: {0}")]
     Exporter(String),
-    /// A protocol moat does not export with was asked for.
+    /// A protocol other than HTTP/protobuf was asked for.
     #[error(
-        "OTEL_EXPORTER_OTLP_PROTOCOL={0}: moat exports traces over http/protobuf or grpc (unset it, or set it to one of those)"
+        "OTEL_EXPORTER_OTLP_PROTOCOL={0}: moat exports traces over http/protobuf only (unset it, or set it to http/protobuf)"
     )]
     Protocol(String),
 }
@@ -80,25 +80,19 @@ where
     if !enabled(config) {
         return Ok(None);
     }
-    let exporter = match protocol(config)? {
-        OtlpProtocol::Grpc => {
-            // The gRPC channel runs on the Tokio runtime this is called in.
-            let mut exporter = SpanExporter::builder().with_tonic();
-            if let Some(base) = &config.otlp_endpoint {
-                exporter = exporter.with_endpoint(base.clone());
-            }
-            exporter.build()
-        }
-        _ => {
-            let mut exporter = SpanExporter::builder().with_http();
-            if let Some(base) = &config.otlp_endpoint {
-                exporter =
-                    exporter.with_endpoint(format!("{}/v1/traces", base.trim_end_matches('/')));
-            }
-            exporter.build()
-        }
+    let protocol = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
+        .unwrap_or_default();
+    if !protocol.is_empty() && protocol != "http/protobuf" {
+        return Err(OtlpError::Protocol(protocol));
     }
-    .map_err(|e| OtlpError::Exporter(e.to_string()))?;
+    let mut exporter = SpanExporter::builder().with_http();
+    if let Some(base) = &config.otlp_endpoint {
+        exporter = exporter.with_endpoint(format!("{}/v1/traces", base.trim_end_matches('/')));
+    }
+    let exporter = exporter
+        .build()
+        .map_err(|e| OtlpError::Exporter(e.to_string()))?;
     let service = config
         .service_name
         .clone()
@@ -118,18 +112,4 @@ where
         .with_tracer(tracer)
         .with_filter(Targets::new().with_target(super::TARGET, tracing::Level::INFO));
     Ok(Some((Box::new(layer), OtlpGuard { provider })))
-}
-
-/// The configuration's protocol, else the standard variables', else HTTP/protobuf.
-fn protocol(config: &TelemetryConfig) -> Result<OtlpProtocol, OtlpError> {
-    if let Some(protocol) = config.otlp_protocol {
-        return Ok(protocol);
-    }
-    let named = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-        .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
-        .unwrap_or_default();
-    if named.is_empty() {
-        return Ok(OtlpProtocol::HttpProtobuf);
-    }
-    OtlpProtocol::from_name(&named).ok_or(OtlpError::Protocol(named))
 }
