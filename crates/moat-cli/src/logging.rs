@@ -1,11 +1,10 @@
 //! Where the `tracing` subscriber is set up: logs on stderr (text or JSON lines) and, for
 //! the gateway, the OpenTelemetry layer that exports its spans.
 //!
-//! Whether the gateway exports traces is known only once it has read its configuration,
-//! and a subscriber cannot take a trace layer later (a reloaded layer hides the span
-//! context the layer keeps, so trace context could not be passed on): the gateway installs
-//! its subscriber itself, right after reading the configuration, which logs nothing.
-//! Every other command gets its subscriber before it runs.
+//! A subscriber cannot take a trace layer later (a reloaded layer hides the span context
+//! the layer keeps, so trace context could not be passed on): the gateway's subscriber is
+//! installed with the `[telemetry]` of its configuration read beforehand, before it logs
+//! anything. Every other command gets its subscriber first thing.
 
 use std::sync::OnceLock;
 
@@ -17,8 +16,8 @@ use crate::cli::LogFormat;
 /// `-v` and `--log-format`, kept for a subscriber installed later.
 static SETTINGS: OnceLock<(u8, LogFormat)> = OnceLock::new();
 
-/// Notes the logging settings; installs the subscriber unless `later` (the gateway's
-/// [`install`]).
+/// Notes the logging settings; installs the subscriber unless `later` (the gateway's:
+/// [`install`] once its configuration is read).
 pub fn init(verbose: u8, format: LogFormat, later: bool) {
     let _ = SETTINGS.set((verbose, format));
     if !later {
@@ -68,4 +67,12 @@ pub fn install(
         .with(logs.with_filter(filter))
         .try_init();
     Ok(guard)
+}
+
+/// Sends the spans still buffered and stops the exporter, waiting for the collector off
+/// the runtime's thread (a stdio gateway has only that one).
+pub async fn finish(traces: Option<moat_host::telemetry::OtlpGuard>) {
+    if let Some(traces) = traces {
+        let _ = tokio::task::spawn_blocking(move || drop(traces)).await;
+    }
 }

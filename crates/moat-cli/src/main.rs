@@ -55,7 +55,7 @@ fn main() -> ExitCode {
         // be, the first run execs the helper as usual.
         let _ = moat_sandbox::Sandbox::new().and_then(|s| s.start_here(false));
     }
-    // The gateway installs its subscriber once it has read its configuration (traces).
+    // The gateway's subscriber waits for its configuration's `[telemetry]` (read below).
     let later = matches!(cli.command, Command::Gateway(_));
     logging::init(cli.verbose, cli.log_format, later);
     if let Command::Sandbox(args) = cli.command {
@@ -96,10 +96,26 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let traces = if later {
+        let telemetry = match &cli.command {
+            Command::Gateway(args) => cmd::gateway::telemetry(args),
+            _ => None,
+        };
+        match logging::install(telemetry.as_ref()) {
+            Ok(traces) => traces,
+            Err(e) => return exit_code(Err(Failure::Usage(e))),
+        }
+    } else {
+        None
+    };
     if let Some(busy_poll) = &busy_poll {
         busy_poll.arm();
     }
-    let outcome = runtime.block_on(run(cli.command));
+    let outcome = runtime.block_on(async move {
+        let outcome = run(cli.command).await;
+        logging::finish(traces).await;
+        outcome
+    });
     // Do not wait for tasks still blocked on stdin reads.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     exit_code(outcome)

@@ -11,6 +11,20 @@ use moat_host::{Config, Host, HostOptions};
 use crate::Failure;
 use crate::cli::GatewayArgs;
 
+/// The `[telemetry]` table the gateway will run with, read before it starts so that its
+/// log subscriber has the trace exporter from the first event on (`None` with `--check`,
+/// which exports nothing). A configuration that does not load has the defaults here: the
+/// run reports why it does not load.
+pub fn telemetry(args: &GatewayArgs) -> Option<moat_host::config::telemetry::TelemetryConfig> {
+    if args.check {
+        return None;
+    }
+    let config = config_path(args.config.as_deref())
+        .ok()
+        .and_then(|path| Config::load(&path).ok());
+    Some(config.map(|c| c.telemetry).unwrap_or_default())
+}
+
 pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
     let path = config_path(args.config.as_deref()).map_err(Failure::Usage)?;
     let mut config = Config::load(&path).map_err(|e| Failure::Usage(anyhow!(e)))?;
@@ -20,9 +34,6 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
     if args.metrics.is_some() {
         config.telemetry.metrics = args.metrics;
     }
-    // Spans still buffered are sent when the guard goes, at the end of the run.
-    let _traces = crate::logging::install((!args.check).then_some(&config.telemetry))
-        .map_err(Failure::Usage)?;
     let metrics_addr = config.telemetry.metrics.filter(|_| !args.check);
     let helper = std::env::current_exe().context("finding the moat binary (the sandbox helper)")?;
     let options = HostOptions::default()
