@@ -12,6 +12,18 @@ pub struct Cli {
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
 
+    /// How logs on stderr are written: `text` for people, `json` (one object a line) for
+    /// a log collector.
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = LogFormat::Text,
+        global = true,
+        value_name = "FORMAT",
+        env = "MOAT_LOG_FORMAT"
+    )]
+    pub log_format: LogFormat,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -122,6 +134,13 @@ Examples:
 In Claude Desktop (claude_desktop_config.json), in place of the servers it wraps:
   {\"mcpServers\": {\"moat\": {\"command\": \"moat\", \"args\": [\"gateway\", \"--config\", \"/path/to/moat.toml\"]}}}";
 
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
 #[derive(Debug, Args)]
 pub struct GatewayArgs {
     /// The configuration: moat.toml, or an mcpServers / VS Code servers JSON. Default:
@@ -132,6 +151,10 @@ pub struct GatewayArgs {
     /// revision; legacy HTTP+SSE at /sse). ADDR is HOST:PORT or just PORT (on 127.0.0.1).
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (as `[telemetry] metrics`; traces
+    /// go where `[telemetry] otlp_endpoint` or OTEL_EXPORTER_OTLP_ENDPOINT says).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// With --http: require `Authorization: Bearer TOKEN` (needed off loopback). Also
     /// read from MOAT_HTTP_TOKEN. Never passed to the servers.
     #[arg(

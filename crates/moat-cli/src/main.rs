@@ -8,6 +8,7 @@
 mod busy_poll;
 mod cli;
 mod cmd;
+mod logging;
 mod output;
 mod schema_text;
 
@@ -54,7 +55,9 @@ fn main() -> ExitCode {
         // be, the first run execs the helper as usual.
         let _ = moat_sandbox::Sandbox::new().and_then(|s| s.start_here(false));
     }
-    init_tracing(cli.verbose);
+    // The gateway's subscriber waits for its configuration's `[telemetry]` (read below).
+    let later = matches!(cli.command, Command::Gateway(_));
+    logging::init(cli.verbose, cli.log_format, later);
     if let Command::Sandbox(args) = cli.command {
         // No async runtime: the run is supervised on this thread (see cmd::sandbox).
         return exit_code(cmd::sandbox::run(args));
@@ -93,10 +96,26 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let traces = if later {
+        let telemetry = match &cli.command {
+            Command::Gateway(args) => cmd::gateway::telemetry(args),
+            _ => None,
+        };
+        match logging::install(telemetry.as_ref()) {
+            Ok(traces) => traces,
+            Err(e) => return exit_code(Err(Failure::Usage(e))),
+        }
+    } else {
+        None
+    };
     if let Some(busy_poll) = &busy_poll {
         busy_poll.arm();
     }
-    let outcome = runtime.block_on(run(cli.command));
+    let outcome = runtime.block_on(async move {
+        let outcome = run(cli.command).await;
+        logging::finish(traces).await;
+        outcome
+    });
     // Do not wait for tasks still blocked on stdin reads.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     exit_code(outcome)
@@ -157,21 +176,4 @@ async fn run(command: Command) -> Result<(), Failure> {
         Command::Completions(args) => cmd::completions::run(args),
         Command::Man(args) => cmd::man::run(args),
     }
-}
-
-fn init_tracing(verbose: u8) {
-    use tracing_subscriber::EnvFilter;
-    let default = match verbose {
-        0 => "warn",
-        1 => "info",
-        2 => "debug",
-        _ => "trace",
-    };
-    let filter = EnvFilter::try_from_env("MOAT_LOG").unwrap_or_else(|_| EnvFilter::new(default));
-    // Logs go to stderr: on stdio, stdout is the wire.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
 }

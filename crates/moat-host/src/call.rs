@@ -19,6 +19,7 @@ use moat::{RequestContext, RequestOptions};
 use moat_protocol::ErrorObject;
 use moat_protocol::types::{CallToolResult, TaskSupport};
 use serde_json::{Map, Value};
+use tracing::Instrument;
 
 use crate::audit::{self, AuditRecord, Outcome, Refusal};
 use crate::caller::{Caller, check_tool_scopes};
@@ -27,6 +28,7 @@ use crate::consent::{self, Choice, Question};
 use crate::inner::Inner;
 use crate::policy::{Decision, ToolRef};
 use crate::sessions::Sessions;
+use crate::telemetry::{self, spans};
 
 /// Runs one call. Every refusal is a result for the client (with `isError`); the only
 /// error is the server's own JSON-RPC error, passed on as it is.
@@ -43,8 +45,12 @@ pub(crate) async fn call(
     // The digest is of the redacted arguments: a digest of a short secret could be
     // reversed by anyone who can read the store.
     record.set_arguments(&args, &settings.config.audit, &settings.redactor);
-    let result = run(&inner, &ctx, &caller, exposed, args, &mut record).await;
+    let span = spans::call(&ctx, exposed);
+    let result = run(&inner, &ctx, &caller, exposed, args, &mut record)
+        .instrument(span.clone())
+        .await;
     record.duration_us = started.elapsed().as_micros() as u64;
+    telemetry::call_ended(inner.metrics(), &span, &record, started.elapsed());
     if let Some(audit) = inner.audit() {
         audit.record(record);
     }
@@ -74,6 +80,12 @@ pub(crate) async fn call_unlisted(
             message.push_str(&format!(". {}", inner.down_message(&server)));
         }
         record.refuse(&Refusal::UnknownTool, &message);
+        telemetry::call_ended(
+            inner.metrics(),
+            &spans::call(&ctx, name),
+            &record,
+            Default::default(),
+        );
         if let Some(audit) = inner.audit() {
             audit.record(record);
         }
@@ -162,9 +174,12 @@ async fn run(
         tool: &entry.tool.name,
         annotations: entry.tool.annotations.as_ref(),
     };
-    let verdict = settings
-        .policy
-        .evaluate_as(&tool_ref, Some(map), caller.who.as_ref());
+    let verdict = {
+        let _policy = spans::policy().entered();
+        settings
+            .policy
+            .evaluate_as(&tool_ref, Some(map), caller.who.as_ref())
+    };
     record.rule = verdict.rule.clone();
     if verdict.decision == Decision::Deny {
         return Ok(refuse(
@@ -217,7 +232,12 @@ async fn run(
                 arguments: &args,
             };
             let consent = &settings.config.consent;
-            let answer = consent::ask(ctx, consent.mode, consent.timeout, &question).await;
+            let asked = Instant::now();
+            let span = spans::consent(&reason);
+            let answer = consent::ask(ctx, consent.mode, consent.timeout, &question)
+                .instrument(span.clone())
+                .await;
+            telemetry::consent_answered(inner.metrics(), &span, &answer, asked.elapsed());
             record.consent = Some(answer.how.clone());
             if !answer.choice.approves() {
                 let hint = match &answer.unasked {
@@ -307,11 +327,12 @@ async fn forward(
     if ctx.progress_token().is_some() {
         options = options.progress(progress_tx);
     }
-    let meta = crate::requests::meta_for_call(inner, ctx, &entry.server, &client);
+    let name = &entry.tool.name;
+    let mut meta = crate::requests::meta_for_call(inner, ctx, &entry.server, &client);
+    let span = spans::downstream(&entry.server, name, &mut meta);
     if !meta.is_empty() {
         options = options.meta(meta);
     }
-    let name = &entry.tool.name;
     let accept_task = accepts_task(ctx, &entry.tool, &client);
     let call = async {
         if !accept_task {
@@ -328,7 +349,9 @@ async fn forward(
             _ => Err(moat::Error::Closed("an unknown kind of answer".into())),
         }
     };
+    let call = call.instrument(span);
     tokio::pin!(call);
+    let sent = Instant::now();
     let answer = loop {
         tokio::select! {
             answer = &mut call => break Some(answer),
@@ -337,6 +360,9 @@ async fn forward(
             _ = ctx.cancelled() => break None,
         }
     };
+    if let Some(metrics) = inner.metrics() {
+        metrics.downstream(&entry.server, name, sent.elapsed());
+    }
     // A server's last progress and logs often come just before its answer: pass on what
     // is queued before the answer, so none is lost.
     while let Ok(p) = progress_rx.try_recv() {

@@ -40,6 +40,14 @@ pub enum HostError {
         /// What went wrong.
         detail: String,
     },
+    /// The metrics endpoint could not listen.
+    #[error("metrics endpoint {addr}: {source}")]
+    Metrics {
+        /// The address asked for.
+        addr: std::net::SocketAddr,
+        /// Why it could not be bound.
+        source: std::io::Error,
+    },
     /// The upstream connection failed.
     #[error(transparent)]
     Moat(#[from] moat::Error),

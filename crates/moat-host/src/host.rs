@@ -65,6 +65,10 @@ impl Host {
             options,
         ));
         install_upstream_hooks(&inner);
+        // Counting starts before the first server does, so its start is counted.
+        if inner.settings().config.telemetry.metrics.is_some() {
+            inner.enable_metrics();
+        }
         let host = Host { inner };
         // The start-up decisions (tool search's `auto`) need the first catalog: they are a
         // start of their own, that ends after the servers' first attempts.
@@ -84,6 +88,24 @@ impl Host {
             spawn_pins_poll(Arc::downgrade(&inner));
         });
         Ok(host)
+    }
+
+    /// Counts what the gateway does from now on and serves it at `http://ADDR/metrics` in
+    /// the Prometheus text format, until the returned endpoint is dropped.
+    pub async fn serve_metrics(
+        &self,
+        addr: std::net::SocketAddr,
+    ) -> Result<crate::telemetry::MetricsEndpoint, HostError> {
+        self.inner.enable_metrics();
+        let weak = Arc::downgrade(&self.inner);
+        let render = Arc::new(move || {
+            weak.upgrade()
+                .and_then(|inner| Some(inner.metrics()?.render(&metrics_snapshot(&inner))))
+                .unwrap_or_default()
+        });
+        crate::telemetry::MetricsEndpoint::bind(addr, render)
+            .await
+            .map_err(|source| HostError::Metrics { addr, source })
     }
 
     /// Waits until every server being started has come up or failed its first attempt,
@@ -268,6 +290,30 @@ impl Host {
         let mut out = self.inner.settings().policy.unmatched_servers();
         out.extend(unmatched_tools(&self.inner));
         out
+    }
+}
+
+/// What the metrics' gauges show, read at each scrape.
+fn metrics_snapshot(inner: &Inner) -> crate::telemetry::metrics::Snapshot {
+    let live: std::collections::HashSet<String> = inner
+        .live_clients()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    let mut servers: Vec<(String, bool)> = inner
+        .running_names()
+        .into_iter()
+        .map(|name| {
+            let up = live.contains(&name);
+            (name, up)
+        })
+        .collect();
+    servers.sort();
+    crate::telemetry::metrics::Snapshot {
+        servers,
+        held_servers: inner.held_reasons().len(),
+        held_tools: inner.catalog().held.len(),
+        sessions: inner.server().connections().len(),
     }
 }
 

@@ -101,6 +101,8 @@ pub(crate) struct Inner {
     sessions: Sessions,
     search: SearchState,
     options: HostOptions,
+    /// Prometheus metrics, when served (`[telemetry] metrics`).
+    metrics: std::sync::OnceLock<crate::telemetry::metrics::Metrics>,
 }
 
 impl Inner {
@@ -131,6 +133,7 @@ impl Inner {
             sessions: Sessions::default(),
             search: SearchState::default(),
             options,
+            metrics: std::sync::OnceLock::new(),
         }
     }
 
@@ -171,6 +174,17 @@ impl Inner {
     /// Tool search's state.
     pub(crate) fn search(&self) -> &SearchState {
         &self.search
+    }
+
+    /// The metrics, when they are served.
+    pub(crate) fn metrics(&self) -> Option<&crate::telemetry::metrics::Metrics> {
+        self.metrics.get()
+    }
+
+    /// Starts counting (once; later calls change nothing).
+    pub(crate) fn enable_metrics(&self) -> &crate::telemetry::metrics::Metrics {
+        self.metrics
+            .get_or_init(crate::telemetry::metrics::Metrics::new)
     }
 
     pub(crate) fn options(&self) -> &HostOptions {

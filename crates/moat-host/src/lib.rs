@@ -43,6 +43,7 @@ mod sqlite;
 pub mod state;
 mod subscriptions;
 mod supervisor;
+pub mod telemetry;
 pub mod watch;
 mod watched;
 

@@ -10,8 +10,10 @@
 //! [`moat::Server::batch`]: a server coming, going or restarting costs each client one
 //! `list_changed` per list kind at most, and none when nothing it sees changed.
 
+use crate::telemetry::spans;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
+use tracing::Instrument;
 
 use moat::server::{TaskStart, TaskTool};
 use moat::{Client, ResourceRequest};
@@ -584,6 +586,7 @@ impl Inner {
                         .answer_with(crate::requests::answerer_for(&inner, &ctx, &server));
                     client
                         .get_prompt_with(&original, args, options)
+                        .instrument(spans::request("prompts/get", &original, &server))
                         .await
                         .map_err(|e| passed_on(&server, e))
                 }
@@ -613,6 +616,7 @@ impl Inner {
                     .answer_with(crate::requests::answerer_for(&inner, &req.ctx, &server));
                 let result = client
                     .read_resource_with(&req.uri, options)
+                    .instrument(spans::request("resources/read", &req.uri, &server))
                     .await
                     .map_err(|e| passed_on(&server, e))?;
                 if inner

@@ -16,6 +16,7 @@ use moat_protocol::Era;
 use moat_transport::ChildConfig;
 use serde_json::Value;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::config::{ServerConfig, ServerTransport, UrlTransport};
 use crate::error::HostError;
@@ -68,6 +69,7 @@ pub(crate) async fn connect(
             env,
             cwd,
         } => {
+            let sandboxed = cfg.profile().is_some();
             let mut child = match cfg.profile() {
                 Some(mut profile) => {
                     let helper = helper.ok_or_else(|| {
@@ -105,8 +107,14 @@ pub(crate) async fn connect(
             for (key, value) in env {
                 child = child.env(key, value);
             }
+            let span = if sandboxed {
+                crate::telemetry::spans::sandbox_spawn(&cfg.name)
+            } else {
+                tracing::Span::none()
+            };
             builder
                 .connect_child(child)
+                .instrument(span)
                 .await
                 .map_err(|e| fail(format!("could not start `{command}`: {e}")))
         }
@@ -169,6 +177,7 @@ pub(crate) async fn supervise(
                 };
                 tracing::warn!(server = %cfg.name, error = %why, retry_in = ?backoff, "server did not start");
                 if let Some(inner) = host.upgrade() {
+                    crate::telemetry::server_start_failed(inner.metrics(), &cfg.name);
                     inner.set_down(&cfg.name, Some(why));
                     // Not back: what it offered goes (it was kept while it restarted).
                     if inner.is_current(&cfg.name, generation) {
@@ -192,6 +201,7 @@ pub(crate) async fn supervise(
         // Live before its tools appear: a call that follows the listing finds it.
         live.send_replace(Some(client.clone()));
         let Some(inner) = host.upgrade() else { return };
+        crate::telemetry::server_up(inner.metrics(), &cfg);
         inner.set_down(&cfg.name, None);
         if let Err(e) = inner.refresh_catalog(&cfg.name, &client).await {
             tracing::error!(server = %cfg.name, error = %e, "catalog refused");
@@ -263,6 +273,7 @@ pub(crate) async fn supervise(
             return;
         }
         if let Some(inner) = host.upgrade() {
+            crate::telemetry::server_restarting(inner.metrics(), &cfg.name);
             inner.set_down(&cfg.name, why.clone());
         }
         if up_since.elapsed() >= STABLE_AFTER {

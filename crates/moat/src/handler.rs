@@ -93,6 +93,19 @@ pub struct RequestContext {
     pub(crate) identity: Option<moat_transport::SharedIdentity>,
 }
 
+/// W3C trace context from a request's `_meta` ([`RequestContext::trace_context`]), as
+/// sent: the strings are not validated here (a tracing library's propagator does that).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TraceContext {
+    /// `traceparent`: version, trace id, parent span id, flags.
+    pub traceparent: String,
+    /// `tracestate`: vendor-specific trace state.
+    pub tracestate: Option<String>,
+    /// `baggage`: application key-value pairs.
+    pub baggage: Option<String>,
+}
+
 impl RequestContext {
     /// The connection this request came on; use it to ask the peer things back.
     pub fn peer(&self) -> &Peer {
@@ -150,6 +163,29 @@ impl RequestContext {
     /// The identity, shared (to keep beyond the request, e.g. in a task).
     pub fn shared_identity(&self) -> Option<moat_transport::SharedIdentity> {
         self.identity.clone()
+    }
+
+    /// The W3C trace context the request carries in its `_meta` (`traceparent`,
+    /// `tracestate`, `baggage`; SEP-414), for a handler that continues the caller's trace.
+    /// `None` when the request carries no `traceparent`.
+    pub fn trace_context(&self) -> Option<TraceContext> {
+        #[derive(serde::Deserialize)]
+        struct Keys {
+            traceparent: Option<String>,
+            tracestate: Option<String>,
+            baggage: Option<String>,
+        }
+        let raw = self.request_meta()?;
+        // Most `_meta` carries no trace context: it is not parsed for nothing.
+        if !raw.get().contains("traceparent") {
+            return None;
+        }
+        let keys: Keys = serde_json::from_str(raw.get()).ok()?;
+        Some(TraceContext {
+            traceparent: keys.traceparent?,
+            tracestate: keys.tracestate,
+            baggage: keys.baggage,
+        })
     }
 
     /// The log level the client asked for: this request's (2026-07-28) or the

@@ -54,7 +54,7 @@ pub use client::{
     ServerNotification,
 };
 pub use error::{Error, Result};
-pub use handler::{Handler, RequestContext};
+pub use handler::{Handler, RequestContext, TraceContext};
 pub use mrtr::StateKey;
 pub use peer::{Peer, PeerOptions, RequestOptions};
 pub use schema::NoArgs;

@@ -12,6 +12,20 @@ use moat_host::{Config, Host, HostOptions};
 use crate::Failure;
 use crate::cli::GatewayArgs;
 
+/// The `[telemetry]` table the gateway will run with, read before it starts so that its
+/// log subscriber has the trace exporter from the first event on (`None` with `--check`,
+/// which exports nothing). A configuration that does not load has the defaults here: the
+/// run reports why it does not load.
+pub fn telemetry(args: &GatewayArgs) -> Option<moat_host::config::telemetry::TelemetryConfig> {
+    if args.check {
+        return None;
+    }
+    let config = config_path(args.config.as_deref())
+        .ok()
+        .and_then(|path| Config::load(&path).ok());
+    Some(config.map(|c| c.telemetry).unwrap_or_default())
+}
+
 pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
     let path = config_path(args.config.as_deref()).map_err(Failure::Usage)?;
     let mut config = Config::load(&path).map_err(|e| Failure::Usage(anyhow!(e)))?;
@@ -36,6 +50,10 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
     if args.search.is_some() {
         config.tool_search.mode = moat_host::SearchMode::On;
     }
+    if args.metrics.is_some() {
+        config.telemetry.metrics = args.metrics;
+    }
+    let metrics_addr = config.telemetry.metrics.filter(|_| !args.check);
     let helper = std::env::current_exe().context("finding the moat binary (the sandbox helper)")?;
     let options = HostOptions::default()
         .sandbox_helper(helper)
@@ -47,6 +65,20 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
         host.ready().await;
         return check(&host, args.json, args.search.as_deref()).await;
     }
+    let _metrics = match metrics_addr {
+        Some(addr) => {
+            let endpoint = host
+                .serve_metrics(addr)
+                .await
+                .map_err(|e| Failure::Usage(anyhow!(e)))?;
+            eprintln!(
+                "moat gateway: metrics on http://{}/metrics",
+                endpoint.local_addr()
+            );
+            Some(endpoint)
+        }
+        None => None,
+    };
     // Clients are served while the servers start; the summary follows their first attempts.
     let for_summary = host.clone();
     let summary_path = path.clone();

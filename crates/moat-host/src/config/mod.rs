@@ -49,6 +49,7 @@ mod reach;
 pub mod search;
 mod server;
 mod source;
+pub mod telemetry;
 
 pub use consent::{ConsentConfig, ConsentMode};
 pub use error::{ConfigError, Diagnostic};
@@ -84,6 +85,8 @@ pub struct Config {
     pub compat: compat::CompatConfig,
     /// `[auth]`: OAuth access tokens over HTTP (`None`: no issuer configured).
     pub auth: Option<auth::AuthConfig>,
+    /// `[telemetry]`.
+    pub telemetry: telemetry::TelemetryConfig,
     /// Where the audit store, pins and consent decisions live; `None`: the XDG state
     /// directory.
     pub state_dir: Option<PathBuf>,
@@ -186,6 +189,8 @@ struct TomlFile {
     #[serde(default)]
     compat: compat::CompatConfig,
     auth: Option<auth::TomlAuth>,
+    #[serde(default)]
+    telemetry: telemetry::TelemetryConfig,
     state_dir: Option<String>,
     import: Option<OneOrMany>,
 }
@@ -399,6 +404,7 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
         gateway,
         compat: raw.compat,
         auth,
+        telemetry: raw.telemetry,
         state_dir,
         imports,
     })
