@@ -35,6 +35,7 @@ use duration::DurationValue;
 pub use duration::{DurationError, parse_duration};
 
 pub mod audit;
+pub mod chat;
 pub mod compat;
 mod consent;
 pub mod duration;
@@ -81,6 +82,8 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// `[compat]`.
     pub compat: compat::CompatConfig,
+    /// `[chat]` (read by `moat chat`; the host itself ignores it).
+    pub chat: chat::ChatConfig,
     /// Where the audit store, pins and consent decisions live; `None`: the XDG state
     /// directory.
     pub state_dir: Option<PathBuf>,
@@ -182,6 +185,8 @@ struct TomlFile {
     gateway: TomlGateway,
     #[serde(default)]
     compat: compat::CompatConfig,
+    #[serde(default)]
+    chat: chat::ChatConfig,
     state_dir: Option<String>,
     import: Option<OneOrMany>,
 }
@@ -390,6 +395,7 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
         tool_search,
         gateway,
         compat: raw.compat,
+        chat: raw.chat,
         state_dir,
         imports,
     })
