@@ -308,10 +308,16 @@ async fn answer(state: &Mutex<State>, req: Request<Incoming>) -> Response<Body> 
                 .find(&text[text.len() / 2..])
                 .map_or(whole.len() / 2, |at| at + 1);
             let head = Bytes::from(whole[..cut].to_owned());
-            let frames = futures_util::stream::iter(vec![
-                Ok(Frame::data(head)),
-                Err(std::io::Error::other("connection cut")),
-            ]);
+            // The break comes after the head has gone out, as a dropped connection would.
+            let frames = futures_util::stream::unfold(Some(Some(head)), |state| async move {
+                match state? {
+                    Some(head) => Some((Ok(Frame::data(head)), Some(None))),
+                    None => {
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        Some((Err(std::io::Error::other("connection cut")), None))
+                    }
+                }
+            });
             Response::builder()
                 .status(200)
                 .header("content-type", sse)
