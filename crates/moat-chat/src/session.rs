@@ -291,6 +291,28 @@ impl Session {
         }
     }
 
+    /// Mends the conversation after a turn was stopped midway (Ctrl-C): calls left without
+    /// results get one saying the user cancelled them, so the next request is well formed.
+    pub fn cancelled(&mut self) {
+        if let Some(Turn::Assistant { tool_calls, .. }) = self.turns.last()
+            && !tool_calls.is_empty()
+        {
+            let results = tool_calls
+                .iter()
+                .map(|c| ToolResult {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    content: "The user cancelled this call.".into(),
+                    is_error: true,
+                })
+                .collect();
+            self.turns.push(Turn::Tool { results });
+        }
+        if let Err(e) = self.flush() {
+            tracing::warn!("{e}");
+        }
+    }
+
     fn flush(&mut self) -> Result<(), ChatError> {
         if let Some(t) = &mut self.transcript {
             for turn in &self.turns[self.saved.min(self.turns.len())..] {

@@ -1,0 +1,262 @@
+//! `moat chat`: the flags and the terminal around [`moat_chat::Session`] — one prompt with
+//! `-p` (the answer on stdout, or every event as JSON lines with `--json`), else a prompt
+//! loop. The conversation, the providers and the tool loop live in moat-chat.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Arc;
+
+use anyhow::{Context, anyhow};
+use moat_chat::consent::{self, Prompt};
+use moat_chat::transcript::{self, Transcript};
+use moat_chat::{ChatError, ChatSettings, Event, Overrides, Session};
+use moat_host::{Config, HostOptions};
+use serde_json::json;
+
+use crate::Failure;
+use crate::cli::ChatArgs;
+use crate::output::dim;
+
+pub async fn run(args: ChatArgs) -> Result<(), Failure> {
+    let config = load_config(&args)?;
+    let overrides = Overrides {
+        provider: args.provider.clone(),
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
+    };
+    let settings = ChatSettings::resolve(&config.chat, &overrides, &|k| std::env::var(k).ok())
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let provider = settings
+        .provider()
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let state = moat_host::state::state_dir(config.state_dir.as_deref())
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let dir = transcript::dir(&state);
+    let (transcript, history) = match args.resume.as_deref() {
+        Some(id) => {
+            let id = Some(id).filter(|i| !i.is_empty());
+            Transcript::resume(&dir, id).map_err(|e| Failure::Usage(anyhow!(e)))?
+        }
+        None => (
+            Transcript::create(&dir, settings.kind.as_str(), &settings.model)
+                .map_err(|e| Failure::Usage(anyhow!(e)))?,
+            Vec::new(),
+        ),
+    };
+    let interactive = args.prompt.is_none();
+    let consent = consent_prompt(&args, interactive);
+    let events = sink(args.json, interactive);
+    if args.json {
+        print_line(
+            &json!({"type": "transcript", "id": transcript.id(), "path": transcript.path()}),
+        );
+    } else {
+        eprintln!(
+            "{}",
+            dim(&format!(
+                "moat chat: {} {} · transcript {} (moat chat --resume {})",
+                settings.kind.as_str(),
+                settings.model,
+                transcript.id(),
+                transcript.id()
+            ))
+        );
+    }
+    let helper = std::env::current_exe().context("finding the moat binary (the sandbox helper)")?;
+    let mut session = Session::start(
+        config,
+        HostOptions::default().sandbox_helper(helper),
+        provider,
+        settings.loop_options(),
+        consent,
+        events,
+    )
+    .await
+    .map_err(|e| Failure::Connection(anyhow!(e)))?;
+    for (name, why) in session.host().down_reasons() {
+        eprintln!("moat chat: server {name} is not running: {why}");
+    }
+    session.restore(history);
+    session
+        .record(transcript)
+        .map_err(|e| Failure::Connection(anyhow!(e)))?;
+    let outcome = match &args.prompt {
+        Some(prompt) => one_prompt(&mut session, prompt, args.json).await,
+        None => prompt_loop(&mut session).await,
+    };
+    session.shutdown().await;
+    outcome
+}
+
+/// The configuration named, else the one `moat gateway` would find, else none (a chat
+/// without tools).
+fn load_config(args: &ChatArgs) -> Result<Config, Failure> {
+    match crate::cmd::gateway::config_path(args.config.as_deref()) {
+        Ok(path) => Config::load(&path).map_err(|e| Failure::Usage(anyhow!(e))),
+        Err(_) if args.config.is_none() => Ok(Config::default()),
+        Err(e) => Err(Failure::Usage(e)),
+    }
+}
+
+/// Who answers consent questions: the terminal when there is one; with `-p` and no terminal,
+/// stdin lines when asked for, else nobody (refused, with a message saying how to allow).
+fn consent_prompt(args: &ChatArgs, interactive: bool) -> Arc<dyn Prompt> {
+    let from_stdin =
+        args.consent_stdin || std::env::var("MOAT_CHAT_CONSENT").is_ok_and(|v| v == "stdin");
+    if !interactive && from_stdin {
+        return Arc::new(consent::Lines::new(std::io::BufReader::new(
+            std::io::stdin(),
+        )));
+    }
+    if std::io::stdin().is_terminal() && consent::Terminal::available() {
+        return Arc::new(consent::Terminal);
+    }
+    Arc::new(consent::Refuse::default())
+}
+
+/// Where events go: JSON lines on stdout; else text streamed to stdout (interactive only)
+/// and tool calls, decisions and retries on stderr.
+fn sink(json: bool, interactive: bool) -> moat_chat::event::EventSink {
+    Arc::new(move |event: &Event| {
+        if json {
+            if let Ok(value) = serde_json::to_value(event) {
+                print_line(&value);
+            }
+            return;
+        }
+        match event {
+            Event::Text { delta } if interactive => {
+                print!("{delta}");
+                let _ = std::io::stdout().flush();
+            }
+            Event::ToolCall {
+                name, arguments, ..
+            } => {
+                let args = arguments.to_string();
+                let short: String = args.chars().take(120).collect();
+                eprintln!("{}", dim(&format!("→ {name} {short}")));
+            }
+            Event::ToolResult {
+                name, decision, ms, ..
+            } => {
+                eprintln!("{}", dim(&format!("  {name}: {decision} ({ms:.0} ms)")));
+            }
+            Event::Consent { choice, .. } => eprintln!("{}", dim(&format!("  consent: {choice}"))),
+            Event::Retry {
+                attempt,
+                status,
+                wait_ms,
+            } => eprintln!(
+                "{}",
+                dim(&format!(
+                    "  the provider answered {status}; retry {attempt} in {wait_ms} ms"
+                ))
+            ),
+            _ => {}
+        }
+    })
+}
+
+fn print_line(value: &serde_json::Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{value}");
+    let _ = out.flush();
+}
+
+async fn one_prompt(session: &mut Session, prompt: &str, json: bool) -> Result<(), Failure> {
+    match session.send(prompt).await {
+        Ok(answer) => {
+            if !json {
+                println!("{answer}");
+            }
+            Ok(())
+        }
+        Err(e) => Err(failure(e)),
+    }
+}
+
+fn failure(e: ChatError) -> Failure {
+    match e {
+        ChatError::Settings(_) | ChatError::Resume(_) => Failure::Usage(anyhow!(e)),
+        other => Failure::Connection(anyhow!(other)),
+    }
+}
+
+/// The interactive loop: a line per prompt, a few slash commands; Ctrl-C stops the running
+/// turn (the model's stream or the tool call) and keeps the session.
+async fn prompt_loop(session: &mut Session) -> Result<(), Failure> {
+    eprintln!(
+        "{}",
+        dim("type a prompt; /tools, /servers, /model NAME, /clear, /exit")
+    );
+    loop {
+        eprint!("\n> ");
+        let line = tokio::select! {
+            line = tokio::task::spawn_blocking(|| {
+                let mut line = String::new();
+                std::io::stdin().lock().read_line(&mut line).map(|n| (n, line))
+            }) => line.context("reading the prompt")?.context("reading the prompt")?,
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        };
+        let (n, line) = line;
+        if n == 0 {
+            return Ok(());
+        }
+        let line = line.trim();
+        match line
+            .split_once(' ')
+            .map_or((line, ""), |(a, b)| (a, b.trim()))
+        {
+            ("", _) => continue,
+            ("/exit" | "/quit", _) => return Ok(()),
+            ("/clear", _) => {
+                session.clear();
+                eprintln!(
+                    "{}",
+                    dim("(the conversation is cleared; the transcript keeps it)")
+                );
+            }
+            ("/model", name) if !name.is_empty() => session.set_model(name),
+            ("/tools", _) => {
+                session
+                    .refresh_tools()
+                    .await
+                    .map_err(|e| Failure::Connection(anyhow!(e)))?;
+                for tool in session.tools() {
+                    let first = tool.description.lines().next().unwrap_or_default();
+                    println!("{}  {}", tool.name, dim(first));
+                }
+            }
+            ("/servers", _) => {
+                let down = session.host().down_reasons();
+                for name in session
+                    .host()
+                    .listed_tools()
+                    .iter()
+                    .filter_map(|t| t.split_once("__"))
+                    .map(|(s, _)| s)
+                    .collect::<std::collections::BTreeSet<_>>()
+                {
+                    println!("{name}: running");
+                }
+                for (name, why) in down {
+                    println!("{name}: not running ({why})");
+                }
+            }
+            (cmd, _) if cmd.starts_with('/') => eprintln!("unknown command {cmd}"),
+            _ => {
+                tokio::select! {
+                    outcome = session.send(line) => {
+                        match outcome {
+                            Ok(_) => println!(),
+                            Err(e) => eprintln!("\nerror: {e}"),
+                        }
+                    }
+                    _ = tokio::signal::ctrl_c() => {
+                        session.cancelled();
+                        eprintln!("\n{}", dim("(cancelled)"));
+                    }
+                }
+            }
+        }
+    }
+}
