@@ -361,10 +361,10 @@ fn result_text(result: &CallToolResult) -> String {
             }
         }
     }
-    if parts.iter().all(|p| p.starts_with('[')) {
-        if let Some(sc) = &result.structured_content {
-            parts.insert(0, sc.to_string());
-        }
+    if parts.iter().all(|p| p.starts_with('['))
+        && let Some(sc) = &result.structured_content
+    {
+        parts.insert(0, sc.to_string());
     }
     parts.join("\n")
 }

@@ -45,7 +45,7 @@ fn object_schema(schema: &Value, at: &str, errors: &mut Vec<String>) {
 }
 
 fn common(body: &Value, errors: &mut Vec<String>) {
-    if !body["model"].as_str().is_some_and(|m| !m.is_empty()) {
+    if body["model"].as_str().is_none_or(|m| m.is_empty()) {
         errors.push("model: Field required".into());
     }
     if body["stream"] != true {
@@ -61,7 +61,7 @@ fn anthropic(headers: &http::HeaderMap, body: &Value, errors: &mut Vec<String>) 
         errors.push("anthropic-version: header is required".into());
     }
     common(body, errors);
-    if !body["max_tokens"].as_u64().is_some_and(|n| n >= 1) {
+    if body["max_tokens"].as_u64().is_none_or(|n| n < 1) {
         errors.push("max_tokens: Field required".into());
     }
     let mut cache_points = 0;
@@ -69,7 +69,7 @@ fn anthropic(headers: &http::HeaderMap, body: &Value, errors: &mut Vec<String>) 
         Value::Null | Value::String(_) => {}
         Value::Array(blocks) => {
             for (i, b) in blocks.iter().enumerate() {
-                if b["type"] != "text" || !b["text"].as_str().is_some_and(|t| !t.is_empty()) {
+                if b["type"] != "text" || b["text"].as_str().is_none_or(|t| t.is_empty()) {
                     errors.push(format!("system.{i}: must be a non-empty text block"));
                 }
                 cache_points += cache_control(b, &format!("system.{i}"), errors);
@@ -156,7 +156,7 @@ fn anthropic(headers: &http::HeaderMap, body: &Value, errors: &mut Vec<String>) 
             match b["type"].as_str().unwrap_or_default() {
                 "text" => {
                     other_seen = true;
-                    if !b["text"].as_str().is_some_and(|t| !t.is_empty()) {
+                    if b["text"].as_str().is_none_or(|t| t.is_empty()) {
                         errors.push(format!("{at}: text content blocks must be non-empty"));
                     }
                 }
@@ -450,10 +450,7 @@ fn chat(body: &Value, errors: &mut Vec<String>) {
                     if c["type"] != "function" {
                         errors.push(format!("{cat}.type: Field required"));
                     }
-                    if !c["function"]["name"]
-                        .as_str()
-                        .is_some_and(|n| !n.is_empty())
-                    {
+                    if c["function"]["name"].as_str().is_none_or(|n| n.is_empty()) {
                         errors.push(format!("{cat}.function.name: Field required"));
                     }
                     json_arguments(
