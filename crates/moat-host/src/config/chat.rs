@@ -25,3 +25,26 @@ pub struct ChatConfig {
     /// The most tokens the model may write in one turn.
     pub max_tokens: Option<u32>,
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::Config;
+
+    #[test]
+    fn the_chat_table_is_carried_and_checked_for_typos() {
+        let config = Config::from_toml_str(
+            "[chat]\nprovider = \"openai-chat\"\nmodel = \"qwen3:8b\"\nbase_url = \"http://localhost:11434/v1\"\nmax_steps = 5\n",
+            None,
+        )
+        .expect("a [chat] table");
+        assert_eq!(config.chat.provider.as_deref(), Some("openai-chat"));
+        assert_eq!(config.chat.model.as_deref(), Some("qwen3:8b"));
+        assert_eq!(config.chat.max_steps, Some(5));
+        let err = Config::from_toml_str("[chat]\nmodle = \"x\"\n", None).expect_err("a typo");
+        assert!(err.to_string().contains("modle"), "{err}");
+        assert_eq!(
+            Config::from_toml_str("", None).expect("empty").chat,
+            Default::default()
+        );
+    }
+}
