@@ -2,7 +2,7 @@
 //! `-p` (the answer on stdout, or every event as JSON lines with `--json`), else a prompt
 //! loop. The conversation, the providers and the tool loop live in moat-chat.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
 use anyhow::{Context, anyhow};
@@ -15,6 +15,8 @@ use serde_json::json;
 use crate::Failure;
 use crate::cli::ChatArgs;
 use crate::output::dim;
+
+mod interactive;
 
 pub async fn run(args: ChatArgs) -> Result<(), Failure> {
     let config = load_config(&args)?;
@@ -81,7 +83,7 @@ pub async fn run(args: ChatArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::Connection(anyhow!(e)))?;
     let outcome = match &args.prompt {
         Some(prompt) => one_prompt(&mut session, prompt, args.json).await,
-        None => prompt_loop(&mut session).await,
+        None => interactive::run(&mut session, &state).await,
     };
     session.shutdown().await;
     outcome
@@ -178,85 +180,5 @@ fn failure(e: ChatError) -> Failure {
     match e {
         ChatError::Settings(_) | ChatError::Resume(_) => Failure::Usage(anyhow!(e)),
         other => Failure::Connection(anyhow!(other)),
-    }
-}
-
-/// The interactive loop: a line per prompt, a few slash commands; Ctrl-C stops the running
-/// turn (the model's stream or the tool call) and keeps the session.
-async fn prompt_loop(session: &mut Session) -> Result<(), Failure> {
-    eprintln!(
-        "{}",
-        dim("type a prompt; /tools, /servers, /model NAME, /clear, /exit")
-    );
-    loop {
-        eprint!("\n> ");
-        let line = tokio::select! {
-            line = tokio::task::spawn_blocking(|| {
-                let mut line = String::new();
-                std::io::stdin().lock().read_line(&mut line).map(|n| (n, line))
-            }) => line.context("reading the prompt")?.context("reading the prompt")?,
-            _ = tokio::signal::ctrl_c() => return Ok(()),
-        };
-        let (n, line) = line;
-        if n == 0 {
-            return Ok(());
-        }
-        let line = line.trim();
-        match line
-            .split_once(' ')
-            .map_or((line, ""), |(a, b)| (a, b.trim()))
-        {
-            ("", _) => continue,
-            ("/exit" | "/quit", _) => return Ok(()),
-            ("/clear", _) => {
-                session.clear();
-                eprintln!(
-                    "{}",
-                    dim("(the conversation is cleared; the transcript keeps it)")
-                );
-            }
-            ("/model", name) if !name.is_empty() => session.set_model(name),
-            ("/tools", _) => {
-                session
-                    .refresh_tools()
-                    .await
-                    .map_err(|e| Failure::Connection(anyhow!(e)))?;
-                for tool in session.tools() {
-                    let first = tool.description.lines().next().unwrap_or_default();
-                    println!("{}  {}", tool.name, dim(first));
-                }
-            }
-            ("/servers", _) => {
-                let down = session.host().down_reasons();
-                for name in session
-                    .host()
-                    .listed_tools()
-                    .iter()
-                    .filter_map(|t| t.split_once("__"))
-                    .map(|(s, _)| s)
-                    .collect::<std::collections::BTreeSet<_>>()
-                {
-                    println!("{name}: running");
-                }
-                for (name, why) in down {
-                    println!("{name}: not running ({why})");
-                }
-            }
-            (cmd, _) if cmd.starts_with('/') => eprintln!("unknown command {cmd}"),
-            _ => {
-                tokio::select! {
-                    outcome = session.send(line) => {
-                        match outcome {
-                            Ok(_) => println!(),
-                            Err(e) => eprintln!("\nerror: {e}"),
-                        }
-                    }
-                    _ = tokio::signal::ctrl_c() => {
-                        session.cancelled();
-                        eprintln!("\n{}", dim("(cancelled)"));
-                    }
-                }
-            }
-        }
     }
 }
