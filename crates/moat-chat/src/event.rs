@@ -45,6 +45,11 @@ pub enum Event {
         /// The start of what the model is told.
         text: String,
     },
+    /// A server's sampling request was answered by the model.
+    Sampled {
+        /// What the model wrote for the server.
+        text: String,
+    },
     /// A request to the provider failed and is retried.
     Retry {
         /// Which attempt failed (1-based).

@@ -35,6 +35,7 @@ mod error;
 pub mod event;
 pub mod message;
 pub mod provider;
+mod sampling;
 pub mod scripted;
 pub mod session;
 pub mod settings;

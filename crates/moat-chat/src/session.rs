@@ -45,7 +45,7 @@ const EVENT_TEXT: usize = 400;
 pub struct Session {
     host: Host,
     client: Client,
-    provider: Box<dyn Provider>,
+    provider: Arc<dyn Provider>,
     options: LoopOptions,
     turns: Vec<Turn>,
     /// Turns already written to the transcript.
@@ -84,11 +84,22 @@ impl Session {
             .iter()
             .map(|p| Root::new(format!("file://{}", p.display())))
             .collect();
+        let provider: Arc<dyn Provider> = Arc::from(provider);
         let on_event = events.clone();
+        let (sampler, sampling_events, model) =
+            (provider.clone(), events.clone(), options.model.clone());
         let client = ClientBuilder::new("moat-chat", env!("CARGO_PKG_VERSION"))
             // Consent may wait on a person; the host's own [consent] timeout bounds it.
             .request_timeout(None)
             .roots(roots)
+            .on_sampling(move |params| {
+                crate::sampling::answer(
+                    sampler.clone(),
+                    model.clone(),
+                    sampling_events.clone(),
+                    params,
+                )
+            })
             .on_elicitation(move |request| {
                 let consent = consent.clone();
                 let events = on_event.clone();

@@ -662,3 +662,79 @@ async fn the_interactive_mode_in_a_terminal() {
     assert!(after.contains("The user cancelled this call."), "{after}");
     term.keys(&["/exit", "Enter"]);
 }
+
+/// A downstream server's sampling request (the TypeScript reference server's sampling
+/// tool) is put to the person, as `[[policy.requests]]` says, then answered by the model.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_servers_sampling_request_is_answered_by_the_model_after_consent() {
+    const EVERYTHING_JS: &str =
+        "node_modules/@modelcontextprotocol/server-everything/dist/index.js";
+    let Some(peers) = moat_test_support::peers(&[EVERYTHING_JS]) else {
+        return;
+    };
+    let project = Project::new("allow");
+    let config = format!(
+        "state_dir = {state:?}\n\n[servers.ev]\ncommand = \"node\"\nargs = [{js:?}, \"stdio\"]\nsandbox = false\n\n\
+         [policy]\ndefault = \"allow\"\n\n[[policy.labels]]\nserver = \"ev\"\nuntrusted = false\n\n\
+         [[policy.requests]]\nserver = \"ev\"\nsampling = \"ask\"\n\n[consent]\nmode = \"elicit\"\n",
+        state = project.root().join("state").display().to_string(),
+        js = peers.path(EVERYTHING_JS),
+    );
+    std::fs::write(project.root().join("moat.toml"), config).expect("config");
+    let model = ScriptedModel::start(vec![
+        Step::call(
+            "ev__trigger-sampling-request",
+            json!({"prompt": "say hi", "maxTokens": 20}),
+        ),
+        Step::text("Hi from the scripted model."),
+        Step::text("The server got its answer."),
+    ])
+    .await
+    .expect("model");
+    let out = chat(
+        &project,
+        &model,
+        "anthropic",
+        &[
+            "-p",
+            "ask the server to sample",
+            "--json",
+            "--consent-stdin",
+        ],
+        "o\n",
+    )
+    .await;
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(model.violations(), Vec::<String>::new());
+    let events = events(&out);
+    let consent = of_type(&events, "consent");
+    assert_eq!(consent.len(), 1, "{}", show(&out));
+    assert_eq!(consent[0]["choice"], "approve once");
+    assert_eq!(
+        of_type(&events, "sampled")[0]["text"],
+        "Hi from the scripted model."
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    assert!(
+        requests[1].get("tools").is_none(),
+        "a sampling request offers no tools"
+    );
+    assert!(
+        requests[1]["messages"].to_string().contains("say hi"),
+        "{}",
+        requests[1]
+    );
+    let result = requests[2]["messages"][2]["content"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        result.contains("Hi from the scripted model."),
+        "the server got the model's text: {result}"
+    );
+    assert_eq!(
+        events.last().map(|e| e["type"].clone()),
+        Some(json!("answer"))
+    );
+}

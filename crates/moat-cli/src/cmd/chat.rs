@@ -142,6 +142,13 @@ fn sink(json: bool, interactive: bool) -> moat_chat::event::EventSink {
             } => {
                 eprintln!("{}", dim(&format!("  {name}: {decision} ({ms:.0} ms)")));
             }
+            Event::Sampled { text } => {
+                let short: String = text.chars().take(120).collect();
+                eprintln!(
+                    "{}",
+                    dim(&format!("  a server's sampling request, answered: {short}"))
+                );
+            }
             Event::Consent { choice, .. } => eprintln!("{}", dim(&format!("  consent: {choice}"))),
             Event::Retry {
                 attempt,
