@@ -6,7 +6,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Mutex;
 
-use futures_util::future::BoxFuture;
+pub use futures_util::future::BoxFuture;
 
 /// One question.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -336,8 +336,8 @@ impl Session {
 
     /// Stops the host and its servers.
     pub async fn shutdown(self) {
-        self.client.close().await;
         self.host.shutdown().await;
+        drop(self.client);
     }
 }
 

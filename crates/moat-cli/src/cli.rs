@@ -282,6 +282,9 @@ pub struct DemoArgs {
     /// input, bad input, a crash) against the built-in `everything` server.
     #[arg(long)]
     pub tour: bool,
+    /// Instead: the same path driven by `moat chat` and a scripted local model (no key).
+    #[arg(long, conflicts_with = "tour")]
+    pub chat: bool,
 }
 
 const CHAT_HELP: &str = "\

@@ -738,3 +738,26 @@ async fn a_servers_sampling_request_is_answered_by_the_model_after_consent() {
         Some(json!("answer"))
     );
 }
+
+/// `moat demo --chat` needs no key: the tour through `moat chat` and a scripted model.
+#[test]
+fn the_chat_demo_runs_without_a_key() {
+    let out = std::process::Command::new(MOAT)
+        .args(["demo", "--chat", "--json"])
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .expect("moat demo --chat");
+    assert!(out.status.success(), "{}", show(&out));
+    let summary: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", show(&out)));
+    assert_eq!(summary["ok"], true, "{summary}");
+    let consent: Vec<&Value> = summary["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["type"] == "consent")
+        .collect();
+    assert_eq!(consent.len(), 1);
+    assert_eq!(consent[0]["choice"], "deny");
+}

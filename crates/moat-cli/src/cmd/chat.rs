@@ -16,6 +16,7 @@ use crate::Failure;
 use crate::cli::ChatArgs;
 use crate::output::dim;
 
+pub mod demo;
 mod interactive;
 
 pub async fn run(args: ChatArgs) -> Result<(), Failure> {
