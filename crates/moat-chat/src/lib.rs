@@ -30,6 +30,7 @@
 //! [`transcript`] (JSON-lines transcripts), [`settings`] (flags, `[chat]`, environment),
 //! [`scripted`] (a local model that speaks each wire format exactly, for tests and the demo).
 
+pub mod attach;
 pub mod consent;
 mod error;
 pub mod event;

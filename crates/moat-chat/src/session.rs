@@ -155,6 +155,11 @@ impl Session {
         &self.host
     }
 
+    /// The in-process client (resources, prompts, anything the loop does not use).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// The tools as the model sees them (after [`Session::refresh_tools`]).
     pub fn tools(&self) -> &[ToolDef] {
         &self.tools

@@ -660,6 +660,13 @@ async fn the_interactive_mode_in_a_terminal() {
     // The turn after Ctrl-C told the model its call was cancelled.
     let after = model.requests()[3]["messages"].to_string();
     assert!(after.contains("The user cancelled this call."), "{after}");
+    term.keys(&["/audit", "Enter"]);
+    let screen = term.wait_for("CONSENT", 1).await;
+    let table = &screen[screen.rfind("DECISION").unwrap_or(0)..];
+    assert!(
+        table.contains("fs__read_file") && table.contains("exec__run_command"),
+        "{table}"
+    );
     term.keys(&["/exit", "Enter"]);
 }
 
@@ -760,4 +767,41 @@ fn the_chat_demo_runs_without_a_key() {
         .collect();
     assert_eq!(consent.len(), 1);
     assert_eq!(consent[0]["choice"], "deny");
+}
+
+/// `@uri` in a prompt attaches that resource, read through the gateway.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resource_named_in_the_prompt_is_attached() {
+    let project = Project::new("allow");
+    let config = format!(
+        "state_dir = {state:?}\n\n[servers.every]\ncommand = {exe:?}\nargs = [\"serve\", \"everything\"]\nsandbox = false\n\n[policy]\ndefault = \"allow\"\n",
+        state = project.root().join("state").display().to_string(),
+        exe = MOAT,
+    );
+    std::fs::write(project.root().join("moat.toml"), config).expect("config");
+    let model = ScriptedModel::start(vec![Step::text("It says what static text says.")])
+        .await
+        .expect("model");
+    let out = chat(
+        &project,
+        &model,
+        "openai",
+        &["-p", "What does @test://static-text say?"],
+        "",
+    )
+    .await;
+    assert!(out.status.success(), "{}", show(&out));
+    let sent = model.requests()[0]["input"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        sent.starts_with("What does @test://static-text say?"),
+        "{sent}"
+    );
+    assert!(
+        sent.contains("This is the content of the static text resource."),
+        "{sent}"
+    );
+    assert_eq!(model.violations(), Vec::<String>::new());
 }

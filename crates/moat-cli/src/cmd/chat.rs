@@ -173,7 +173,10 @@ fn print_line(value: &serde_json::Value) {
 }
 
 async fn one_prompt(session: &mut Session, prompt: &str, json: bool) -> Result<(), Failure> {
-    match session.send(prompt).await {
+    let prompt = moat_chat::attach::resources(session.client(), prompt)
+        .await
+        .map_err(failure)?;
+    match session.send(&prompt).await {
         Ok(answer) => {
             if !json {
                 println!("{answer}");

@@ -14,7 +14,8 @@ use rustyline::error::ReadlineError;
 use crate::Failure;
 use crate::output::dim;
 
-const HELP: &str = "type a prompt; /tools, /servers, /model NAME, /clear, /exit (Ctrl-C stops a turn, Ctrl-D leaves)";
+const HELP: &str = "type a prompt (@URI attaches a resource); /tools, /servers, /prompt NAME [k=v…], \
+/audit, /save FILE, /model NAME, /clear, /exit (Ctrl-C stops a turn, Ctrl-D leaves)";
 
 pub async fn run(session: &mut Session, state: &Path) -> Result<(), Failure> {
     let history = moat_chat::transcript::dir(state).join("history.txt");
@@ -74,19 +75,28 @@ pub async fn run(session: &mut Session, state: &Path) -> Result<(), Failure> {
                 Err(e) => eprintln!("error: {e}"),
             },
             "/servers" => servers(session),
-            c if c.starts_with('/') => eprintln!("unknown command {c} ({HELP})"),
-            _ => {
-                tokio::select! {
-                    outcome = session.send(line) => match outcome {
-                        Ok(_) => println!(),
-                        Err(e) => eprintln!("\nerror: {e}"),
-                    },
-                    _ = interrupts.recv() => {
-                        session.cancelled();
-                        eprintln!("\n{}", dim("(cancelled)"));
+            "/audit" => audit(session),
+            "/save" => save(session, rest),
+            "/prompt" if !rest.is_empty() => {
+                let mut words = rest.split_whitespace();
+                let name = words.next().unwrap_or_default();
+                let args: Vec<&str> = words.collect();
+                match moat_chat::attach::prompt(session.client(), name, &args).await {
+                    Ok(text) => {
+                        eprintln!(
+                            "{}",
+                            dim(&format!("(prompt {name}: {} characters)", text.len()))
+                        );
+                        turn(session, &mut interrupts, &text).await;
                     }
+                    Err(e) => eprintln!("error: {e}"),
                 }
             }
+            c if c.starts_with('/') => eprintln!("unknown command {c} ({HELP})"),
+            _ => match moat_chat::attach::resources(session.client(), line).await {
+                Ok(text) => turn(session, &mut interrupts, &text).await,
+                Err(e) => eprintln!("error: {e}"),
+            },
         }
     }
     if let Some(dir) = history.parent() {
@@ -94,6 +104,66 @@ pub async fn run(session: &mut Session, state: &Path) -> Result<(), Failure> {
     }
     let _ = editor.save_history(&history);
     Ok(())
+}
+
+/// One prompt; Ctrl-C stops it and mends the conversation.
+async fn turn(session: &mut Session, interrupts: &mut tokio::signal::unix::Signal, text: &str) {
+    tokio::select! {
+        outcome = session.send(text) => match outcome {
+            Ok(_) => println!(),
+            Err(e) => eprintln!("\nerror: {e}"),
+        },
+        _ = interrupts.recv() => {
+            session.cancelled();
+            eprintln!("\n{}", dim("(cancelled)"));
+        }
+    }
+}
+
+/// The last calls of the audit trail.
+fn audit(session: &Session) {
+    let Some(audit) = session.host().audit() else {
+        eprintln!("(the audit trail is off)");
+        return;
+    };
+    let query = moat_host::audit::AuditQuery {
+        limit: Some(20),
+        ..Default::default()
+    };
+    match audit.flush().and_then(|()| audit.query(&query)) {
+        Ok(records) => print!(
+            "{}",
+            moat_host::audit::format_table(&records, crate::output::colour())
+        ),
+        Err(e) => eprintln!("error: {e}"),
+    }
+}
+
+/// The conversation so far, as JSON lines (one turn each), to `file`.
+fn save(session: &Session, file: &str) {
+    if file.is_empty() {
+        eprintln!(
+            "(/save FILE: the conversation as JSON lines; it is also kept in the transcript)"
+        );
+        return;
+    }
+    let mut text = String::new();
+    for turn in session.turns() {
+        if let Ok(line) = serde_json::to_string(turn) {
+            text.push_str(&line);
+            text.push('\n');
+        }
+    }
+    match std::fs::write(file, text) {
+        Ok(()) => eprintln!(
+            "{}",
+            dim(&format!(
+                "(saved {} turns to {file})",
+                session.turns().len()
+            ))
+        ),
+        Err(e) => eprintln!("error: {file}: {e}"),
+    }
 }
 
 fn servers(session: &Session) {
