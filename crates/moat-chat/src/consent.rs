@@ -3,8 +3,11 @@
 //! `approve for this session`, `always approve` and `deny`); a [`Prompt`] answers it — on
 //! the terminal, from lines of a script, or by refusing.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Mutex;
+
+use moat::types::ElicitValue;
 
 pub use futures_util::future::BoxFuture;
 
@@ -21,6 +24,17 @@ pub struct Question {
 pub trait Prompt: Send + Sync {
     /// One of `question.choices`, or `None` to decline.
     fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Option<String>>;
+
+    /// Fills a server's elicitation form (`schema` is its requested schema); `None`
+    /// declines it. By default every form is declined.
+    fn form<'a>(
+        &'a self,
+        message: &'a str,
+        schema: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Option<BTreeMap<String, ElicitValue>>> {
+        let _ = (message, schema);
+        Box::pin(async { None })
+    }
 }
 
 /// Maps a typed answer to a choice: the first letter or the whole label of one
@@ -91,6 +105,33 @@ impl Prompt for Terminal {
             parse_answer(&line, &choices)
         })
     }
+
+    fn form<'a>(
+        &'a self,
+        message: &'a str,
+        schema: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Option<BTreeMap<String, ElicitValue>>> {
+        let (message, schema) = (message.to_owned(), schema.clone());
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let tty = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open("/dev/tty")
+                    .ok()?;
+                let mut writer = tty.try_clone().ok()?;
+                let mut reader = std::io::BufReader::new(tty);
+                crate::form::fill(&message, &schema, &mut |prompt| {
+                    writer.write_all(prompt.as_bytes()).ok()?;
+                    writer.flush().ok()?;
+                    let mut line = String::new();
+                    (reader.read_line(&mut line).ok()? > 0).then_some(line)
+                })
+            })
+            .await
+            .ok()?
+        })
+    }
 }
 
 /// Reads one answer line per question from a reader (stdin, for scripts: `moat chat -p …
@@ -122,6 +163,23 @@ impl<R: BufRead + Send + 'static> Prompt for Lines<R> {
             eprintln!("{}", line.trim());
             read.filter(|n| *n > 0)?;
             parse_answer(&line, &question.choices)
+        })
+    }
+
+    fn form<'a>(
+        &'a self,
+        message: &'a str,
+        schema: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Option<BTreeMap<String, ElicitValue>>> {
+        Box::pin(async move {
+            let mut reader = self.reader.lock().ok()?;
+            crate::form::fill(message, schema, &mut |prompt| {
+                eprint!("{prompt}");
+                let mut line = String::new();
+                let n = reader.read_line(&mut line).ok()?;
+                eprintln!("{}", line.trim());
+                (n > 0).then_some(line)
+            })
         })
     }
 }

@@ -34,6 +34,7 @@ pub mod attach;
 pub mod consent;
 mod error;
 pub mod event;
+pub mod form;
 pub mod message;
 pub mod provider;
 mod sampling;

@@ -425,8 +425,8 @@ fn object_schema(schema: Value) -> Value {
     Value::Object(schema)
 }
 
-/// Answers an elicitation: the gateway's consent form through `consent`, anything else
-/// declined (forms from servers are not asked in this version).
+/// Answers an elicitation: the gateway's consent question, or a server's form, through
+/// `consent`; URL-mode requests are declined.
 async fn answer_form(
     consent: &dyn Prompt,
     events: &EventSink,
@@ -446,7 +446,11 @@ async fn answer_form(
         })
         .unwrap_or_default();
     if choices.is_empty() {
-        return ElicitResult::decline();
+        // A server's own form, passed on by the gateway.
+        return match consent.form(&form.message, &schema).await {
+            Some(content) => ElicitResult::accept(content),
+            None => ElicitResult::decline(),
+        };
     }
     let question = Question {
         message: form.message.clone(),

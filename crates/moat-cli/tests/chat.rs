@@ -805,3 +805,48 @@ async fn a_resource_named_in_the_prompt_is_attached() {
     );
     assert_eq!(model.violations(), Vec::<String>::new());
 }
+
+/// A server's own elicitation form is filled in field by field (here from stdin, as a script
+/// would with --consent-stdin) and the server gets the answers.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_servers_form_is_filled_in_and_returned() {
+    let project = Project::new("allow");
+    let config = format!(
+        "state_dir = {state:?}\n\n[servers.every]\ncommand = {exe:?}\nargs = [\"serve\", \"everything\"]\nsandbox = false\n\n[policy]\ndefault = \"allow\"\n",
+        state = project.root().join("state").display().to_string(),
+        exe = MOAT,
+    );
+    std::fs::write(project.root().join("moat.toml"), config).expect("config");
+    let model = ScriptedModel::start(vec![
+        Step::call(
+            "every__test_elicitation",
+            json!({"message": "Who are you?"}),
+        ),
+        Step::text("You are ada."),
+    ])
+    .await
+    .expect("model");
+    let out = chat(
+        &project,
+        &model,
+        "anthropic",
+        &["-p", "ask me who I am", "--consent-stdin"],
+        "ada\nada\n",
+    )
+    .await;
+    assert!(out.status.success(), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Who are you?") && stderr.contains("User's email address"),
+        "{stderr}"
+    );
+    let result = model.requests()[1]["messages"][2]["content"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        result.contains("action=accept") && result.contains("ada"),
+        "{result}"
+    );
+    assert_eq!(model.violations(), Vec::<String>::new());
+}
