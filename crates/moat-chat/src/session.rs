@@ -189,7 +189,9 @@ impl Session {
                     .clone()
                     .or(tool.title.clone())
                     .unwrap_or_default(),
-                input_schema: object_schema(tool.input_schema.clone()),
+                input_schema: object_schema(moat::schema::portable::portable_input(
+                    &tool.input_schema,
+                )),
             });
         }
         Ok(())
@@ -412,7 +414,8 @@ fn wire_name(name: &str, taken: &BTreeMap<String, String>) -> String {
     candidate
 }
 
-/// A schema every provider accepts for a function's parameters: an object with properties.
+/// A schema every provider accepts for a function's parameters: the SDK's portable form
+/// (one type per schema, no `$ref`, no root `anyOf`), an object with properties.
 fn object_schema(schema: Value) -> Value {
     let mut schema = match schema {
         Value::Object(map) => map,

@@ -367,3 +367,41 @@ async fn provider_errors_say_what_to_fix() {
         );
     }
 }
+
+/// A tool schema the provider would refuse is refused here too (moat's session rewrites
+/// schemas into the portable form before they get this far).
+#[tokio::test]
+async fn a_schema_the_provider_rejects_fails_the_request() {
+    for kind in ALL {
+        let model = ScriptedModel::start(vec![Step::text("never")])
+            .await
+            .expect("model");
+        let p = provider(kind, &model);
+        let tools = vec![ToolDef {
+            name: "bad".into(),
+            description: "A tool whose schema is a union at the root".into(),
+            input_schema: json!({"anyOf": [{"type": "object"}, {"type": "string"}]}),
+        }];
+        let turns = user("hi");
+        let request = Request {
+            model: "m",
+            system: None,
+            turns: &turns,
+            tools: &tools,
+            max_tokens: None,
+        };
+        let reply = p.complete(request, &|_| {}).await;
+        assert!(
+            matches!(reply, Err(ChatError::Rejected { status: 400, .. })),
+            "{kind:?}: {reply:?}"
+        );
+        assert!(
+            model
+                .violations()
+                .iter()
+                .any(|v| v.contains("parameters") || v.contains("input_schema")),
+            "{kind:?}: {:?}",
+            model.violations()
+        );
+    }
+}

@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeSet, HashSet};
 
+use moat::schema::Side;
+use moat::schema::rules::{self, Api};
 use serde_json::Value;
 
 use super::Wire;
@@ -33,8 +35,12 @@ fn valid_name(name: &str, max: usize) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// A function's parameters: a JSON Schema object whose type is `object`.
-fn object_schema(schema: &Value, at: &str, errors: &mut Vec<String>) {
+/// A function's parameters: a JSON Schema object whose type is `object`, within what the
+/// provider's function calling accepts (the SDK's rules, with their sources).
+fn object_schema(api: Api, schema: &Value, at: &str, errors: &mut Vec<String>) {
+    for v in rules::check(api, Side::Input, schema) {
+        errors.push(format!("{at}{}: {} ({})", v.at, v.message, v.rule));
+    }
     if !schema.is_object() {
         errors.push(format!("{at}: Input should be a valid dictionary"));
     } else if schema["type"] != "object" {
@@ -99,6 +105,7 @@ fn anthropic(headers: &http::HeaderMap, body: &Value, errors: &mut Vec<String>) 
                 ));
             }
             object_schema(
+                Api::Anthropic,
                 &t["input_schema"],
                 &format!("tools.{i}.custom.input_schema"),
                 errors,
@@ -300,7 +307,7 @@ fn function_tool(
     if !names.insert(name.to_owned()) {
         errors.push(format!("Duplicate tool name {name:?}"));
     }
-    object_schema(parameters, &format!("{at}.parameters"), errors);
+    object_schema(Api::OpenAi, parameters, &format!("{at}.parameters"), errors);
 }
 
 fn json_arguments(arguments: &Value, at: &str, errors: &mut Vec<String>) {
