@@ -850,3 +850,53 @@ async fn a_servers_form_is_filled_in_and_returned() {
     );
     assert_eq!(model.violations(), Vec::<String>::new());
 }
+
+/// With tool search on, the model gets the three meta-tools and reaches a tool through
+/// them: `search_tools`, then `call_tool`, through the same checks as a direct call.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_tool_search_the_model_searches_then_calls() {
+    let project = Project::new("allow");
+    let path = project.root().join("moat.toml");
+    let mut config = std::fs::read_to_string(&path).expect("config");
+    config.push_str("\n[tool_search]\nmode = \"on\"\n");
+    std::fs::write(&path, config).expect("config");
+    let model = ScriptedModel::start(vec![
+        Step::call("search_tools", json!({"query": "run a shell command"})),
+        Step::call(
+            "call_tool",
+            json!({"name": "exec__run_command", "arguments": {"argv": ["echo", "found-it"]}}),
+        ),
+        Step::text("It printed found-it."),
+    ])
+    .await
+    .expect("model");
+    let out = chat(
+        &project,
+        &model,
+        "openai-chat",
+        &["-p", "echo found-it", "--json"],
+        "",
+    )
+    .await;
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(model.violations(), Vec::<String>::new());
+    let requests = model.requests();
+    let offered: Vec<&str> = requests[0]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(
+        offered.contains(&"search_tools") && offered.contains(&"call_tool"),
+        "{offered:?}"
+    );
+    assert!(!offered.contains(&"exec__run_command"), "{offered:?}");
+    let found = requests[1]["messages"].to_string();
+    assert!(
+        found.contains("exec__run_command"),
+        "search found it: {found}"
+    );
+    let result = requests[2]["messages"].to_string();
+    assert!(result.contains("found-it"), "{result}");
+}
