@@ -66,6 +66,13 @@ pub enum Event {
         /// Tokens written.
         output_tokens: u64,
     },
+    /// Old tool results were cut to keep the conversation within the context budget.
+    Trimmed {
+        /// How many results were cut.
+        results: usize,
+        /// The provider's count of the last request's input tokens.
+        input_tokens: u64,
+    },
     /// The final answer to the prompt.
     Answer {
         /// Its text.

@@ -31,6 +31,7 @@
 //! [`scripted`] (a local model that speaks each wire format exactly, for tests and the demo).
 
 pub mod attach;
+pub mod budget;
 pub mod consent;
 mod error;
 pub mod event;

@@ -34,6 +34,8 @@ pub struct LoopOptions {
     pub max_steps: usize,
     /// The most tokens per model turn.
     pub max_tokens: Option<u32>,
+    /// Input tokens past which old tool results are cut (`None`: never).
+    pub context_tokens: Option<u64>,
     /// The roots offered to servers that ask (default: the working directory).
     pub roots: Vec<std::path::PathBuf>,
 }
@@ -55,6 +57,8 @@ pub struct Session {
     names: BTreeMap<String, String>,
     events: EventSink,
     transcript: Option<Transcript>,
+    /// The provider's count of the last request's input tokens.
+    last_input_tokens: u64,
 }
 
 impl Session {
@@ -123,6 +127,7 @@ impl Session {
             names: BTreeMap::new(),
             events,
             transcript: None,
+            last_input_tokens: 0,
         })
     }
 
@@ -217,6 +222,7 @@ impl Session {
             text: prompt.to_owned(),
         });
         for step in 0..self.options.max_steps.max(1) {
+            self.keep_within_budget();
             let request = Request {
                 model: &self.options.model,
                 system: self.options.system.as_deref(),
@@ -237,6 +243,7 @@ impl Session {
                 input_tokens: reply.usage.input_tokens,
                 output_tokens: reply.usage.output_tokens,
             });
+            self.last_input_tokens = reply.usage.input_tokens;
             self.turns.push(Turn::Assistant {
                 text: reply.text.clone(),
                 tool_calls: reply.tool_calls.clone(),
@@ -328,6 +335,23 @@ impl Session {
         }
         if let Err(e) = self.flush() {
             tracing::warn!("{e}");
+        }
+    }
+
+    /// Cuts older tool results when the last request already passed the budget.
+    fn keep_within_budget(&mut self) {
+        let Some(limit) = self.options.context_tokens else {
+            return;
+        };
+        if self.last_input_tokens <= limit {
+            return;
+        }
+        let results = crate::budget::trim(&mut self.turns);
+        if results > 0 {
+            (self.events)(&Event::Trimmed {
+                results,
+                input_tokens: self.last_input_tokens,
+            });
         }
     }
 

@@ -98,6 +98,8 @@ pub struct ChatSettings {
     pub max_steps: usize,
     /// Tokens per model turn.
     pub max_tokens: Option<u32>,
+    /// Input tokens past which old tool results are cut.
+    pub context_tokens: Option<u64>,
     /// Retries.
     pub retry: Retry,
 }
@@ -106,6 +108,9 @@ pub struct ChatSettings {
 pub const SYSTEM: &str = "You are moat chat, a helpful assistant in a terminal. You can call tools; \
 every call goes through moat's gateway, which may refuse it (policy) or ask the user first. \
 When a call is refused, say so plainly and do not try to get around the refusal.";
+
+/// The default context budget, in input tokens: below every current model's window.
+pub const CONTEXT_TOKENS: u64 = 100_000;
 
 /// The default step limit.
 pub const MAX_STEPS: usize = 20;
@@ -172,6 +177,7 @@ impl ChatSettings {
             system: config.system.clone().unwrap_or_else(|| SYSTEM.to_owned()),
             max_steps: config.max_steps.unwrap_or(MAX_STEPS),
             max_tokens: config.max_tokens,
+            context_tokens: Some(config.context_tokens.unwrap_or(CONTEXT_TOKENS)),
             retry: Retry::default(),
         })
     }
@@ -199,6 +205,7 @@ impl ChatSettings {
             system: Some(self.system.clone()),
             max_steps: self.max_steps,
             max_tokens: self.max_tokens,
+            context_tokens: self.context_tokens,
             roots: default_roots(),
         }
     }

@@ -900,3 +900,49 @@ async fn with_tool_search_the_model_searches_then_calls() {
     let result = requests[2]["messages"].to_string();
     assert!(result.contains("found-it"), "{result}");
 }
+
+/// Past the context budget, older tool results are cut with a marker, and the user is told.
+#[tokio::test(flavor = "multi_thread")]
+async fn past_the_context_budget_old_results_are_cut_with_a_marker() {
+    let project = Project::new("allow");
+    let path = project.root().join("moat.toml");
+    let config = std::fs::read_to_string(&path)
+        .expect("config")
+        .replace("max_steps = 6", "max_steps = 6\ncontext_tokens = 50");
+    std::fs::write(&path, config).expect("config");
+    let model = ScriptedModel::start(vec![
+        Step::call("exec__run_command", json!({"argv": ["seq", "1", "3000"]})),
+        Step::call("exec__run_command", json!({"argv": ["echo", "short"]})),
+        Step::text("Done."),
+    ])
+    .await
+    .expect("model");
+    let out = chat(
+        &project,
+        &model,
+        "anthropic",
+        &["-p", "count", "--json"],
+        "",
+    )
+    .await;
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(model.violations(), Vec::<String>::new());
+    assert!(
+        !of_type(&events(&out), "trimmed").is_empty(),
+        "{}",
+        show(&out)
+    );
+    let messages = &model.requests()[2]["messages"];
+    let first = messages[2]["content"][0]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(first.contains("cut by moat chat"), "{first}");
+    assert!(!first.contains("\n2999\n"), "{first}");
+    let second = messages[4]["content"][0]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        second.contains("short") && !second.contains("cut by moat chat"),
+        "{second}"
+    );
+}

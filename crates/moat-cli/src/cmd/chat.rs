@@ -150,6 +150,15 @@ fn sink(json: bool, interactive: bool) -> moat_chat::event::EventSink {
                     dim(&format!("  a server's sampling request, answered: {short}"))
                 );
             }
+            Event::Trimmed {
+                results,
+                input_tokens,
+            } => eprintln!(
+                "{}",
+                dim(&format!(
+                    "  ({input_tokens} input tokens: {results} older tool results cut to keep within the context budget)"
+                ))
+            ),
             Event::Consent { choice, .. } => eprintln!("{}", dim(&format!("  consent: {choice}"))),
             Event::Retry {
                 attempt,

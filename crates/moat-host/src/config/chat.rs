@@ -24,6 +24,8 @@ pub struct ChatConfig {
     pub max_steps: Option<usize>,
     /// The most tokens the model may write in one turn.
     pub max_tokens: Option<u32>,
+    /// Input tokens past which older tool results are cut (with a marker).
+    pub context_tokens: Option<u64>,
 }
 
 #[cfg(test)]

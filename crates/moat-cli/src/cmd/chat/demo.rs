@@ -150,6 +150,7 @@ pub async fn run(args: DemoArgs) -> Result<(), Failure> {
         system: Some(moat_chat::settings::SYSTEM.into()),
         max_steps: 6,
         max_tokens: None,
+        context_tokens: None,
         roots: vec![workspace.clone()],
     };
     let mut session = Session::start(
