@@ -84,9 +84,6 @@ pub async fn run(args: DemoArgs) -> Result<(), Failure> {
     if args.tour {
         return crate::cmd::tour::run(args).await;
     }
-    if args.chat {
-        return crate::cmd::chat::demo::run(args).await;
-    }
     let exe = std::env::current_exe().context("cannot find the moat executable")?;
     let dir = tempfile::Builder::new()
         .prefix("moat-demo-")
