@@ -47,6 +47,10 @@ pub enum Command {
     /// The whole path in seconds: a client, the gateway's policy and consent, three
     /// sandboxed servers, a prompt injection stopped, the audit trail.
     Demo(DemoArgs),
+    /// Chat with a model (Anthropic, OpenAI, or a local OpenAI-compatible server) whose tool
+    /// calls go through the gateway: policy, consent in the terminal, sandbox, audit.
+    #[command(after_help = CHAT_HELP)]
+    Chat(ChatArgs),
     /// Run a built-in MCP server on stdin/stdout, or over HTTP with --http.
     #[command(after_help = "Examples:\n  \
         moat serve everything                          # stdio, for a client that launches it\n  \
@@ -326,6 +330,53 @@ pub struct DemoArgs {
     /// input, bad input, a crash) against the built-in `everything` server.
     #[arg(long)]
     pub tour: bool,
+    /// Instead: the same path driven by `moat chat` and a scripted local model (no key).
+    #[arg(long, conflicts_with = "tour")]
+    pub chat: bool,
+}
+
+const CHAT_HELP: &str = "\
+The servers, policy, pins and audit come from the same moat.toml as `moat gateway`; a [chat]
+table there may set provider, model, base_url, api_key_env, system, max_steps, max_tokens.
+Keys come from ANTHROPIC_API_KEY / OPENAI_API_KEY. Transcripts are saved as JSON lines under
+the state directory (chat/ID.jsonl).
+
+Examples:
+  moat chat                                        # interactive
+  moat chat -p \"what is in /etc?\"                  # print the final answer
+  moat chat -p \"…\" --json | jq -c .                # stream events as JSON lines
+  moat chat --provider openai-chat --base-url http://localhost:11434/v1 --model qwen3:8b
+  moat chat --resume                               # continue the latest conversation";
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// The configuration (as for `moat gateway`). Default: ./moat.toml, else
+    /// $XDG_CONFIG_HOME/moat/moat.toml, else no servers.
+    #[arg(long, short, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+    /// The model API: anthropic (Messages), openai (Responses), openai-chat (Chat
+    /// Completions: Ollama, llama.cpp, vLLM, LM Studio).
+    #[arg(long, value_parser = ["anthropic", "openai", "openai-chat"])]
+    pub provider: Option<String>,
+    /// The model, as the provider names it.
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// Where the provider's API is (e.g. http://localhost:11434/v1).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Send this prompt, print the final answer, and exit.
+    #[arg(short = 'p', long = "prompt", value_name = "PROMPT")]
+    pub prompt: Option<String>,
+    /// Write events (text deltas, tool calls, decisions, the answer) as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+    /// Continue a saved conversation: ID, or the latest without one.
+    #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "")]
+    pub resume: Option<String>,
+    /// With -p: read consent answers (o, s, a, n), one line per question, from stdin. Also
+    /// MOAT_CHAT_CONSENT=stdin. Without it and without a terminal, consent is refused.
+    #[arg(long)]
+    pub consent_stdin: bool,
 }
 
 #[derive(Debug, Args)]

@@ -158,7 +158,9 @@ fn dies_of_sigpipe(command: &Command) -> bool {
 
 async fn run(command: Command) -> Result<(), Failure> {
     match command {
+        Command::Demo(args) if args.chat => cmd::chat::demo::run(args).await,
         Command::Demo(args) => cmd::demo::run(args).await,
+        Command::Chat(args) => cmd::chat::run(args).await,
         Command::Serve(args) => cmd::serve::run(args).await,
         Command::Tools(args) => cmd::client::tools(args).await,
         Command::Call(args) => cmd::client::call(args).await,

@@ -136,7 +136,7 @@ pub async fn run(args: DemoArgs) -> Result<(), Failure> {
 }
 
 /// The sample workspace: what a user's project might hold.
-fn make_workspace(root: &Path) -> anyhow::Result<()> {
+pub(crate) fn make_workspace(root: &Path) -> anyhow::Result<()> {
     for sub in ["notes", "downloads", "drafts", "config"] {
         std::fs::create_dir_all(root.join(sub))?;
     }
@@ -169,7 +169,7 @@ fn make_workspace(root: &Path) -> anyhow::Result<()> {
 /// The gateway's configuration for the demo: three built-in servers, sandboxed; writes
 /// confined to drafts/; the web page reader marked as a source of untrusted content; consent
 /// through the client.
-fn demo_config(exe: &Path, root: &Path) -> String {
+pub(crate) fn demo_config(exe: &Path, root: &Path) -> String {
     let exe_s = exe.display().to_string();
     let bin_dir = exe
         .parent()

@@ -196,7 +196,7 @@ profile and what their command line names (program, files, folders): to give one
 file from a moat.toml and add [servers.NAME] with just a `sandbox` table (docs/gateway.md).";
 
 /// `--config`, else ./moat.toml, else the user's moat.toml.
-fn config_path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+pub(crate) fn config_path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(path) = given {
         return Ok(path.to_path_buf());
     }

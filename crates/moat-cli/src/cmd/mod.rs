@@ -1,5 +1,6 @@
 //! One module per group of subcommands.
 
+pub mod chat;
 pub mod client;
 pub mod completions;
 pub mod demo;

@@ -36,6 +36,7 @@ pub use duration::{DurationError, parse_duration};
 
 pub mod audit;
 pub mod auth;
+pub mod chat;
 pub mod compat;
 mod consent;
 pub mod duration;
@@ -87,6 +88,8 @@ pub struct Config {
     pub auth: Option<auth::AuthConfig>,
     /// `[telemetry]`.
     pub telemetry: telemetry::TelemetryConfig,
+    /// `[chat]` (read by `moat chat`; the host itself ignores it).
+    pub chat: chat::ChatConfig,
     /// Where the audit store, pins and consent decisions live; `None`: the XDG state
     /// directory.
     pub state_dir: Option<PathBuf>,
@@ -191,6 +194,8 @@ struct TomlFile {
     auth: Option<auth::TomlAuth>,
     #[serde(default)]
     telemetry: telemetry::TelemetryConfig,
+    #[serde(default)]
+    chat: chat::ChatConfig,
     state_dir: Option<String>,
     import: Option<OneOrMany>,
 }
@@ -405,6 +410,7 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
         compat: raw.compat,
         auth,
         telemetry: raw.telemetry,
+        chat: raw.chat,
         state_dir,
         imports,
     })

@@ -1,0 +1,204 @@
+//! `moat chat`: the flags and the terminal around [`moat_chat::Session`] — one prompt with
+//! `-p` (the answer on stdout, or every event as JSON lines with `--json`), else a prompt
+//! loop. The conversation, the providers and the tool loop live in moat-chat.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+
+use anyhow::{Context, anyhow};
+use moat_chat::consent::{self, Prompt};
+use moat_chat::transcript::{self, Transcript};
+use moat_chat::{ChatError, ChatSettings, Event, Overrides, Session};
+use moat_host::{Config, HostOptions};
+use serde_json::json;
+
+use crate::Failure;
+use crate::cli::ChatArgs;
+use crate::output::dim;
+
+pub mod demo;
+mod interactive;
+
+pub async fn run(args: ChatArgs) -> Result<(), Failure> {
+    let config = load_config(&args)?;
+    let overrides = Overrides {
+        provider: args.provider.clone(),
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
+    };
+    let settings = ChatSettings::resolve(&config.chat, &overrides, &|k| std::env::var(k).ok())
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let provider = settings
+        .provider()
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let state = moat_host::state::state_dir(config.state_dir.as_deref())
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let dir = transcript::dir(&state);
+    let (transcript, history) = match args.resume.as_deref() {
+        Some(id) => {
+            let id = Some(id).filter(|i| !i.is_empty());
+            Transcript::resume(&dir, id).map_err(|e| Failure::Usage(anyhow!(e)))?
+        }
+        None => (
+            Transcript::create(&dir, settings.kind.as_str(), &settings.model)
+                .map_err(|e| Failure::Usage(anyhow!(e)))?,
+            Vec::new(),
+        ),
+    };
+    let interactive = args.prompt.is_none();
+    let consent = consent_prompt(&args, interactive);
+    let events = sink(args.json, interactive);
+    if args.json {
+        print_line(
+            &json!({"type": "transcript", "id": transcript.id(), "path": transcript.path()}),
+        );
+    } else {
+        eprintln!(
+            "{}",
+            dim(&format!(
+                "moat chat: {} {} · transcript {} (moat chat --resume {})",
+                settings.kind.as_str(),
+                settings.model,
+                transcript.id(),
+                transcript.id()
+            ))
+        );
+    }
+    let helper = std::env::current_exe().context("finding the moat binary (the sandbox helper)")?;
+    let mut session = Session::start(
+        config,
+        HostOptions::default().sandbox_helper(helper),
+        provider,
+        settings.loop_options(),
+        consent,
+        events,
+    )
+    .await
+    .map_err(|e| Failure::Connection(anyhow!(e)))?;
+    for (name, why) in session.host().down_reasons() {
+        eprintln!("moat chat: server {name} is not running: {why}");
+    }
+    session.restore(history);
+    session
+        .record(transcript)
+        .map_err(|e| Failure::Connection(anyhow!(e)))?;
+    let outcome = match &args.prompt {
+        Some(prompt) => one_prompt(&mut session, prompt, args.json).await,
+        None => interactive::run(&mut session, &state).await,
+    };
+    session.shutdown().await;
+    outcome
+}
+
+/// The configuration named, else the one `moat gateway` would find, else none (a chat
+/// without tools).
+fn load_config(args: &ChatArgs) -> Result<Config, Failure> {
+    match crate::cmd::gateway::config_path(args.config.as_deref()) {
+        Ok(path) => Config::load(&path).map_err(|e| Failure::Usage(anyhow!(e))),
+        Err(_) if args.config.is_none() => Ok(Config::default()),
+        Err(e) => Err(Failure::Usage(e)),
+    }
+}
+
+/// Who answers consent questions: the terminal when there is one; with `-p` and no terminal,
+/// stdin lines when asked for, else nobody (refused, with a message saying how to allow).
+fn consent_prompt(args: &ChatArgs, interactive: bool) -> Arc<dyn Prompt> {
+    let from_stdin =
+        args.consent_stdin || std::env::var("MOAT_CHAT_CONSENT").is_ok_and(|v| v == "stdin");
+    if !interactive && from_stdin {
+        return Arc::new(consent::Lines::new(std::io::BufReader::new(
+            std::io::stdin(),
+        )));
+    }
+    if std::io::stdin().is_terminal() && consent::Terminal::available() {
+        return Arc::new(consent::Terminal);
+    }
+    Arc::new(consent::Refuse::default())
+}
+
+/// Where events go: JSON lines on stdout; else text streamed to stdout (interactive only)
+/// and tool calls, decisions and retries on stderr.
+fn sink(json: bool, interactive: bool) -> moat_chat::event::EventSink {
+    Arc::new(move |event: &Event| {
+        if json {
+            if let Ok(value) = serde_json::to_value(event) {
+                print_line(&value);
+            }
+            return;
+        }
+        match event {
+            Event::Text { delta } if interactive => {
+                print!("{delta}");
+                let _ = std::io::stdout().flush();
+            }
+            Event::ToolCall {
+                name, arguments, ..
+            } => {
+                let args = arguments.to_string();
+                let short: String = args.chars().take(120).collect();
+                eprintln!("{}", dim(&format!("→ {name} {short}")));
+            }
+            Event::ToolResult {
+                name, decision, ms, ..
+            } => {
+                eprintln!("{}", dim(&format!("  {name}: {decision} ({ms:.0} ms)")));
+            }
+            Event::Sampled { text } => {
+                let short: String = text.chars().take(120).collect();
+                eprintln!(
+                    "{}",
+                    dim(&format!("  a server's sampling request, answered: {short}"))
+                );
+            }
+            Event::Trimmed {
+                results,
+                input_tokens,
+            } => eprintln!(
+                "{}",
+                dim(&format!(
+                    "  ({input_tokens} input tokens: {results} older tool results cut to keep within the context budget)"
+                ))
+            ),
+            Event::Consent { choice, .. } => eprintln!("{}", dim(&format!("  consent: {choice}"))),
+            Event::Retry {
+                attempt,
+                status,
+                wait_ms,
+            } => eprintln!(
+                "{}",
+                dim(&format!(
+                    "  the provider answered {status}; retry {attempt} in {wait_ms} ms"
+                ))
+            ),
+            _ => {}
+        }
+    })
+}
+
+fn print_line(value: &serde_json::Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{value}");
+    let _ = out.flush();
+}
+
+async fn one_prompt(session: &mut Session, prompt: &str, json: bool) -> Result<(), Failure> {
+    let prompt = moat_chat::attach::resources(session.client(), prompt)
+        .await
+        .map_err(failure)?;
+    match session.send(&prompt).await {
+        Ok(answer) => {
+            if !json {
+                println!("{answer}");
+            }
+            Ok(())
+        }
+        Err(e) => Err(failure(e)),
+    }
+}
+
+fn failure(e: ChatError) -> Failure {
+    match e {
+        ChatError::Settings(_) | ChatError::Resume(_) => Failure::Usage(anyhow!(e)),
+        other => Failure::Connection(anyhow!(other)),
+    }
+}
