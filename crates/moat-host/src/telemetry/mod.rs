@@ -1,6 +1,6 @@
-//! What the gateway tells an operator about itself: Prometheus metrics ([`metrics`],
-//! served by [`endpoint`]), OpenTelemetry traces of every call ([`spans`], exported by
-//! [`otlp`]) with W3C trace context carried in `_meta` ([`propagation`]).
+//! What the gateway tells an operator about itself: Prometheus metrics (`metrics`,
+//! served by `endpoint`), OpenTelemetry traces of every call (`spans`, exported by
+//! `otlp`) with W3C trace context carried in `_meta` (`propagation`).
 //!
 //! Both are off unless configured (`[telemetry]`, [`crate::config::telemetry`]): with no
 //! metrics address nothing is counted, and with no trace subscriber the spans of the call

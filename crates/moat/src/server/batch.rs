@@ -17,12 +17,11 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 use super::options::TaskTool;
-use super::prompts::{self, PromptEntry, PromptOutput, arguments_from_schema};
+use super::prompts::{self, PromptEntry, PromptOutput, PromptReturn, arguments_from_schema};
 use super::registry::{Registry, as_error_object};
-use super::resources::{ResourceEntry, ResourceRequest, TemplateEntry, make_read};
-use super::returns::{PromptReturn, ResourceReturn, ToolReturn};
+use super::resources::{ResourceEntry, ResourceRequest, ResourceReturn, TemplateEntry, make_read};
 use super::template::{TemplateError, UriTemplate};
-use super::tools::{ToolEntry, make_entry};
+use super::tools::{ToolEntry, ToolReturn, make_entry};
 use crate::handler::RequestContext;
 use crate::schema;
 

@@ -25,7 +25,6 @@ mod pagination;
 mod prompts;
 mod registry;
 mod resources;
-mod returns;
 mod session;
 pub mod skills;
 mod task_store;
@@ -50,13 +49,12 @@ use serde::de::DeserializeOwned;
 
 pub use batch::Batch;
 pub use options::ServerOptions;
-pub use prompts::PromptOutput;
-pub use resources::{Blob, ResourceError, ResourceOutput, ResourceRequest};
-pub use returns::{PromptReturn, ResourceReturn, ToolReturn};
+pub use prompts::{PromptOutput, PromptReturn};
+pub use resources::{Blob, ResourceError, ResourceOutput, ResourceRequest, ResourceReturn};
 pub use skills::{SkillBundle, SkillError};
 pub use tasks::{TaskHandle, TaskOptions, TaskStart, TaskTool};
 pub use template::{TemplateError, UriTemplate};
-pub use tools::{Json, ToolOutput};
+pub use tools::{Json, ToolOutput, ToolReturn};
 
 use crate::error::Result;
 use crate::handler::{BoxFuture, RequestContext};

@@ -1,5 +1,7 @@
 //! Prompts: typed arguments (derived from the handler's argument type) and outputs.
 
+use std::convert::Infallible;
+use std::fmt::Display;
 use std::sync::Arc;
 
 use moat_protocol::ErrorObject;
@@ -77,4 +79,30 @@ pub(crate) fn arguments_from_schema(schema: &Value) -> Vec<PromptArgument> {
             arg
         })
         .collect()
+}
+
+/// What a prompt handler returns: any [`PromptOutput`], or a `Result` of one.
+pub trait PromptReturn: Send + 'static {
+    /// The output on success.
+    type Output: PromptOutput;
+    /// The error on failure ([`Infallible`] for a handler that returns its output itself).
+    type Error: Display + Send + 'static;
+    /// The output, or the error.
+    fn into_result(self) -> Result<Self::Output, Self::Error>;
+}
+
+impl<T: PromptOutput> PromptReturn for T {
+    type Output = T;
+    type Error = Infallible;
+    fn into_result(self) -> Result<T, Infallible> {
+        Ok(self)
+    }
+}
+
+impl<T: PromptOutput, E: Display + Send + 'static> PromptReturn for Result<T, E> {
+    type Output = T;
+    type Error = E;
+    fn into_result(self) -> Result<T, E> {
+        self
+    }
 }

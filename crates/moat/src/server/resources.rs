@@ -1,6 +1,8 @@
 //! Resources and resource templates: what a handler returns and how it becomes contents.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
+use std::fmt::Display;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -12,7 +14,6 @@ use moat_protocol::types::{
     TextResourceContents,
 };
 
-use super::returns::ResourceReturn;
 use super::template::UriTemplate;
 use crate::handler::{BoxFuture, RequestContext};
 
@@ -154,4 +155,30 @@ where
             }
         })
     })
+}
+
+/// What a resource handler returns: any [`ResourceOutput`], or a `Result` of one.
+pub trait ResourceReturn: Send + 'static {
+    /// The output on success.
+    type Output: ResourceOutput;
+    /// The error on failure ([`Infallible`] for a handler that returns its output itself).
+    type Error: Display + Send + 'static;
+    /// The output, or the error.
+    fn into_result(self) -> Result<Self::Output, Self::Error>;
+}
+
+impl<T: ResourceOutput> ResourceReturn for T {
+    type Output = T;
+    type Error = Infallible;
+    fn into_result(self) -> Result<T, Infallible> {
+        Ok(self)
+    }
+}
+
+impl<T: ResourceOutput, E: Display + Send + 'static> ResourceReturn for Result<T, E> {
+    type Output = T;
+    type Error = E;
+    fn into_result(self) -> Result<T, E> {
+        self
+    }
 }

@@ -1,6 +1,8 @@
 //! Tools as typed async functions: arguments decoded from the request exactly once into the
 //! handler's own type, results converted with [`ToolOutput`].
 
+use std::convert::Infallible;
+use std::fmt::Display;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -13,7 +15,6 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::options::TaskStart;
-use super::returns::ToolReturn;
 use crate::handler::{BoxFuture, RequestContext};
 use crate::schema;
 
@@ -197,5 +198,31 @@ where
         call,
         start: TaskStart::default(),
         scopes: Arc::from([]),
+    }
+}
+
+/// What a tool handler returns: any [`ToolOutput`], or a `Result` of one.
+pub trait ToolReturn: Send + 'static {
+    /// The output on success.
+    type Output: ToolOutput;
+    /// The error on failure ([`Infallible`] for a handler that returns its output itself).
+    type Error: Display + Send + 'static;
+    /// The output, or the error.
+    fn into_result(self) -> Result<Self::Output, Self::Error>;
+}
+
+impl<T: ToolOutput> ToolReturn for T {
+    type Output = T;
+    type Error = Infallible;
+    fn into_result(self) -> Result<T, Infallible> {
+        Ok(self)
+    }
+}
+
+impl<T: ToolOutput, E: Display + Send + 'static> ToolReturn for Result<T, E> {
+    type Output = T;
+    type Error = E;
+    fn into_result(self) -> Result<T, E> {
+        self
     }
 }
