@@ -1238,6 +1238,13 @@ fn changed_description_is_held_until_approved() {
     let out = gw.client(&call);
     assert!(!tool_names(&out).contains("mut__weather"));
     refused_call(&out, 0);
+    // Screening runs again on each republish; the person reading the log is told once.
+    let log = gw.gateway_log();
+    assert_eq!(
+        log.matches("What changed").count(),
+        1,
+        "the pin diff is printed once:\n{log}"
+    );
     let approve = gw.moat(&["pins", "approve", "mut__weather"]);
     assert_eq!(approve.code, Some(0), "{}", approve.describe());
     // Picked up, not missed; how fast: `moat-bench reload` (the pin-approval row).
@@ -1320,6 +1327,14 @@ fn poisoned_descriptions(via: Via) {
         "the refusal should name the finding (invisible Unicode): {message}"
     );
     assert_eq!(ok_call(&out, 2), "clean: hi");
+    if via == Via::Http {
+        let log = gw.gateway_log();
+        assert_eq!(
+            log.matches("tool held back").count(),
+            2,
+            "each held tool is reported once:\n{log}"
+        );
+    }
 
     let add = gw.audit_of("mut__add", 1);
     assert_record(&add[0], "deny", "refused");

@@ -55,6 +55,9 @@ pub(crate) struct Fetched {
     pub(crate) resources: Vec<Resource>,
     pub(crate) templates: Vec<ResourceTemplate>,
     pub(crate) prompts: Vec<Prompt>,
+    /// The names of its skills when it started (policy rules may name them; the skills
+    /// themselves are asked for when a client asks).
+    pub(crate) skills: Vec<String>,
 }
 
 #[derive(Default)]

@@ -327,8 +327,17 @@ fn unmatched_tools(inner: &Inner) -> Vec<Unmatched> {
         .flat_map(|(server, f)| f.tools.iter().map(|t| (server.as_str(), t.name.as_str())))
         .collect();
     tools.sort_unstable();
+    // A rule may name a skill: policy shows or hides skills as it does tools of their name.
+    let mut named = tools.clone();
+    named.extend(
+        catalog
+            .fetched
+            .iter()
+            .flat_map(|(server, f)| f.skills.iter().map(|name| (server.as_str(), name.as_str()))),
+    );
+    named.sort_unstable();
     let listed: Vec<&str> = catalog.fetched.keys().map(String::as_str).collect();
-    let mut out = settings.policy.unmatched_tools(&tools, &listed);
+    let mut out = settings.policy.unmatched_tools(&named, &listed);
     let exposed: Vec<String> = tools
         .iter()
         .map(|(server, tool)| {
@@ -392,6 +401,7 @@ fn install_upstream_hooks(inner: &Arc<Inner>) {
         .clone()
         .declare_every_capability()
         .ready_when(move || ready_weak.upgrade().and_then(|inner| inner.ready_wait()))
+        .skill_source(crate::skills::Forwarder::new(weak.clone()))
         .on_roots_changed(move || {
             if let Some(inner) = roots_weak.upgrade() {
                 crate::requests::roots_changed(&inner);

@@ -39,6 +39,7 @@ pub mod scan;
 pub mod search;
 mod search_state;
 mod sessions;
+mod skills;
 mod sqlite;
 pub mod state;
 mod subscriptions;

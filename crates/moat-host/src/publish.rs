@@ -74,6 +74,15 @@ impl Inner {
         if caps.prompts.is_some() {
             fetched.prompts = client.list_all_prompts().await.unwrap_or_default();
         }
+        if client.offers_skills() {
+            fetched.skills = client
+                .list_all_skills()
+                .await
+                .unwrap_or_default()
+                .iter()
+                .map(|s| s.name().to_owned())
+                .collect();
+        }
         let current = self
             .live_client(server)
             .is_some_and(|live| Arc::ptr_eq(&live, client));
@@ -644,9 +653,19 @@ struct Screened {
 }
 
 fn install_screened(catalog: &mut Catalog, server: &str, screened: Screened) {
+    // Screening runs again on every republish (tool search settling, a reload, a pin
+    // approved elsewhere): a tool still held for the same reason was already reported.
+    let told: HashMap<String, String> = catalog
+        .held
+        .iter()
+        .filter(|(_, h)| h.server == server)
+        .map(|(exposed, h)| (exposed.clone(), h.reason.clone()))
+        .collect();
     catalog.held.retain(|_, h| h.server != server);
     for (exposed, h) in screened.held {
-        tracing::warn!(tool = %exposed, reason = %h.reason, "tool held back");
+        if told.get(&exposed) != Some(&h.reason) {
+            tracing::warn!(tool = %exposed, reason = %h.reason, "tool held back");
+        }
         catalog.held.insert(exposed, h);
     }
     catalog

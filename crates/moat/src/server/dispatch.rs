@@ -15,7 +15,7 @@ use moat_protocol::types::{
     ListResourcesResult, ListSkillsRequestParams, ListSkillsResult, ListToolsResult,
     PaginatedRequestParams, PromptsCapability, ReadResourceDirectoryRequestParams,
     ReadResourceDirectoryResult, ReadResourceResult, ResourceRequestParams, ResourcesCapability,
-    ServerCapabilities, SetLevelRequestParams, SubscriptionFilter,
+    ServerCapabilities, SetLevelRequestParams, Skill, SubscriptionFilter,
     SubscriptionsAcknowledgedNotificationParams, SubscriptionsListenRequestParams,
     SubscriptionsListenResult, TaskRequestsCapability, TaskSupport, TaskToolsCapability,
     TasksCapability, ToolsCapability, methods, skills as skills_ext, tasks_extension,
@@ -102,11 +102,7 @@ impl ServerInner {
     fn capabilities(&self, version: Option<ProtocolVersion>) -> ServerCapabilities {
         let tasks = self.offers_tasks();
         let reg = self.registry();
-        let skills = !self
-            .skills
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_empty();
+        let skills = self.offers_skills();
         let legacy_tasks = tasks && version.is_some_and(ProtocolVersion::has_tasks);
         let extension = tasks && version.is_some_and(ProtocolVersion::has_tasks_extension);
         ServerCapabilities {
@@ -289,7 +285,7 @@ async fn dispatch(
         methods::TOOLS_CALL => call_tool(&server, &session, req.fields, ctx).await,
         // The extension's methods exist only where it was declared.
         skills_ext::SKILLS_LIST | skills_ext::SKILLS_GET | skills_ext::RESOURCES_DIRECTORY_READ
-            if server.skills().is_empty() =>
+            if !server.offers_skills() =>
         {
             Err(ErrorObject::method_not_found(&req.method))
         }
@@ -546,7 +542,10 @@ async fn dispatch(
         }
         skills_ext::SKILLS_LIST => {
             let p: ListSkillsRequestParams = decode_params(params)?;
-            let skills = server.skills();
+            let mut skills: Vec<Skill> = server.skills().iter().map(|s| s.describe()).collect();
+            if let Some(source) = server.skill_source() {
+                skills.extend(source.list(&ctx).await?);
+            }
             let (range, next_cursor) = crate::server::pagination::page_range(
                 skills.len(),
                 p.cursor.as_deref(),
@@ -555,7 +554,7 @@ async fn dispatch(
             )?;
             let (result_type, ttl_ms, cache_scope) = server.cache_hints(&ctx);
             encode(&ListSkillsResult {
-                skills: skills[range].iter().map(|s| s.describe()).collect(),
+                skills: skills.drain(range).collect(),
                 next_cursor,
                 result_type,
                 ttl_ms,
@@ -565,17 +564,22 @@ async fn dispatch(
         }
         skills_ext::SKILLS_GET => {
             let p: GetSkillRequestParams = decode_params(params)?;
-            let skill = server
+            let bundled = server
                 .skills()
                 .into_iter()
-                .map(|s| s.describe())
-                .find(|s| s.uri == p.uri)
-                .ok_or_else(|| {
-                    ErrorObject::invalid_params(format!(
-                        "Invalid params: no skill has its SKILL.md at {}",
-                        p.uri
-                    ))
-                })?;
+                .find(|s| s.skill_md_uri() == p.uri)
+                .map(|s| s.describe());
+            let skill = match (bundled, server.skill_source()) {
+                (Some(skill), _) => Some(skill),
+                (None, Some(source)) => source.get(&ctx, &p.uri).await?,
+                (None, None) => None,
+            };
+            let skill = skill.ok_or_else(|| {
+                ErrorObject::invalid_params(format!(
+                    "Invalid params: no skill has its SKILL.md at {}",
+                    p.uri
+                ))
+            })?;
             let (result_type, ttl_ms, cache_scope) = server.cache_hints(&ctx);
             encode(&GetSkillResult {
                 skill,
@@ -587,16 +591,18 @@ async fn dispatch(
         }
         skills_ext::RESOURCES_DIRECTORY_READ => {
             let p: ReadResourceDirectoryRequestParams = decode_params(params)?;
-            let listing = server
-                .skills()
-                .iter()
-                .find_map(|s| s.directory(&p.uri))
-                .ok_or_else(|| {
-                    ErrorObject::invalid_params(format!(
-                        "Invalid params: {} is not a directory this server serves",
-                        p.uri
-                    ))
-                })?;
+            let bundled = server.skills().iter().find_map(|s| s.directory(&p.uri));
+            let listing = match (bundled, server.skill_source()) {
+                (Some(listing), _) => Some(listing),
+                (None, Some(source)) => source.directory(&ctx, &p.uri).await?,
+                (None, None) => None,
+            };
+            let listing = listing.ok_or_else(|| {
+                ErrorObject::invalid_params(format!(
+                    "Invalid params: {} is not a directory this server serves",
+                    p.uri
+                ))
+            })?;
             let (range, next_cursor) = crate::server::pagination::page_range(
                 listing.len(),
                 p.cursor.as_deref(),
@@ -892,15 +898,27 @@ where
 }
 
 async fn read_resource(server: &ServerInner, uri: String, ctx: RequestContext) -> HandlerResult {
-    if let Some(contents) = server.skills().iter().find_map(|s| s.read(&uri)) {
-        let (result_type, ttl_ms, cache_scope) = server.cache_hints(&ctx);
-        return encode(&ReadResourceResult {
-            contents: vec![contents],
-            result_type,
-            ttl_ms,
-            cache_scope,
-            ..Default::default()
-        });
+    if uri.starts_with(super::skills::SKILL_SCHEME) {
+        let bundled = server
+            .skills()
+            .iter()
+            .find_map(|s| s.read(&uri))
+            .map(|c| vec![c]);
+        let contents = match (bundled, server.skill_source()) {
+            (Some(contents), _) => Some(contents),
+            (None, Some(source)) => source.read(&ctx, &uri).await?,
+            (None, None) => None,
+        };
+        if let Some(contents) = contents {
+            let (result_type, ttl_ms, cache_scope) = server.cache_hints(&ctx);
+            return encode(&ReadResourceResult {
+                contents,
+                result_type,
+                ttl_ms,
+                cache_scope,
+                ..Default::default()
+            });
+        }
     }
     let (read, vars) = {
         let reg = server.registry();

@@ -38,6 +38,8 @@ pub(crate) struct ServerInner {
     pub(super) registry: RwLock<Registry>,
     /// The skills offered (the Skills extension), in listing order.
     pub(super) skills: RwLock<Vec<Arc<super::skills::SkillBundle>>>,
+    /// Skills looked up when asked for, after `skills`.
+    pub(super) skill_source: RwLock<Option<Arc<dyn super::skills::SkillSource>>>,
     /// Shared, so that reading the options on every request is a reference count, not a copy.
     pub(super) options: RwLock<Arc<ServerOptions>>,
     pub(super) sessions: Mutex<Vec<Weak<Session>>>,
@@ -59,6 +61,26 @@ impl ServerInner {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    pub(super) fn skill_source(&self) -> Option<Arc<dyn super::skills::SkillSource>> {
+        self.skill_source
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Whether the Skills extension is declared: some skill is given, or a source is.
+    pub(super) fn offers_skills(&self) -> bool {
+        self.skill_source
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+            || !self
+                .skills
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty()
     }
 
     pub(super) fn options(&self) -> Arc<ServerOptions> {

@@ -51,7 +51,7 @@ pub use batch::Batch;
 pub use options::ServerOptions;
 pub use prompts::{PromptOutput, PromptReturn};
 pub use resources::{Blob, ResourceError, ResourceOutput, ResourceRequest, ResourceReturn};
-pub use skills::{SkillBundle, SkillError};
+pub use skills::{SkillBundle, SkillError, SkillSource};
 pub use tasks::{TaskHandle, TaskOptions, TaskStart, TaskTool};
 pub use template::{TemplateError, UriTemplate};
 pub use tools::{Json, ToolOutput, ToolReturn};
@@ -100,6 +100,7 @@ impl Server {
                 instructions: RwLock::new(None),
                 registry: RwLock::new(Registry::default()),
                 skills: RwLock::new(Vec::new()),
+                skill_source: RwLock::new(None),
                 options: RwLock::new(Arc::new(ServerOptions::default())),
                 sessions: Mutex::new(Vec::new()),
                 tasks: Arc::default(),
@@ -288,6 +289,18 @@ impl Server {
                 None => skills.push(Arc::new(skill)),
             }
         }
+        self
+    }
+
+    /// Offer the skills of `source` too, looked up when a client asks (after the skills
+    /// given with [`skill`](Self::skill)); replaces an earlier source. The extension is
+    /// declared from then on, even while the source has nothing to offer.
+    pub fn skill_source(self, source: impl SkillSource) -> Self {
+        *self
+            .inner
+            .skill_source
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(source));
         self
     }
 

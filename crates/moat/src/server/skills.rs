@@ -3,6 +3,9 @@
 //! skill's files in memory (read from a directory, or given), with the digests and sizes
 //! `skills/list` publishes; the server answers `skills/list`, `skills/get`,
 //! `resources/read` of each file and `resources/directory/read` from the bundles.
+//!
+//! Skills that are not in memory — another server's, forwarded by a gateway, or skills kept
+//! in a store — come from a [`SkillSource`], asked when a client asks.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path};
@@ -11,6 +14,7 @@ use std::sync::Arc;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use moat_protocol::JsonObject;
+use moat_protocol::error::ErrorObject;
 use moat_protocol::types::skills::{DIRECTORY_MIME_TYPE, MAX_SKILL_BYTES, MAX_SKILL_FILES};
 use moat_protocol::types::{
     BlobResourceContents, Resource, ResourceContents, Skill, SkillResource, SkillResources,
@@ -18,8 +22,43 @@ use moat_protocol::types::{
 };
 use sha2::{Digest, Sha256};
 
+use crate::handler::{BoxFuture, RequestContext};
+
 /// The file every skill has, holding its frontmatter and instructions.
 pub const SKILL_FILE: &str = "SKILL.md";
+
+/// The URI scheme of skills' files and directories.
+pub const SKILL_SCHEME: &str = "skill://";
+
+/// Skills looked up when a client asks for them, beside the server's [`SkillBundle`]s
+/// (which are tried first). Install one with [`Server::skill_source`](super::Server::skill_source).
+///
+/// Each lookup answers `Ok(None)` for a URI it does not know, which the client then gets as
+/// "not found"; an `Err` reaches the client as it is. `ctx` tells who asks, so a source may
+/// show different callers different skills. [`read`](Self::read) is asked only for
+/// `skill://` URIs the bundles do not hold.
+pub trait SkillSource: Send + Sync + 'static {
+    /// Every skill the caller may see, in listing order (the server pages them).
+    fn list(&self, ctx: &RequestContext) -> BoxFuture<Result<Vec<Skill>, ErrorObject>>;
+
+    /// The skill whose `SKILL.md` is at `uri`.
+    fn get(&self, ctx: &RequestContext, uri: &str)
+    -> BoxFuture<Result<Option<Skill>, ErrorObject>>;
+
+    /// The contents of the file at `uri`, as `resources/read` answers them.
+    fn read(
+        &self,
+        ctx: &RequestContext,
+        uri: &str,
+    ) -> BoxFuture<Result<Option<Vec<ResourceContents>>, ErrorObject>>;
+
+    /// The direct children of the directory at `uri`, every page.
+    fn directory(
+        &self,
+        ctx: &RequestContext,
+        uri: &str,
+    ) -> BoxFuture<Result<Option<Vec<Resource>>, ErrorObject>>;
+}
 
 /// Why a skill could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -183,6 +222,11 @@ impl SkillBundle {
         } else {
             format!("skill://{}/{}", self.prefix, self.name)
         }
+    }
+
+    /// The URI of the skill's `SKILL.md`.
+    pub fn skill_md_uri(&self) -> String {
+        format!("{}/{SKILL_FILE}", self.root_uri())
     }
 
     /// The skill as `skills/list` and `skills/get` describe it.
