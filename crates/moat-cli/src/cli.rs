@@ -190,6 +190,12 @@ pub struct GatewayArgs {
     /// With --http: also accept requests from this browser origin. Repeatable.
     #[arg(long, value_name = "ORIGIN", requires = "http")]
     pub allow_origin: Vec<String>,
+    /// With --http: on SIGTERM or Ctrl-C, how long the requests in flight may take to
+    /// finish before the server stops (a second signal stops it at once). /healthz
+    /// answers 503 meanwhile. Seconds, or a duration such as 30s.
+    #[arg(long, value_name = "DURATION", default_value = "10s", requires = "http",
+          value_parser = moat_host::config::parse_duration)]
+    pub drain_timeout: std::time::Duration,
     /// Keep pins, consent decisions and the audit trail in memory only.
     #[arg(long)]
     pub ephemeral: bool,
@@ -429,6 +435,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "30m", requires = "http",
           value_parser = moat_host::config::parse_duration)]
     pub session_idle: std::time::Duration,
+    /// With --http: on SIGTERM or Ctrl-C, how long the requests in flight may take to
+    /// finish before the server stops (a second signal stops it at once). /healthz
+    /// answers 503 meanwhile. Seconds, or a duration such as 30s.
+    #[arg(long, value_name = "DURATION", default_value = "10s", requires = "http",
+          value_parser = moat_host::config::parse_duration)]
+    pub drain_timeout: std::time::Duration,
     /// fs: the directory whose files are served (nothing outside it is reachable).
     #[arg(long, value_name = "DIR", required_if_eq("server", "fs"))]
     pub root: Option<std::path::PathBuf>,

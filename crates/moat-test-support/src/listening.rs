@@ -88,15 +88,24 @@ impl Listening {
 
     /// Sends `signal` to the server and waits up to `within` for it to exit; whether it did.
     pub fn stop(&mut self, signal: i32, within: Duration) -> bool {
+        self.stop_status(signal, within).is_some()
+    }
+
+    /// Sends `signal` to the server and waits up to `within` for it to exit; how it did.
+    pub fn stop_status(
+        &mut self,
+        signal: i32,
+        within: Duration,
+    ) -> Option<std::process::ExitStatus> {
         kill_pid(self.child.id(), signal);
         let deadline = Instant::now() + within;
         while Instant::now() < deadline {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return true;
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
             }
             thread::sleep(Duration::from_millis(20));
         }
-        false
+        None
     }
 }
 

@@ -95,7 +95,7 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
         // to the gateway does not reach).
         tokio::select! {
             served = host.serve_stdio() => served?,
-            _ = terminated() => host.shutdown().await,
+            _ = crate::cmd::shutdown::terminated() => host.shutdown().await,
         }
         return Ok(());
     };
@@ -112,6 +112,7 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
     http_options.resource = resource;
     http_options.allowed_hosts = args.allow_host.clone();
     http_options.allowed_origins = args.allow_origin.clone();
+    http_options.drain_timeout = args.drain_timeout;
     let http = host
         .server()
         .bind_http(addr, http_options)
@@ -119,8 +120,18 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::Usage(anyhow!(e)))?;
     let local = http.local_addr().context("reading the bound address")?;
     eprintln!("moat gateway: serving on http://{local}/mcp (legacy HTTP+SSE at /sse)");
-    let shutdown = terminated();
-    let served = http.run_until(shutdown).await.context("serving HTTP");
+    // Not ready for a load balancer until the servers have started (or failed to).
+    let readiness = http.readiness();
+    readiness.set_ready(false);
+    let starting = host.clone();
+    tokio::spawn(async move {
+        starting.ready().await;
+        readiness.set_ready(true);
+    });
+    let served =
+        crate::cmd::shutdown::serve_until_signalled("moat gateway", http, args.drain_timeout)
+            .await
+            .context("serving HTTP");
     host.shutdown().await;
     served?;
     Ok(())
@@ -157,24 +168,6 @@ fn resource_options(auth: &AuthConfig) -> anyhow::Result<ResourceOptions> {
         r.introspection = Some(options);
     }
     Ok(r)
-}
-
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM (what a service manager or a container runtime
-/// sends).
-async fn terminated() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    let sigterm = async {
-        match term.as_mut() {
-            Some(term) => {
-                term.recv().await;
-            }
-            None => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = sigterm => {}
-    }
 }
 
 /// Hands the heap pages that start-up used and freed (each server's tool list as parsed

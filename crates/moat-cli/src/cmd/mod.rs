@@ -10,6 +10,7 @@ pub mod model;
 pub mod pins;
 pub mod sandbox;
 pub mod serve;
+pub mod shutdown;
 pub mod skills;
 pub mod state;
 pub mod tour;

@@ -28,6 +28,7 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
     options.allowed_hosts = args.allow_host.clone();
     options.allowed_origins = args.allow_origin.clone();
     options.session_idle_timeout = args.session_idle.max(Duration::from_secs(1));
+    options.drain_timeout = args.drain_timeout;
     let http = server
         .bind_http(addr, options)
         .await
@@ -42,10 +43,9 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
         "moat: serving {} on http://{local}/mcp ({what})",
         server.info().name
     );
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    http.run_until(shutdown).await.context("serving HTTP")?;
+    crate::cmd::shutdown::serve_until_signalled("moat", http, args.drain_timeout)
+        .await
+        .context("serving HTTP")?;
     Ok(())
 }
 

@@ -40,7 +40,7 @@ pub(super) fn open(shared: &Shared, req: &Request<Incoming>, message_path: &str)
     let (session, conn) =
         shared
             .sessions
-            .open(shared.bounds, shared.options.queue, caller.as_deref());
+            .open(shared.bounds, shared.options.queue, caller.as_deref(), true);
     let Some(stream) = session.standalone(false) else {
         return error(
             StatusCode::INTERNAL_SERVER_ERROR,

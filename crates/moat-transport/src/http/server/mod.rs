@@ -9,6 +9,13 @@
 //! (DNS rebinding), refuses to listen off loopback without a bearer token, bounds bodies,
 //! headers, connections, streams and the time a client may take to send its headers, and
 //! expires idle sessions.
+//!
+//! For load balancers and orchestrators: `GET /healthz` answers 200 while the server is ready
+//! for requests and 503 while it starts or drains ([`Readiness`]), `GET /livez` 200 while the
+//! process serves; neither needs a token or an allowed `Host` (they say nothing else). On
+//! shutdown the server drains: it stops accepting, answers 503 on `/healthz`, ends the streams
+//! that carry no answer (a client resumes or reconnects elsewhere), lets the requests in
+//! flight finish within [`HttpServerOptions::drain_timeout`], then closes every session.
 
 mod guard;
 mod legacy;
@@ -106,6 +113,11 @@ pub struct HttpServerOptions {
     pub versions: SupportedVersions,
     /// Which tool arguments are mirrored into `Mcp-Param-*` headers (2026-07-28).
     pub tool_headers: SharedToolHeaders,
+    /// On shutdown, how long requests in flight may take to finish before their sessions
+    /// are closed under them.
+    pub drain_timeout: Duration,
+    /// Answer `GET /healthz` and `GET /livez` (see the module documentation).
+    pub health: bool,
 }
 
 impl Default for HttpServerOptions {
@@ -132,6 +144,8 @@ impl Default for HttpServerOptions {
             sse_buffer_bytes: StreamBounds::default().max_queued_bytes,
             versions: SupportedVersions::default(),
             tool_headers: None,
+            drain_timeout: Duration::from_secs(10),
+            health: true,
         }
     }
 }
@@ -170,8 +184,58 @@ pub enum HttpServerError {
     Resource(#[from] ResourceError),
 }
 
+/// The liveness path: 200 while the process serves.
+pub const LIVE_PATH: &str = "/livez";
+/// The readiness path: 200 when ready for requests, 503 while starting or draining.
+pub const READY_PATH: &str = "/healthz";
+
+/// Whether the server tells `/healthz` it is ready. Ready from the start unless the
+/// application says otherwise (a gateway whose servers are still starting); never ready
+/// again once draining.
+#[derive(Debug, Clone, Default)]
+pub struct Readiness(Arc<ReadinessState>);
+
+#[derive(Debug, Default)]
+struct ReadinessState {
+    not_ready: std::sync::atomic::AtomicBool,
+    draining: std::sync::atomic::AtomicBool,
+}
+
+impl Readiness {
+    /// Say whether the application is ready (it is, unless told otherwise).
+    pub fn set_ready(&self, ready: bool) {
+        self.0
+            .not_ready
+            .store(!ready, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether the server is draining (shutting down).
+    pub fn is_draining(&self) -> bool {
+        self.0.draining.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn drain(&self) {
+        self.0
+            .draining
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// What `/healthz` says: `ready`, `starting` or `draining`.
+    pub fn status(&self) -> &'static str {
+        use std::sync::atomic::Ordering::Acquire;
+        if self.0.draining.load(Acquire) {
+            "draining"
+        } else if self.0.not_ready.load(Acquire) {
+            "starting"
+        } else {
+            "ready"
+        }
+    }
+}
+
 struct Shared {
     options: HttpServerOptions,
+    readiness: Readiness,
     guard: Guard,
     authorizer: Option<resource::Authorizer>,
     on_connection: OnConnection,
@@ -256,6 +320,7 @@ impl HttpServer {
                 authorizer,
                 on_connection,
                 sessions: Arc::new(Sessions::default()),
+                readiness: Readiness::default(),
                 bounds: StreamBounds {
                     max_queued_bytes: options.sse_buffer_bytes.max(1),
                     ..StreamBounds::default()
@@ -270,6 +335,11 @@ impl HttpServer {
         self.listener.local_addr()
     }
 
+    /// What `/healthz` answers, for the application to set.
+    pub fn readiness(&self) -> Readiness {
+        self.shared.readiness.clone()
+    }
+
     /// A handle that reports on the server while it runs.
     pub fn handle(&self) -> HttpServerHandle {
         HttpServerHandle {
@@ -282,7 +352,8 @@ impl HttpServer {
         self.run_until(std::future::pending()).await
     }
 
-    /// Serve until `shutdown` resolves; then stop accepting and close every session.
+    /// Serve until `shutdown` resolves; then drain (see the module documentation) and close
+    /// every session.
     pub async fn run_until(
         self,
         shutdown: impl std::future::Future<Output = ()>,
@@ -296,6 +367,7 @@ impl HttpServer {
             )
         }));
         let slots = Arc::new(Semaphore::new(shared.options.max_connections.max(1)));
+        let connections = hyper_util::server::graceful::GracefulShutdown::new();
         tokio::pin!(shutdown);
         loop {
             let permit = tokio::select! {
@@ -320,6 +392,7 @@ impl HttpServer {
             };
             let _ = tcp.set_nodelay(true);
             let shared = shared.clone();
+            let watcher = connections.watcher();
             tokio::spawn(async move {
                 let header_timeout = shared.options.header_timeout;
                 let max_head = shared.options.max_header_bytes.max(8192);
@@ -333,14 +406,30 @@ impl HttpServer {
                     .header_read_timeout(header_timeout)
                     .max_buf_size(max_head);
                 let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
-                if let Err(e) = conn.await {
+                if let Err(e) = watcher.watch(conn).await {
                     tracing::debug!(error = %e, "HTTP connection ended with an error");
                 }
                 drop(permit);
             });
         }
+        // Drain: new connections are refused from here (a load balancer retries them on
+        // another replica), idle ones close, streams that carry no answer end, and the
+        // requests in flight get `drain_timeout` to finish.
+        drop(self.listener);
+        shared.readiness.drain();
+        shared.sessions.end_idle_streams();
+        let in_flight = shared.sessions.len();
+        let drained = tokio::time::timeout(shared.options.drain_timeout, connections.shutdown())
+            .await
+            .is_ok();
+        if !drained {
+            tracing::warn!(
+                sessions = in_flight,
+                "requests were still in flight after the drain timeout; closing their sessions"
+            );
+        }
         reaper.abort();
-        self.shared.sessions.close_all();
+        shared.sessions.close_all();
         Ok(())
     }
 }
@@ -417,7 +506,40 @@ fn with_session(mut r: Response<Body>, id: &str) -> Response<Body> {
     r
 }
 
+/// `/livez` and `/healthz`, before any check: probes come from the orchestrator, by address,
+/// without a token, and learn nothing but the status.
+fn health(shared: &Shared, req: &Request<Incoming>) -> Option<Response<Body>> {
+    if !shared.options.health || !matches!(*req.method(), Method::GET | Method::HEAD) {
+        return None;
+    }
+    let path = req.uri().path();
+    if path == shared.options.endpoint {
+        return None;
+    }
+    let (status, text) = match path {
+        LIVE_PATH => (StatusCode::OK, "alive"),
+        READY_PATH => match shared.readiness.status() {
+            "ready" => (StatusCode::OK, "ready"),
+            other => (StatusCode::SERVICE_UNAVAILABLE, other),
+        },
+        _ => return None,
+    };
+    let body = format!("{{\"status\":\"{text}\"}}\n");
+    let mut r = Response::new(full(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Some(r)
+}
+
 async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
+    if let Some(r) = health(shared, &req) {
+        return r;
+    }
     if let Err(refusal) = shared.guard.check(req.headers()) {
         return match refusal {
             Refusal::Forbidden(m) => error(StatusCode::FORBIDDEN, TRANSPORT_ERROR, m, None),
@@ -797,10 +919,12 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
                     None,
                 );
             }
-            let (session, conn) =
-                shared
-                    .sessions
-                    .open(shared.bounds, shared.options.queue, caller.as_deref());
+            let (session, conn) = shared.sessions.open(
+                shared.bounds,
+                shared.options.queue,
+                caller.as_deref(),
+                false,
+            );
             (shared.on_connection)(conn);
             (session, true)
         }

@@ -50,6 +50,7 @@ impl Sessions {
         bounds: StreamBounds,
         queue: usize,
         caller: Option<&Identity>,
+        legacy: bool,
     ) -> (Arc<Session>, Connection) {
         let id = new_session_id();
         let (in_tx, in_rx) = mpsc::channel(queue);
@@ -62,6 +63,7 @@ impl Sessions {
             bounds,
             version: std::sync::OnceLock::new(),
             owner: Owner::of(caller),
+            legacy,
         });
         self.map().insert(id.clone(), session.clone());
         tokio::spawn(route(Arc::downgrade(&session), out_rx));
@@ -110,6 +112,18 @@ impl Sessions {
         stale.len()
     }
 
+    /// For a drain: end every session's stream that carries no answer (the standalone GET
+    /// stream), so its client resumes or reconnects elsewhere; streams awaiting answers
+    /// stay open until those are sent.
+    pub(crate) fn end_idle_streams(&self) {
+        let all: Vec<Arc<Session>> = self.map().values().cloned().collect();
+        for s in all.iter().filter(|s| !s.legacy) {
+            if let Some(stream) = &s.routes().standalone {
+                stream.finish();
+            }
+        }
+    }
+
     pub(crate) fn close_all(&self) {
         let all: Vec<Arc<Session>> = self.map().drain().map(|(_, s)| s).collect();
         for s in all {
@@ -151,6 +165,8 @@ pub(crate) struct Session {
     version: std::sync::OnceLock<ProtocolVersion>,
     /// Whose session it is.
     owner: Owner,
+    /// A legacy HTTP+SSE session, whose one stream carries every answer.
+    legacy: bool,
 }
 
 /// The user a session belongs to: the issuer and subject of the token that opened it
