@@ -234,7 +234,13 @@ async fn run(
             let consent = &settings.config.consent;
             let asked = Instant::now();
             let span = spans::consent(&reason);
-            let answer = consent::ask(ctx, consent.mode, consent.timeout, &question)
+            let answer = consent::ask(
+                ctx,
+                consent.mode,
+                consent.timeout,
+                &question,
+                inner.console(),
+            )
                 .instrument(span.clone())
                 .await;
             telemetry::consent_answered(inner.metrics(), &span, &answer, asked.elapsed());
