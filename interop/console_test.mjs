@@ -130,20 +130,21 @@ try {
   await page.getByRole("tab", { name: "Audit trail" }).click();
   await page.getByLabel("Tool (glob)").fill("mutable__greet");
   const rows = page.locator("#audit-body tr.record");
-  // The trail is written in the background: search until both calls are there.
+  // The trail is written in the background: search until the three calls are there (one
+  // refused before the browser came, one approved, one denied).
   for (let i = 0; i < 100; i++) {
     await page.getByRole("button", { name: "Search" }).click();
     await page.waitForTimeout(200);
-    if ((await rows.count()) >= 2) break;
+    if ((await rows.count()) >= 3) break;
   }
-  await rows.nth(1).waitFor();
+  await rows.nth(2).waitFor();
   const outcomes = await rows.evaluateAll((rs) => rs.map((r) => r.dataset.outcome).sort());
-  if (JSON.stringify(outcomes) !== JSON.stringify(["ok", "refused"])) {
+  if (JSON.stringify(outcomes) !== JSON.stringify(["ok", "refused", "refused"])) {
     throw new Error("the audit search found " + JSON.stringify(outcomes));
   }
   await page.getByLabel("Outcome").selectOption("refused");
   await page.getByRole("button", { name: "Search" }).click();
-  await page.getByText("1 record, newest first.").waitFor();
+  await page.getByText("2 records, newest first.").waitFor();
   await rows.first().getByRole("button").click();
   const record = await page.locator("#audit-detail-text").textContent();
   if (!record.includes("denied in the web console")) {

@@ -3,6 +3,7 @@
 //! headless Chromium (Debian's `chromium`) driven by playwright-core
 //! (interop/console_test.mjs), and an MCP client here.
 //!
+//! - with no browser on the console, a call that needs consent is refused at once, saying so;
 //! - the one-time login URL logs the browser in (an `HttpOnly`, `SameSite=Strict` cookie)
 //!   and is spent;
 //! - a client's call of `greet` appears on the page; Approve once → the call completes;
@@ -20,7 +21,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use moat::{Client, HttpOptions};
 use serde_json::{Value, json};
@@ -157,7 +158,13 @@ impl Drop for Browser {
 }
 
 /// One HTTP/1.1 request to `authority`; the status and the body.
-fn http(authority: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+fn http(
+    authority: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
     let mut tcp = TcpStream::connect(authority).expect("connect to the console");
     tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
@@ -190,7 +197,10 @@ fn result_text(result: &Value) -> String {
 async fn wait_listed(client: &Client, tool: &str, listed: bool) {
     support::wait_for_tools(
         client,
-        &format!("{tool} to be {}", if listed { "listed" } else { "held back" }),
+        &format!(
+            "{tool} to be {}",
+            if listed { "listed" } else { "held back" }
+        ),
         Duration::from_secs(60),
         |names| names.contains(tool) == listed,
     )
@@ -217,7 +227,10 @@ fn the_console_in_a_browser_approves_denies_pins_and_searches() {
     let log = gateway.log();
     let login = log
         .lines()
-        .find_map(|l| l.split_once("log in (once) with ").map(|(_, url)| url.trim().to_owned()))
+        .find_map(|l| {
+            l.split_once("log in (once) with ")
+                .map(|(_, url)| url.trim().to_owned())
+        })
         .unwrap_or_else(|| panic!("no console login URL in {log}"));
     let console = login
         .strip_prefix("http://")
@@ -242,15 +255,29 @@ fn the_console_in_a_browser_approves_denies_pins_and_searches() {
         let client = client.clone();
         let args = json!({"text": text});
         runtime.spawn(async move {
-            let result = client.call_tool("mutable__greet", args).await.expect("tools/call");
+            let result = client
+                .call_tool("mutable__greet", args)
+                .await
+                .expect("tools/call");
             serde_json::to_value(result).unwrap()
         })
     };
 
+    // Nobody has the console open yet: it is no channel, and the refusal says so at once.
+    let unasked = runtime.block_on(call("nobody")).unwrap();
+    assert_eq!(unasked["isError"], json!(true), "{unasked:#}");
+    assert!(
+        result_text(&unasked).contains("no browser has the gateway's web console open"),
+        "{unasked:#}"
+    );
+
     let mut browser = Browser::start(&p, &chromium, &login);
     let session = browser.step("session ", &gateway);
     let mut words = session.split_whitespace().skip(1);
-    let (cookie, csrf) = (words.next().unwrap().to_owned(), words.next().unwrap().to_owned());
+    let (cookie, csrf) = (
+        words.next().unwrap().to_owned(),
+        words.next().unwrap().to_owned(),
+    );
     browser.step("logged-in", &gateway);
 
     // Approve once: the call completes.
@@ -307,7 +334,13 @@ fn the_console_in_a_browser_approves_denies_pins_and_searches() {
     assert_eq!(status, 401, "no cookie, the page");
     let (status, body) = http(&console, "POST", "/api/consent", &without("Cookie"), answer);
     assert_eq!(status, 401, "an action without the cookie: {body}");
-    let (status, body) = http(&console, "POST", "/api/consent", &without("X-CSRF-Token"), answer);
+    let (status, body) = http(
+        &console,
+        "POST",
+        "/api/consent",
+        &without("X-CSRF-Token"),
+        answer,
+    );
     assert_eq!(status, 403, "an action without the CSRF token: {body}");
     let mut wrong_csrf = without("X-CSRF-Token");
     wrong_csrf.push(("X-CSRF-Token", "0000"));
@@ -334,7 +367,8 @@ fn the_console_in_a_browser_approves_denies_pins_and_searches() {
         .unwrap();
     let text = String::from_utf8_lossy(&audit.stdout);
     assert!(
-        text.contains("approved once in the web console") && text.contains("denied in the web console"),
+        text.contains("approved once in the web console")
+            && text.contains("denied in the web console"),
         "moat audit: {text}\n{}",
         String::from_utf8_lossy(&audit.stderr)
     );

@@ -241,8 +241,8 @@ async fn run(
                 &question,
                 inner.console(),
             )
-                .instrument(span.clone())
-                .await;
+            .instrument(span.clone())
+            .await;
             telemetry::consent_answered(inner.metrics(), &span, &answer, asked.elapsed());
             record.consent = Some(answer.how.clone());
             if !answer.choice.approves() {

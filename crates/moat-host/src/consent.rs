@@ -233,6 +233,9 @@ pub async fn ask(
     let why = match mode {
         ConsentMode::Elicit => format!("{client}, and [consent] mode = \"elicit\" asks only there"),
         ConsentMode::Terminal => format!("[consent] mode = \"terminal\", and {tty}"),
+        _ if channel.is_some() => {
+            format!("{client}, no browser has the gateway's web console open, and {tty}")
+        }
         _ => format!("{client}, and {tty}"),
     };
     Answer {

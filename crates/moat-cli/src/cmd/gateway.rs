@@ -410,11 +410,7 @@ async fn check(host: &Host, json: bool, search: Option<&str>) -> Result<(), Fail
 
 /// Reload on SIGHUP and on change; a broken edit is reported and the running
 /// configuration kept.
-fn spawn_reload(
-    host: Host,
-    path: PathBuf,
-    console: Option<std::sync::Arc<moat_host::Console>>,
-) {
+fn spawn_reload(host: Host, path: PathBuf, console: Option<std::sync::Arc<moat_host::Console>>) {
     tokio::spawn(async move {
         let mut changes = moat_host::watch::watch(path);
         while let Some(next) = changes.recv().await {

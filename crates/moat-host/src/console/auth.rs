@@ -210,21 +210,33 @@ mod tests {
         let cookie = format!("a=b; {COOKIE_NAME}={}", session.id);
         let found = auth.session(&headers(&[("cookie", &cookie)])).unwrap();
         assert_eq!(found.csrf, session.csrf);
-        assert!(auth.session(&headers(&[("cookie", "moat_console=x")])).is_none());
+        assert!(
+            auth.session(&headers(&[("cookie", "moat_console=x")]))
+                .is_none()
+        );
         assert!(auth.session(&headers(&[])).is_none());
     }
 
     #[test]
     fn host_origin_and_csrf_are_checked() {
         let (auth, token) = auth();
-        let ok = headers(&[("host", "127.0.0.1:4000"), ("origin", "http://127.0.0.1:4000")]);
+        let ok = headers(&[
+            ("host", "127.0.0.1:4000"),
+            ("origin", "http://127.0.0.1:4000"),
+        ]);
         assert!(auth.check_origin(&ok, true).is_ok());
         let get = headers(&[("host", "localhost:4000")]);
         assert!(auth.check_origin(&get, false).is_ok());
-        assert!(auth.check_origin(&get, true).is_err(), "an action needs Origin");
+        assert!(
+            auth.check_origin(&get, true).is_err(),
+            "an action needs Origin"
+        );
         let rebound = headers(&[("host", "evil.example:4000")]);
         assert!(auth.check_origin(&rebound, false).is_err());
-        let cross = headers(&[("host", "127.0.0.1:4000"), ("origin", "http://evil.example")]);
+        let cross = headers(&[
+            ("host", "127.0.0.1:4000"),
+            ("origin", "http://evil.example"),
+        ]);
         assert!(auth.check_origin(&cross, false).is_err());
         let session = auth.redeem(&token).unwrap();
         assert!(auth.check_csrf(&session, &headers(&[])).is_err());

@@ -11,6 +11,7 @@
 
 mod assets;
 mod auth;
+mod body;
 mod pending;
 mod routes;
 mod server;
@@ -71,7 +72,10 @@ impl Console {
             pending,
             config_errors: Mutex::new(Vec::new()),
         });
+        // A console bound to every address is reached, from this machine, on loopback.
         let host = match local {
+            SocketAddr::V6(v6) if v6.ip().is_unspecified() => format!("[::1]:{}", v6.port()),
+            SocketAddr::V4(v4) if v4.ip().is_unspecified() => format!("127.0.0.1:{}", v4.port()),
             SocketAddr::V6(v6) => format!("[{}]:{}", v6.ip(), v6.port()),
             SocketAddr::V4(v4) => v4.to_string(),
         };

@@ -13,7 +13,7 @@ use serde_json::json;
 use super::State;
 use super::assets;
 use super::auth::{COOKIE_NAME, Refusal, Session};
-use super::server::{Body, full, pending_events};
+use super::body::{Body, full, pending_events};
 use super::views;
 use crate::consent::Choice;
 
@@ -114,12 +114,7 @@ fn login(state: &Arc<State>, query: &str) -> Response<Body> {
     response
 }
 
-async fn read(
-    state: &Arc<State>,
-    session: &Session,
-    path: &str,
-    query: &str,
-) -> Response<Body> {
+async fn read(state: &Arc<State>, session: &Session, path: &str, query: &str) -> Response<Body> {
     if path == "/" || path == "/index.html" {
         return text(
             StatusCode::OK,
@@ -129,10 +124,9 @@ async fn read(
     }
     if path == "/api/events" {
         let mut response = Response::new(pending_events(state));
-        response.headers_mut().insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        );
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
         return response;
     }
     let Some(inner) = state.inner.upgrade() else {
@@ -195,7 +189,11 @@ async fn act(state: &Arc<State>, path: &str, req: Request<Incoming>) -> Response
                 }
             };
             if state.pending.answer(action.id, choice) {
-                text(StatusCode::OK, JSON, json!({"answered": action.id}).to_string())
+                text(
+                    StatusCode::OK,
+                    JSON,
+                    json!({"answered": action.id}).to_string(),
+                )
             } else {
                 error(
                     StatusCode::NOT_FOUND,
@@ -265,7 +263,9 @@ fn decode(text: &str) -> String {
 }
 
 fn hex(digit: u8) -> Option<u8> {
-    (digit as char).to_digit(16).and_then(|d| u8::try_from(d).ok())
+    (digit as char)
+        .to_digit(16)
+        .and_then(|d| u8::try_from(d).ok())
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response<Body> {

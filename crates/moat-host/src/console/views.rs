@@ -140,7 +140,10 @@ pub(crate) fn audit(inner: &Inner, query: &[(String, String)]) -> Result<Value, 
     };
     let number = |key: &str| -> Result<Option<i64>, String> {
         get(key)
-            .map(|v| v.parse::<i64>().map_err(|_| format!("{key}: not a number: {v:?}")))
+            .map(|v| {
+                v.parse::<i64>()
+                    .map_err(|_| format!("{key}: not a number: {v:?}"))
+            })
             .transpose()
     };
     let limit = number("limit")?
@@ -157,7 +160,11 @@ pub(crate) fn audit(inner: &Inner, query: &[(String, String)]) -> Result<Value, 
         server: get("server"),
         user: get("user"),
         // Filters the store does not know are applied here, on a wider window.
-        limit: Some(if filtered_here { MAX_RECORDS * 10 } else { limit }),
+        limit: Some(if filtered_here {
+            MAX_RECORDS * 10
+        } else {
+            limit
+        }),
     };
     let records = log.query(&q).map_err(|e| e.to_string())?;
     let mut kept: Vec<Value> = records
