@@ -112,11 +112,11 @@ impl Host {
     /// makes it a consent channel (after the client's elicitation, before the terminal)
     /// while a browser has it open. Its one-time login URL is [`Console::login_url`].
     ///
-    /// [`Console::login_url`]: crate::Console::login_url
+    /// [`Console::login_url`]: crate::console::Console::login_url
     pub async fn serve_console(
         &self,
         addr: std::net::SocketAddr,
-    ) -> Result<crate::Console, HostError> {
+    ) -> Result<crate::console::Console, HostError> {
         crate::console::Console::bind(&self.inner, addr)
             .await
             .map_err(|source| HostError::Console { addr, source })
