@@ -120,5 +120,6 @@ impl Console {
 impl Drop for Console {
     fn drop(&mut self) {
         self.task.abort();
+        self.state.pending.close();
     }
 }

@@ -3,7 +3,7 @@
 //! answered or its call stops waiting; pages follow the list through a version counter.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use moat::RequestContext;
@@ -40,6 +40,8 @@ pub(crate) struct Pending {
     version: watch::Sender<u64>,
     /// Open event streams: the console is a channel only while someone has it open.
     watchers: Arc<AtomicUsize>,
+    /// The console stopped (its streams may outlive it a moment): no channel any more.
+    closed: AtomicBool,
 }
 
 /// Counts an open event stream while it lives.
@@ -74,7 +76,16 @@ impl Pending {
             next: AtomicU64::new(1),
             version,
             watchers: Arc::new(AtomicUsize::new(0)),
+            closed: AtomicBool::new(false),
         }
+    }
+
+    /// The console stopped: it is no channel from now on, and the questions waiting go on
+    /// to the next channel (their senders dropped, `ask` answers `None`).
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.lock().clear();
+        self.changed();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, (Asked, oneshot::Sender<Choice>)>> {
@@ -109,7 +120,7 @@ impl Pending {
 
 impl Channel for Pending {
     fn present(&self) -> bool {
-        self.watchers.load(Ordering::SeqCst) > 0
+        !self.closed.load(Ordering::SeqCst) && self.watchers.load(Ordering::SeqCst) > 0
     }
 
     fn ask<'a>(
