@@ -120,7 +120,7 @@ The gateway starts every server in the configuration (each in its own sandbox un
 says `sandbox = false`), names their tools server__tool, and serves them as one MCP server
 on stdin/stdout (or over HTTP with --http). Every tools/call is checked: arguments against
 the tool's schema, then the policy (deny, then ask, then allow); `ask` goes to the person,
-through the client's elicitation form or the terminal. Tool definitions are pinned: one
+through the client's elicitation form, the web console (--console), or the terminal. Tool definitions are pinned: one
 that changes is held back until `moat pins approve`. Launches are pinned too: a server whose
 command a client's JSON file changes is not started until `moat pins approve server:NAME`.
 Every call lands in `moat audit`.
@@ -134,6 +134,10 @@ Examples:
   moat gateway --config ~/.config/Claude/claude_desktop_config.json
   moat gateway --config moat.toml --http 8080     # http://127.0.0.1:8080/mcp
   moat gateway --config moat.toml --check         # load, start, list, stop
+  moat gateway --config moat.toml --console 8090  # web console; login URL on stderr
+  moat gateway --config moat.toml --metrics 127.0.0.1:9464  # Prometheus /metrics
+
+Observability (metrics, traces, JSON logs, the console): docs/observability.md.
 
 In Claude Desktop (claude_desktop_config.json), in place of the servers it wraps:
   {\"mcpServers\": {\"moat\": {\"command\": \"moat\", \"args\": [\"gateway\", \"--config\", \"/path/to/moat.toml\"]}}}";
@@ -159,6 +163,11 @@ pub struct GatewayArgs {
     /// go where `[telemetry] otlp_endpoint` or OTEL_EXPORTER_OTLP_ENDPOINT says).
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Serve the web console at http://ADDR/ (HOST:PORT or just PORT, on 127.0.0.1): calls
+    /// waiting for consent (approve or deny them there), servers, tools, held pins, the
+    /// audit trail. A one-time login URL is printed on start. docs/console.md.
+    #[arg(long, value_name = "ADDR", env = "MOAT_CONSOLE")]
+    pub console: Option<String>,
     /// With --http: require `Authorization: Bearer TOKEN` (needed off loopback). Also
     /// read from MOAT_HTTP_TOKEN. Never passed to the servers.
     #[arg(

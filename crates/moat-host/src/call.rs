@@ -234,9 +234,15 @@ async fn run(
             let consent = &settings.config.consent;
             let asked = Instant::now();
             let span = spans::consent(&reason);
-            let answer = consent::ask(ctx, consent.mode, consent.timeout, &question)
-                .instrument(span.clone())
-                .await;
+            let answer = consent::ask(
+                ctx,
+                consent.mode,
+                consent.timeout,
+                &question,
+                inner.console(),
+            )
+            .instrument(span.clone())
+            .await;
             telemetry::consent_answered(inner.metrics(), &span, &answer, asked.elapsed());
             record.consent = Some(answer.how.clone());
             if !answer.choice.approves() {

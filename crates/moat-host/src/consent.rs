@@ -1,7 +1,8 @@
 //! Consent: asking a person whether a call that policy marked `ask` may go ahead.
 //!
 //! The channel, in order of preference (`[consent] mode = "auto"`): the client, through a
-//! form-mode elicitation, when it declared it supports one; else the controlling terminal,
+//! form-mode elicitation, when it declared it supports one; else another [`Channel`] the
+//! gateway was given (the web console, when a browser has it open); else the controlling terminal,
 //! when the host has one (`/dev/tty`: a desktop app that launched the host over stdio
 //! usually has none) and is in its foreground process group; else nobody, and the call is
 //! refused with a message saying why and how to allow it. `mode = "deny"` asks nobody.
@@ -128,6 +129,25 @@ impl Unasked {
     }
 }
 
+/// A place besides the client and the terminal where a person can answer: the web
+/// console (`moat gateway --console`). It sits after elicitation and before the terminal.
+pub trait Channel: Send + Sync {
+    /// Whether someone is there to answer now (a channel nobody watches would only make
+    /// the call wait out the timeout).
+    fn present(&self) -> bool;
+
+    /// Puts the question to the person and waits for the choice; `None` when the channel
+    /// went away before an answer came. Dropping the future withdraws the question.
+    fn ask<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        question: &'a Question<'a>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Choice>> + Send + 'a>>;
+
+    /// What the answer is said to come through, in the audit trail ("in the web console").
+    fn name(&self) -> &'static str;
+}
+
 /// Whether the host can ask on its terminal, and if not, why not.
 #[derive(Debug)]
 enum Terminal {
@@ -139,12 +159,14 @@ enum Terminal {
     Background,
 }
 
-/// Asks through the best channel `mode` allows.
+/// Asks through the best channel `mode` allows; `channel` is the web console, when the
+/// gateway has one.
 pub async fn ask(
     ctx: &RequestContext,
     mode: ConsentMode,
     timeout: Duration,
     question: &Question<'_>,
+    channel: Option<&dyn Channel>,
 ) -> Answer {
     if mode == ConsentMode::Deny {
         return Answer {
@@ -163,6 +185,24 @@ pub async fn ask(
                 format!("no answer via elicitation within {}s", timeout.as_secs()),
             ),
         };
+    }
+    if mode == ConsentMode::Auto
+        && let Some(channel) = channel.filter(|c| c.present())
+    {
+        let name = channel.name();
+        match tokio::time::timeout(timeout, channel.ask(ctx, question)).await {
+            Ok(Some(choice)) => {
+                return Answer::asked(choice, format!("{} {name}", past_tense(choice)));
+            }
+            // Closed before answering: the next channel may still be there.
+            Ok(None) => {}
+            Err(_) => {
+                return Answer::asked(
+                    Choice::Deny,
+                    format!("no answer {name} within {}s", timeout.as_secs()),
+                );
+            }
+        }
     }
     let use_terminal = matches!(mode, ConsentMode::Auto | ConsentMode::Terminal);
     let terminal = if use_terminal {
@@ -193,6 +233,9 @@ pub async fn ask(
     let why = match mode {
         ConsentMode::Elicit => format!("{client}, and [consent] mode = \"elicit\" asks only there"),
         ConsentMode::Terminal => format!("[consent] mode = \"terminal\", and {tty}"),
+        _ if channel.is_some() => {
+            format!("{client}, no browser has the gateway's web console open, and {tty}")
+        }
         _ => format!("{client}, and {tty}"),
     };
     Answer {

@@ -48,6 +48,14 @@ pub enum HostError {
         /// Why it could not be bound.
         source: std::io::Error,
     },
+    /// The web console could not listen.
+    #[error("console {addr}: {source}")]
+    Console {
+        /// The address asked for.
+        addr: std::net::SocketAddr,
+        /// Why it could not be bound.
+        source: std::io::Error,
+    },
     /// The upstream connection failed.
     #[error(transparent)]
     Moat(#[from] moat::Error),

@@ -108,6 +108,20 @@ impl Host {
             .map_err(|source| HostError::Metrics { addr, source })
     }
 
+    /// Serves the web console at `http://ADDR/` until the returned console is dropped, and
+    /// makes it a consent channel (after the client's elicitation, before the terminal)
+    /// while a browser has it open. Its one-time login URL is [`Console::login_url`].
+    ///
+    /// [`Console::login_url`]: crate::console::Console::login_url
+    pub async fn serve_console(
+        &self,
+        addr: std::net::SocketAddr,
+    ) -> Result<crate::console::Console, HostError> {
+        crate::console::Console::bind(&self.inner, addr)
+            .await
+            .map_err(|source| HostError::Console { addr, source })
+    }
+
     /// Waits until every server being started has come up or failed its first attempt,
     /// and the start-up decisions are made (bounded by the start timeout).
     pub async fn ready(&self) {

@@ -103,6 +103,10 @@ pub(crate) struct Inner {
     options: HostOptions,
     /// Prometheus metrics, when served (`[telemetry] metrics`).
     metrics: std::sync::OnceLock<crate::telemetry::metrics::Metrics>,
+    /// The web console's consent channel, when it is served.
+    console: std::sync::OnceLock<Arc<dyn crate::consent::Channel>>,
+    /// How often each server went away while up and was restarted (for the console).
+    restarts: Mutex<HashMap<String, u64>>,
 }
 
 impl Inner {
@@ -134,7 +138,29 @@ impl Inner {
             search: SearchState::default(),
             options,
             metrics: std::sync::OnceLock::new(),
+            console: std::sync::OnceLock::new(),
+            restarts: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The web console's consent channel, when it is served.
+    pub(crate) fn console(&self) -> Option<&dyn crate::consent::Channel> {
+        self.console.get().map(|c| &**c)
+    }
+
+    /// Makes `channel` the console's consent channel (the first one set stays).
+    pub(crate) fn set_console(&self, channel: Arc<dyn crate::consent::Channel>) {
+        let _ = self.console.set(channel);
+    }
+
+    /// Notes that `server` went away while up and is being restarted.
+    pub(crate) fn note_restart(&self, server: &str) {
+        *lock(&self.restarts).entry(server.to_owned()).or_default() += 1;
+    }
+
+    /// How often `server` was restarted after going away.
+    pub(crate) fn restarts(&self, server: &str) -> u64 {
+        lock(&self.restarts).get(server).copied().unwrap_or(0)
     }
 
     /// The upstream server the clients talk to.

@@ -24,6 +24,7 @@ mod caller;
 mod catalog;
 pub mod config;
 pub mod consent;
+mod console;
 mod error;
 mod host;
 mod inner;
@@ -49,6 +50,7 @@ pub mod watch;
 mod watched;
 
 pub use config::Config;
+pub use console::Console;
 pub use error::HostError;
 pub use host::{Host, HostOptions};
 pub use search::{SearchMode, ToolCost, ToolSearchConfig};

@@ -270,7 +270,14 @@ async fn decide_and_forward(
             arguments: &arguments,
         };
         let consent = &settings.config.consent;
-        let answer = consent::ask(ctx, consent.mode, consent.timeout, &question).await;
+        let answer = consent::ask(
+            ctx,
+            consent.mode,
+            consent.timeout,
+            &question,
+            inner.console(),
+        )
+        .await;
         record.consent = Some(answer.how.clone());
         if !answer.choice.approves() {
             return Err(ErrorObject::new(

@@ -274,6 +274,7 @@ pub(crate) async fn supervise(
         }
         if let Some(inner) = host.upgrade() {
             crate::telemetry::server_restarting(inner.metrics(), &cfg.name);
+            inner.note_restart(&cfg.name);
             inner.set_down(&cfg.name, why.clone());
         }
         if up_since.elapsed() >= STABLE_AFTER {

@@ -79,6 +79,30 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
         }
         None => None,
     };
+    let console = match &args.console {
+        Some(addr) => {
+            let addr = crate::cmd::serve::parse_addr(addr)
+                .await
+                .map_err(Failure::Usage)?;
+            if !addr.ip().is_loopback() {
+                eprintln!(
+                    "moat gateway: warning: the console listens on {addr}, off loopback: anyone \
+                     who gets the login link can approve calls (the link works once)"
+                );
+            }
+            let console = host
+                .serve_console(addr)
+                .await
+                .map_err(|e| Failure::Usage(anyhow!(e)))?;
+            eprintln!(
+                "moat gateway: console on http://{}/ — log in (once) with {}",
+                console.local_addr(),
+                console.login_url()
+            );
+            Some(std::sync::Arc::new(console))
+        }
+        None => None,
+    };
     // Clients are served while the servers start; the summary follows their first attempts.
     let for_summary = host.clone();
     let summary_path = path.clone();
@@ -87,7 +111,7 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
         summary(&for_summary, &summary_path);
         release_startup_memory();
     });
-    spawn_reload(host.clone(), path.clone());
+    spawn_reload(host.clone(), path.clone(), console.clone());
 
     let Some(addr) = &args.http else {
         // Until the client closes stdin, or the gateway is told to stop: either way every
@@ -379,21 +403,29 @@ async fn check(host: &Host, json: bool, search: Option<&str>) -> Result<(), Fail
 
 /// Reload on SIGHUP and on change; a broken edit is reported and the running
 /// configuration kept.
-fn spawn_reload(host: Host, path: PathBuf) {
+fn spawn_reload(host: Host, path: PathBuf, console: Option<std::sync::Arc<moat_host::Console>>) {
     tokio::spawn(async move {
         let mut changes = moat_host::watch::watch(path);
         while let Some(next) = changes.recv().await {
-            match next {
-                Ok(config) => {
-                    if let Err(e) = host.reload(config).await {
+            let error = match next {
+                Ok(config) => match host.reload(config).await {
+                    Ok(()) => None,
+                    Err(e) => {
                         eprintln!(
                             "moat gateway: reload refused, still running the previous configuration: {e}"
                         );
+                        Some(format!("reload refused: {e}"))
                     }
+                },
+                Err(e) => {
+                    eprintln!(
+                        "moat gateway: the configuration has an error, still running the previous one: {e}"
+                    );
+                    Some(e.to_string())
                 }
-                Err(e) => eprintln!(
-                    "moat gateway: the configuration has an error, still running the previous one: {e}"
-                ),
+            };
+            if let Some(console) = &console {
+                console.reload_result(error);
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -1,0 +1,319 @@
+//! What each path of the console answers, after the access checks: the page and its
+//! assets, the login link, the JSON the page reads, the event stream, and the actions.
+
+use std::sync::Arc;
+
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue, LOCATION, SET_COOKIE};
+use hyper::{Method, Request, Response, StatusCode};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::State;
+use super::assets;
+use super::auth::{COOKIE_NAME, Refusal, Session};
+use super::body::{Body, full, pending_events};
+use super::views;
+use crate::consent::Choice;
+
+/// The largest action body read.
+const MAX_BODY: usize = 64 * 1024;
+
+const HTML: &str = "text/html; charset=utf-8";
+const JSON: &str = "application/json";
+
+pub(crate) async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
+    let mut response = route(state, req).await;
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (
+            "content-security-policy",
+            "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+        ),
+        ("x-content-type-options", "nosniff"),
+        ("referrer-policy", "no-referrer"),
+        ("x-frame-options", "DENY"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    headers
+        .entry(CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn route(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
+    let path = req.uri().path().to_owned();
+    let action = req.method() == Method::POST;
+    if let Err(refusal) = state.auth.check_origin(req.headers(), action) {
+        return refused(refusal);
+    }
+    match (req.method(), path.as_str()) {
+        (&Method::GET, "/app.css") => asset("text/css; charset=utf-8", assets::CSS),
+        (&Method::GET, "/app.js") => asset("text/javascript; charset=utf-8", assets::JS),
+        (&Method::GET, "/login") => login(state, req.uri().query().unwrap_or("")),
+        (&Method::GET, _) | (&Method::POST, _) => {
+            let Some(session) = state.auth.session(req.headers()) else {
+                return if path.starts_with("/api/") {
+                    refused(Refusal::Unauthorized)
+                } else {
+                    text(StatusCode::UNAUTHORIZED, HTML, NOT_LOGGED_IN.to_owned())
+                };
+            };
+            if action {
+                if let Err(refusal) = state.auth.check_csrf(&session, req.headers()) {
+                    return refused(refusal);
+                }
+                return act(state, &path, req).await;
+            }
+            read(state, &session, &path, req.uri().query().unwrap_or("")).await
+        }
+        _ => text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "GET or POST\n".into(),
+        ),
+    }
+}
+
+const NOT_LOGGED_IN: &str = "<!doctype html><html lang=en><meta charset=utf-8>\
+<title>moat console</title><h1>moat console</h1><p>Not logged in. Open the login link \
+the gateway printed when it started (<code>moat gateway --console …</code>, on its \
+standard error). Each link works once; restart the gateway for a new one.</p></html>";
+
+fn login(state: &Arc<State>, query: &str) -> Response<Body> {
+    let token = query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(k, _)| *k == "token")
+        .map(|(_, v)| v)
+        .unwrap_or("");
+    let Some(session) = state.auth.redeem(token) else {
+        return text(
+            StatusCode::FORBIDDEN,
+            HTML,
+            "<!doctype html><html lang=en><meta charset=utf-8><title>moat console</title>\
+             <h1>moat console</h1><p>This login link was already used, or is not the \
+             gateway's. Each link works once: restart the gateway for a new one.</p></html>"
+                .into(),
+        );
+    };
+    let mut response = Response::new(full(""));
+    *response.status_mut() = StatusCode::SEE_OTHER;
+    response
+        .headers_mut()
+        .insert(LOCATION, HeaderValue::from_static("/"));
+    let cookie = format!(
+        "{COOKIE_NAME}={}; Path=/; HttpOnly; SameSite=Strict",
+        session.id
+    );
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(SET_COOKIE, value);
+    }
+    response
+}
+
+async fn read(state: &Arc<State>, session: &Session, path: &str, query: &str) -> Response<Body> {
+    if path == "/" || path == "/index.html" {
+        return text(
+            StatusCode::OK,
+            HTML,
+            assets::INDEX.replace("{{CSRF}}", &session.csrf),
+        );
+    }
+    if path == "/api/events" {
+        let mut response = Response::new(pending_events(state));
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        return response;
+    }
+    let Some(inner) = state.inner.upgrade() else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "the gateway is stopping");
+    };
+    let body = match path {
+        "/api/pending" => json!(state.pending.list()),
+        "/api/servers" => views::servers(&inner),
+        "/api/tools" => views::tools(&inner),
+        "/api/pins" => match views::pins(&inner) {
+            Ok(v) => v,
+            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, &e),
+        },
+        "/api/config" => json!({
+            "path": inner.settings().config.path.as_ref().map(|p| p.display().to_string()),
+            "errors": *state.config_errors.lock().unwrap_or_else(|e| e.into_inner()),
+        }),
+        "/api/audit" => match views::audit(&inner, &parse_query(query)) {
+            Ok(v) => v,
+            Err(e) => return error(StatusCode::BAD_REQUEST, &e),
+        },
+        _ => return error(StatusCode::NOT_FOUND, "no such page"),
+    };
+    text(StatusCode::OK, JSON, body.to_string())
+}
+
+#[derive(Deserialize)]
+struct ConsentAction {
+    id: u64,
+    choice: String,
+}
+
+#[derive(Deserialize)]
+struct PinAction {
+    name: String,
+    server_id: String,
+    hash: String,
+}
+
+async fn act(state: &Arc<State>, path: &str, req: Request<Incoming>) -> Response<Body> {
+    let bytes = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => return error(StatusCode::PAYLOAD_TOO_LARGE, "the request is too large"),
+    };
+    match path {
+        "/api/consent" => {
+            let Ok(action) = serde_json::from_slice::<ConsentAction>(&bytes) else {
+                return error(StatusCode::BAD_REQUEST, "expected {\"id\", \"choice\"}");
+            };
+            let choice = match action.choice.as_str() {
+                "once" => Choice::Once,
+                "session" => Choice::Session,
+                "always" => Choice::Always,
+                "deny" => Choice::Deny,
+                other => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        &format!("unknown choice {other:?} (once, session, always, deny)"),
+                    );
+                }
+            };
+            if state.pending.answer(action.id, choice) {
+                text(
+                    StatusCode::OK,
+                    JSON,
+                    json!({"answered": action.id}).to_string(),
+                )
+            } else {
+                error(
+                    StatusCode::NOT_FOUND,
+                    "that call is no longer waiting (answered elsewhere, timed out, or cancelled)",
+                )
+            }
+        }
+        "/api/pins/approve" => {
+            let Ok(action) = serde_json::from_slice::<PinAction>(&bytes) else {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "expected {\"name\", \"server_id\", \"hash\"}",
+                );
+            };
+            let Some(inner) = state.inner.upgrade() else {
+                return error(StatusCode::SERVICE_UNAVAILABLE, "the gateway is stopping");
+            };
+            // What the person approves is what they were shown: the hash must still be
+            // the pending one.
+            match inner
+                .pins()
+                .approve_hash_in(&action.name, Some(&action.server_id), &action.hash)
+            {
+                Ok(approved) => text(
+                    StatusCode::OK,
+                    JSON,
+                    json!({"approved": approved.pin.exposed_name}).to_string(),
+                ),
+                Err(e) => error(StatusCode::CONFLICT, &e.to_string()),
+            }
+        }
+        _ => error(StatusCode::NOT_FOUND, "no such action"),
+    }
+}
+
+/// `a=1&b=x%20y` as pairs, percent-decoded (`+` is a space).
+fn parse_query(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+fn decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(high), Some(low)) => {
+                    out.push(high * 16 + low);
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex(digit: u8) -> Option<u8> {
+    (digit as char)
+        .to_digit(16)
+        .and_then(|d| u8::try_from(d).ok())
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response<Body> {
+    let mut response = text(StatusCode::OK, content_type, body.to_owned());
+    response
+        .headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+fn text(status: StatusCode, content_type: &str, body: String) -> Response<Body> {
+    let mut response = Response::new(full(body));
+    *response.status_mut() = status;
+    if let Ok(value) = HeaderValue::from_str(content_type) {
+        response.headers_mut().insert(CONTENT_TYPE, value);
+    }
+    response
+}
+
+fn error(status: StatusCode, message: &str) -> Response<Body> {
+    text(status, JSON, json!({"error": message}).to_string())
+}
+
+fn refused(refusal: Refusal) -> Response<Body> {
+    match refusal {
+        Refusal::Forbidden(why) => error(StatusCode::FORBIDDEN, &format!("Forbidden: {why}")),
+        Refusal::Unauthorized => error(
+            StatusCode::UNAUTHORIZED,
+            "Unauthorized: log in with the link the gateway printed",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_are_decoded() {
+        assert_eq!(
+            parse_query("tool=fs__read%2A&user=a+b&x"),
+            vec![
+                ("tool".into(), "fs__read*".into()),
+                ("user".into(), "a b".into()),
+                ("x".into(), String::new()),
+            ]
+        );
+        assert_eq!(decode("100%"), "100%");
+        assert_eq!(decode("%zz"), "%zz");
+    }
+}
