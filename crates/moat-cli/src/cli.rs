@@ -199,6 +199,11 @@ pub struct GatewayArgs {
     /// With --http: also accept requests from this browser origin. Repeatable.
     #[arg(long, value_name = "ORIGIN", requires = "http")]
     pub allow_origin: Vec<String>,
+    /// The keys sealing 2026-07-28 requestState (one secret per line, the current first,
+    /// retired ones after it): give every instance behind a load balancer the same file
+    /// so any of them takes a client's retry. Default: a random key per process.
+    #[arg(long, value_name = "FILE", env = "MOAT_STATE_KEY_FILE")]
+    pub state_key_file: Option<std::path::PathBuf>,
     /// With --http: on SIGTERM or Ctrl-C, how long the requests in flight may take to
     /// finish before the server stops (a second signal stops it at once). /healthz
     /// answers 503 meanwhile. Seconds, or a duration such as 30s.
@@ -444,6 +449,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "30m", requires = "http",
           value_parser = moat_host::config::parse_duration)]
     pub session_idle: std::time::Duration,
+    /// The keys sealing 2026-07-28 requestState (one secret per line, the current first,
+    /// retired ones after it): give every instance behind a load balancer the same file
+    /// so any of them takes a client's retry. Default: a random key per process.
+    #[arg(long, value_name = "FILE", env = "MOAT_STATE_KEY_FILE")]
+    pub state_key_file: Option<std::path::PathBuf>,
     /// With --http: on SIGTERM or Ctrl-C, how long the requests in flight may take to
     /// finish before the server stops (a second signal stops it at once). /healthz
     /// answers 503 meanwhile. Seconds, or a duration such as 30s.

@@ -61,6 +61,19 @@ impl StateKey {
         StateKey(bytes)
     }
 
+    /// A key derived from a secret text shared by every instance (at least 32 characters,
+    /// e.g. `openssl rand -base64 32`); `None` for a shorter one, which could be guessed.
+    pub fn from_secret(secret: &str) -> Option<StateKey> {
+        let secret = secret.trim();
+        if secret.chars().count() < 32 {
+            return None;
+        }
+        let mut digest = Sha256::new();
+        digest.update(b"moat requestState key v1\0");
+        digest.update(secret.as_bytes());
+        Some(StateKey(digest.finalize().into()))
+    }
+
     fn mac(&self) -> HmacSha256 {
         // HMAC accepts keys of any length; 32 bytes never fails.
         <HmacSha256 as Mac>::new_from_slice(&self.0).unwrap_or_else(|_| unreachable!())
@@ -175,10 +188,12 @@ pub(crate) fn seal(
     )
 }
 
-/// Verify and open a `requestState`: integrity first (constant-time), then expiry, then that
-/// it was issued for this very request.
+/// Verify and open a `requestState`: integrity first (constant-time), under `key` or one of
+/// the `retired` keys (a rotation: states sealed before it stay valid until they expire),
+/// then expiry, then that it was issued for this very request.
 pub(crate) fn open(
     key: &StateKey,
+    retired: &[StateKey],
     state: &str,
     binding: &Binding,
 ) -> Result<BTreeMap<String, Value>, ErrorObject> {
@@ -193,10 +208,14 @@ pub(crate) fn open(
     let tag = URL_SAFE_NO_PAD
         .decode(tag)
         .map_err(|_| invalid("is malformed"))?;
-    let mut mac = key.mac();
-    mac.update(&body);
-    mac.verify_slice(&tag)
-        .map_err(|_| invalid("failed verification"))?;
+    let verified = std::iter::once(key).chain(retired).any(|key| {
+        let mut mac = key.mac();
+        mac.update(&body);
+        mac.verify_slice(&tag).is_ok()
+    });
+    if !verified {
+        return Err(invalid("failed verification"));
+    }
     let payload: StatePayload =
         serde_json::from_slice(&body).map_err(|_| invalid("is malformed"))?;
     if payload.expires < now_secs() {
@@ -379,7 +398,7 @@ mod tests {
         let mut answers = BTreeMap::new();
         answers.insert("elicitation-0".to_owned(), json!({"action": "accept"}));
         let state = seal(&key, &binding, &answers);
-        assert_eq!(open(&key, &state, &binding).unwrap(), answers);
+        assert_eq!(open(&key, &[], &state, &binding).unwrap(), answers);
 
         // Key order of the arguments does not matter.
         let same = Binding::new(
@@ -387,17 +406,34 @@ mod tests {
             "t",
             Some(&json!({"a": [1, {"x": 1, "y": 2}], "b": 1})),
         );
-        assert!(open(&key, &state, &same).is_ok());
+        assert!(open(&key, &[], &state, &same).is_ok());
 
         // Another request, another key, a flipped byte, garbage: all refused.
         let other = Binding::new("tools/call", "t", Some(&json!({"b": 2})));
-        assert!(open(&key, &state, &other).is_err());
-        assert!(open(&StateKey::random(), &state, &binding).is_err());
+        assert!(open(&key, &[], &state, &other).is_err());
+        assert!(open(&StateKey::random(), &[], &state, &binding).is_err());
         let mut bytes = state.clone().into_bytes();
         bytes[3] = if bytes[3] == b'A' { b'B' } else { b'A' };
-        assert!(open(&key, &String::from_utf8(bytes).unwrap(), &binding).is_err());
-        assert!(open(&key, "not-a-state", &binding).is_err());
-        let err = open(&key, "x.y", &binding).unwrap_err();
+        assert!(open(&key, &[], &String::from_utf8(bytes).unwrap(), &binding).is_err());
+        assert!(open(&key, &[], "not-a-state", &binding).is_err());
+        let err = open(&key, &[], "x.y", &binding).unwrap_err();
         assert_eq!(err.code, -32602);
+    }
+
+    #[test]
+    fn a_rotated_key_still_opens_what_it_sealed_and_secrets_must_be_long() {
+        let old = StateKey::from_secret("an old secret of at least thirty-two characters").unwrap();
+        let new = StateKey::from_secret("the new secret, also thirty-two characters long").unwrap();
+        let binding = Binding::new("tools/call", "t", None);
+        let state = seal(&old, &binding, &BTreeMap::new());
+        assert!(
+            open(&new, &[], &state, &binding).is_err(),
+            "not without the old key"
+        );
+        assert!(open(&new, std::slice::from_ref(&old), &state, &binding).is_ok());
+        // The same secret gives the same key on every instance.
+        let again = StateKey::from_secret("  an old secret of at least thirty-two characters\n");
+        assert!(open(&again.unwrap(), &[], &state, &binding).is_ok());
+        assert!(StateKey::from_secret("short").is_none());
     }
 }

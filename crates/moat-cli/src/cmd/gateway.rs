@@ -54,6 +54,11 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
         config.telemetry.metrics = args.metrics;
     }
     let metrics_addr = config.telemetry.metrics.filter(|_| !args.check);
+    // Read before any server starts: a bad key file is a usage error, not a half start.
+    let state_keys = match &args.state_key_file {
+        Some(file) => Some(crate::cmd::state_keys::read(file).map_err(Failure::Usage)?),
+        None => None,
+    };
     let helper = std::env::current_exe().context("finding the moat binary (the sandbox helper)")?;
     let options = HostOptions::default()
         .sandbox_helper(helper)
@@ -113,6 +118,10 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
     });
     spawn_reload(host.clone(), path.clone(), console.clone());
 
+    if let Some((current, retired)) = state_keys {
+        // A `Server` is a handle: this sets the gateway's own server's keys.
+        let _keyed = host.server().clone().state_keys(current, retired);
+    }
     let Some(addr) = &args.http else {
         // Until the client closes stdin, or the gateway is told to stop: either way every
         // server stops with it (they run in process groups of their own, which a signal

@@ -13,4 +13,5 @@ pub mod serve;
 pub mod shutdown;
 pub mod skills;
 pub mod state;
+pub mod state_keys;
 pub mod tour;

@@ -10,7 +10,11 @@ use crate::Failure;
 use crate::cli::{BuiltinServer, SandboxNet, ServeArgs};
 
 pub async fn run(args: ServeArgs) -> Result<(), Failure> {
-    let server = build(&args).map_err(Failure::Usage)?;
+    let mut server = build(&args).map_err(Failure::Usage)?;
+    if let Some(file) = &args.state_key_file {
+        let (current, retired) = crate::cmd::state_keys::read(file).map_err(Failure::Usage)?;
+        server = server.state_keys(current, retired);
+    }
     let Some(addr) = &args.http else {
         tracing::info!(server = %server.info().name, "serving on stdio");
         server.serve_stdio().await?;

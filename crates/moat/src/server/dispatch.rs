@@ -868,7 +868,7 @@ where
     let options = server.options();
     let key = &options.state_key;
     let mut answers = match request_state {
-        Some(state) => mrtr::open(key, &state, &bound())?,
+        Some(state) => mrtr::open(key, &options.retired_state_keys, &state, &bound())?,
         None => BTreeMap::new(),
     };
     // Answers sealed in the state were given in earlier rounds: a retry cannot change them.

@@ -124,6 +124,16 @@ impl Server {
         self
     }
 
+    /// The key sealing 2026-07-28 `requestState`, and earlier keys still accepted: give
+    /// every instance behind a load balancer the same ones, so any instance takes a retry.
+    pub fn state_keys(self, current: crate::StateKey, retired: Vec<crate::StateKey>) -> Self {
+        self.inner.edit_options(|o| {
+            o.state_key = current;
+            o.retired_state_keys = retired;
+        });
+        self
+    }
+
     /// Items per page of the list methods.
     pub fn page_size(self, n: usize) -> Self {
         self.inner.edit_options(|o| o.page_size = n.max(1));

@@ -25,6 +25,9 @@ pub struct ServerOptions {
     /// The key protecting 2026-07-28 `requestState`; share one across instances of a server
     /// behind a load balancer.
     pub state_key: StateKey,
+    /// Earlier keys, still accepted when opening a `requestState` (never used to seal): after
+    /// a rotation, keep the old key here for the state's lifetime (15 minutes).
+    pub retired_state_keys: Vec<StateKey>,
     /// Limits and defaults of tasks.
     pub tasks: TaskOptions,
 }
@@ -37,6 +40,7 @@ impl Default for ServerOptions {
             peer: PeerOptions::default(),
             limits: Limits::default(),
             state_key: StateKey::random(),
+            retired_state_keys: Vec::new(),
             tasks: TaskOptions::default(),
         }
     }
