@@ -1,0 +1,343 @@
+//! Three `moat gateway --http` replicas behind HAProxy (docs/deploy.md's configuration),
+//! under a mixed load while one replica is killed with SIGKILL and another is drained with
+//! SIGTERM and started again (a rolling restart):
+//! - 2026-07-28 clients go round-robin to any replica, and a call that asks the user for
+//!   input is retried on whichever replica the balancer picks (the replicas share
+//!   `--state-key-file`);
+//! - handshake-era sessions stick to the replica that opened them (HAProxy learns each
+//!   `Mcp-Session-Id` from the answer to `initialize`);
+//! - every call completes or fails with an error its client sees; none hangs; and a client
+//!   that starts after the restarts is served.
+//!
+//! HAProxy comes from Debian's packages (`.ci/run` installs it); without it the test fails
+//! under CI (`CI` set) and is skipped elsewhere, saying why.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use moat::{Client, HttpOptions, ProtocolVersion, VersionPreference};
+use moat_test_support::listening::{Listening, mcp_authority};
+use serde_json::{Value, json};
+
+const MOAT: &str = env!("CARGO_BIN_EXE_moat");
+const WITHIN: Duration = Duration::from_secs(60);
+/// How long one call may take before it counts as hung.
+const CALL_BOUND: Duration = Duration::from_secs(30);
+
+fn haproxy() -> Option<PathBuf> {
+    let found = ["/usr/sbin/haproxy", "/usr/bin/haproxy"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "haproxy is not installed (.ci/run installs it: apt-get install haproxy)"
+        );
+        eprintln!("skipped: haproxy is not installed (apt-get install haproxy)");
+    }
+    found
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+struct Replica {
+    server: Listening,
+    port: u16,
+}
+
+fn start_replica(config: &Path, keys: &Path, port: u16) -> Replica {
+    let mut cmd = Command::new(MOAT);
+    cmd.args(["gateway", "--http"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--config")
+        .arg(config)
+        .arg("--state-key-file")
+        .arg(keys)
+        .args(["--drain-timeout", "5s"]);
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    let (server, _) = Listening::start(
+        cmd,
+        |line| {
+            line.starts_with("moat gateway: serving on")
+                .then(|| mcp_authority(line))
+                .flatten()
+        },
+        WITHIN,
+    );
+    Replica { server, port }
+}
+
+/// docs/deploy.md's HAProxy configuration, for these ports.
+fn haproxy_config(front: u16, replicas: &[u16]) -> String {
+    let mut text = format!(
+        "global\n    maxconn 1024\n\n\
+         defaults\n    mode http\n    timeout connect 2s\n    timeout client 60s\n    timeout server 60s\n\
+         \x20   retries 3\n    option redispatch\n\n\
+         frontend mcp\n    bind 127.0.0.1:{front}\n    default_backend moat\n\n\
+         backend moat\n    balance roundrobin\n\
+         \x20   option httpchk GET /healthz\n    http-check expect status 200\n\
+         \x20   default-server inter 500ms fall 2 rise 1\n\
+         \x20   stick-table type string len 64 size 100k expire 30m\n\
+         \x20   stick on req.hdr(mcp-session-id)\n\
+         \x20   stick store-response res.hdr(mcp-session-id)\n"
+    );
+    for (i, port) in replicas.iter().enumerate() {
+        text.push_str(&format!("    server r{i} 127.0.0.1:{port} check\n"));
+    }
+    text
+}
+
+struct Balancer(Child);
+
+impl Drop for Balancer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The status of `GET path` at `authority`, by hand.
+fn probe(authority: &str, path: &str) -> Option<u16> {
+    let mut tcp = TcpStream::connect(authority).ok()?;
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        tcp,
+        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    tcp.read_to_string(&mut text).ok()?;
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// One 2026-07-28 `tools/call` by hand (as any HTTP client would), its JSON answer.
+fn modern_call(authority: &str, tool: &str, params: Value) -> Option<Value> {
+    let mut params = params;
+    params["name"] = json!(tool);
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}
+    });
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: tools/call\r\nMcp-Name: {tool}\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut tcp = TcpStream::connect(authority).ok()?;
+    tcp.set_read_timeout(Some(CALL_BOUND)).ok()?;
+    tcp.write_all(request.as_bytes()).ok()?;
+    let mut out = String::new();
+    tcp.read_to_string(&mut out).ok()?;
+    let body = out.split_once("\r\n\r\n")?.1;
+    let json = &body[body.find('{')?..=body.rfind('}')?];
+    serde_json::from_str(json).ok()
+}
+
+/// An elicitation round through the balancer: ask, then answer (wherever it lands).
+fn modern_elicitation(authority: &str) -> Result<(), String> {
+    let asked = modern_call(
+        authority,
+        "docs__test_elicitation",
+        json!({"arguments": {"message": "Who are you?"}}),
+    )
+    .ok_or("no answer to the first round")?;
+    let result = &asked["result"];
+    let key = result["inputRequests"]
+        .as_object()
+        .and_then(|m| m.keys().next().cloned())
+        .ok_or_else(|| format!("no input request: {asked}"))?;
+    let done = modern_call(
+        authority,
+        "docs__test_elicitation",
+        json!({
+            "arguments": {"message": "Who are you?"},
+            "inputResponses": { key: {"action": "accept", "content": {"username": "ada", "email": "a@example.org"}} },
+            "requestState": result["requestState"].clone(),
+        }),
+    )
+    .ok_or("no answer to the retry")?;
+    let text = done["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    if text.contains("ada") {
+        Ok(())
+    } else {
+        Err(format!("the retry was not completed: {done}"))
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    ok: AtomicUsize,
+    failed: AtomicUsize,
+}
+
+async fn session_client(url: String, version: ProtocolVersion) -> moat::Result<Client> {
+    Client::builder()
+        .protocol(VersionPreference::Exact(version))
+        .connect_url(&url, HttpOptions::default())
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
+    let Some(haproxy) = haproxy() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("moat.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "state_dir = {:?}\n[policy]\ndefault = \"allow\"\n\
+             [servers.docs]\ncommand = {MOAT:?}\nargs = [\"serve\", \"everything\"]\nsandbox = false\n",
+            dir.path().join("state")
+        ),
+    )
+    .expect("write moat.toml");
+    let keys = dir.path().join("state-keys");
+    std::fs::write(&keys, "replica-secret-replica-secret-replica-secret\n").expect("keys");
+
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let mut replicas: Vec<Option<Replica>> = ports
+        .iter()
+        .map(|&p| Some(start_replica(&config, &keys, p)))
+        .collect();
+    let front = free_port();
+    let lb_config = dir.path().join("haproxy.cfg");
+    std::fs::write(&lb_config, haproxy_config(front, &ports)).expect("haproxy.cfg");
+    let _lb = Balancer(
+        Command::new(&haproxy)
+            .arg("-db")
+            .arg("-f")
+            .arg(&lb_config)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start haproxy"),
+    );
+    let authority = format!("127.0.0.1:{front}");
+    let url = format!("http://{authority}/mcp");
+    let deadline = Instant::now() + WITHIN;
+    while probe(&authority, "/healthz") != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "the balancer never found a ready replica"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let modern = Arc::new(Tally::default());
+    let sessions = Arc::new(Tally::default());
+    let mut load = Vec::new();
+    for _ in 0..2 {
+        let (stop, modern, authority) = (stop.clone(), modern.clone(), authority.clone());
+        load.push(tokio::task::spawn_blocking(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let started = Instant::now();
+                let outcome = modern_elicitation(&authority);
+                assert!(started.elapsed() < CALL_BOUND * 2, "a call hung");
+                match outcome {
+                    Ok(()) => modern.ok.fetch_add(1, Ordering::Relaxed),
+                    Err(_) => modern.failed.fetch_add(1, Ordering::Relaxed),
+                };
+            }
+        }));
+    }
+    for version in [ProtocolVersion::V2025_06_18, ProtocolVersion::V2025_11_25] {
+        let (stop, sessions, url) = (stop.clone(), sessions.clone(), url.clone());
+        load.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                // A client whose session went with its replica starts a new one.
+                let Ok(Ok(client)) =
+                    tokio::time::timeout(CALL_BOUND, session_client(url.clone(), version)).await
+                else {
+                    sessions.failed.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                while !stop.load(Ordering::Relaxed) {
+                    let call = client.call_tool(
+                        "docs__test_tool_with_progress",
+                        json!({"duration": 0.2, "steps": 2}),
+                    );
+                    match tokio::time::timeout(CALL_BOUND, call).await {
+                        Ok(Ok(r)) if r.is_error != Some(true) => {
+                            sessions.ok.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(_) => {
+                            sessions.failed.fetch_add(1, Ordering::Relaxed);
+                            break;
+                        }
+                        Err(_) => panic!("a session's call hung"),
+                    }
+                }
+            }
+        }));
+    }
+
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    // One replica dies outright.
+    if let Some(mut r) = replicas[0].take() {
+        assert!(r.server.stop(libc::SIGKILL, WITHIN), "SIGKILL");
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Another is drained and started again on its port (a rolling restart).
+    if let Some(mut r) = replicas[1].take() {
+        let status = r
+            .server
+            .stop_status(libc::SIGTERM, WITHIN)
+            .expect("drained");
+        assert!(status.success(), "{status:?}\n{}", r.server.log());
+        replicas[1] = Some(start_replica(&config, &keys, r.port));
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    stop.store(true, Ordering::Relaxed);
+    for task in load {
+        task.await.expect("a load task panicked");
+    }
+
+    let (m_ok, m_failed) = (
+        modern.ok.load(Ordering::Relaxed),
+        modern.failed.load(Ordering::Relaxed),
+    );
+    let (s_ok, s_failed) = (
+        sessions.ok.load(Ordering::Relaxed),
+        sessions.failed.load(Ordering::Relaxed),
+    );
+    eprintln!(
+        "2026-07-28 elicitation rounds: {m_ok} completed, {m_failed} failed; \
+         session calls: {s_ok} completed, {s_failed} failed"
+    );
+    assert!(m_ok >= 10, "too few 2026-07-28 rounds completed: {m_ok}");
+    assert!(s_ok >= 10, "too few session calls completed: {s_ok}");
+    // Failures are only those in flight on the killed or drained replica.
+    assert!(m_failed <= 6, "{m_failed} 2026-07-28 rounds failed");
+
+    // After the restarts a new client is served, in either era.
+    modern_elicitation(&authority).expect("a round after the restarts");
+    let client = session_client(url.clone(), ProtocolVersion::V2025_11_25)
+        .await
+        .expect("a session after the restarts");
+    let r = client
+        .call_tool("docs__test_simple_text", json!({}))
+        .await
+        .expect("a call after the restarts");
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+}
