@@ -150,6 +150,15 @@ fn gateway_serves_metrics_exports_traces_and_logs_json() {
             .unwrap();
         assert_ne!(result.is_error, Some(true));
         client.close().await;
+        // A request for a session that does not exist: a 404 to count.
+        let stale = reqwest::Client::new()
+            .get(&gateway.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", "no-such-session")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stale.status().as_u16(), 404);
         reqwest::get(&metrics_url)
             .await
             .unwrap()
@@ -166,6 +175,17 @@ fn gateway_serves_metrics_exports_traces_and_logs_json() {
         text.contains(r#"moat_server_state{server="ev",state="up"} 1"#),
         "{text}"
     );
+    assert!(
+        text.lines()
+            .any(|l| l == r#"moat_http_responses_total{code="404"} 1"#),
+        "{text}"
+    );
+    let ok: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix(r#"moat_http_responses_total{code="200"} "#))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no 200s counted: {text}"));
+    assert!(ok >= 2, "initialize and the call at least: {text}");
 
     // Stopping sends the spans still buffered.
     assert!(gateway.stop(libc::SIGINT, Duration::from_secs(10)));

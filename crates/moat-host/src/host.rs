@@ -108,6 +108,18 @@ impl Host {
             .map_err(|source| HostError::Metrics { addr, source })
     }
 
+    /// What the HTTP server calls with each response's status code, counted in the
+    /// metrics once they are served ([`serve_metrics`](Self::serve_metrics)); give it to
+    /// `HttpServerOptions::on_response`.
+    pub fn http_response_hook(&self) -> moat::transport::http::server::ResponseHook {
+        let weak = Arc::downgrade(&self.inner);
+        Arc::new(move |code| {
+            if let Some(metrics) = weak.upgrade().as_ref().and_then(|i| i.metrics()) {
+                metrics.http_response(code);
+            }
+        })
+    }
+
     /// Serves the web console at `http://ADDR/` until the returned console is dropped, and
     /// makes it a consent channel (after the client's elicitation, before the terminal)
     /// while a browser has it open. Its one-time login URL is [`Console::login_url`].

@@ -146,6 +146,7 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
     http_options.allowed_hosts = args.allow_host.clone();
     http_options.allowed_origins = args.allow_origin.clone();
     http_options.drain_timeout = args.drain_timeout;
+    http_options.on_response = Some(host.http_response_hook());
     let http = host
         .server()
         .bind_http(addr, http_options)

@@ -55,6 +55,11 @@ struct ConsentLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabels {
     server: String,
     state: String,
@@ -90,6 +95,7 @@ pub(crate) struct Metrics {
     servers_held: Gauge,
     pins_held: Gauge,
     sessions: Gauge,
+    http_responses: Family<StatusLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -116,6 +122,7 @@ impl Metrics {
             servers_held: Gauge::default(),
             pins_held: Gauge::default(),
             sessions: Gauge::default(),
+            http_responses: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -186,7 +193,21 @@ impl Metrics {
             "Client sessions open (stdio, and HTTP sessions of the handshake era; 2026-07-28 clients have none)",
             m.sessions.clone(),
         );
+        registry.register(
+            "http_responses",
+            "Responses of the gateway's HTTP server (MCP endpoint, probes) by status code",
+            m.http_responses.clone(),
+        );
         Metrics { registry, ..m }
+    }
+
+    /// The HTTP server answered with `code`.
+    pub(crate) fn http_response(&self, code: u16) {
+        self.http_responses
+            .get_or_create(&StatusLabels {
+                code: code.to_string(),
+            })
+            .inc();
     }
 
     /// A call ended: what its audit record says.

@@ -118,7 +118,12 @@ pub struct HttpServerOptions {
     pub drain_timeout: Duration,
     /// Answer `GET /healthz` and `GET /livez` (see the module documentation).
     pub health: bool,
+    /// Told the status code of every response as its head goes out (for metrics).
+    pub on_response: Option<ResponseHook>,
 }
+
+/// Told the status code of each response ([`HttpServerOptions::on_response`]).
+pub type ResponseHook = Arc<dyn Fn(u16) + Send + Sync>;
 
 impl Default for HttpServerOptions {
     fn default() -> Self {
@@ -146,6 +151,7 @@ impl Default for HttpServerOptions {
             tool_headers: None,
             drain_timeout: Duration::from_secs(10),
             health: true,
+            on_response: None,
         }
     }
 }
@@ -398,7 +404,13 @@ impl HttpServer {
                 let max_head = shared.options.max_header_bytes.max(8192);
                 let service = hyper::service::service_fn(move |req| {
                     let shared = shared.clone();
-                    async move { Ok::<_, Infallible>(handle(&shared, req).await) }
+                    async move {
+                        let response = handle(&shared, req).await;
+                        if let Some(hook) = &shared.options.on_response {
+                            hook(response.status().as_u16());
+                        }
+                        Ok::<_, Infallible>(response)
+                    }
                 });
                 let mut builder = hyper::server::conn::http1::Builder::new();
                 builder
