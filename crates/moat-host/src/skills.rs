@@ -135,7 +135,51 @@ impl Inner {
     }
 }
 
+/// Where a URI the client sent leads: the server offering it, live, and its own URI.
+struct Target {
+    inner: Arc<Inner>,
+    server: String,
+    original: String,
+    client: Arc<moat::Client>,
+}
+
 impl Forwarder {
+    /// The server and URI behind `uri`, if it names a configured server that declared the
+    /// extension (waiting while it starts).
+    async fn target(&self, uri: &str) -> Result<Option<Target>, ErrorObject> {
+        let Some(inner) = self.inner.upgrade() else {
+            return Ok(None);
+        };
+        let Some((server, original)) = downstream_uri(uri) else {
+            return Ok(None);
+        };
+        let Some(client) = inner.skill_server(server).await? else {
+            return Ok(None);
+        };
+        Ok(Some(Target {
+            server: server.to_owned(),
+            original,
+            client,
+            inner,
+        }))
+    }
+
+    /// [`target`](Self::target), when the file or directory belongs to a skill the caller
+    /// may see.
+    async fn readable_target(
+        &self,
+        ctx: &RequestContext,
+        uri: &str,
+    ) -> Result<Option<Target>, ErrorObject> {
+        let Some(t) = self.target(uri).await? else {
+            return Ok(None);
+        };
+        let readable = self
+            .readable(&t.inner, ctx, &t.server, &t.client, &t.original)
+            .await;
+        Ok(readable.then_some(t))
+    }
+
     fn remember(&self, server: &str, skills: &[Skill]) {
         let roots = skills
             .iter()
@@ -256,32 +300,32 @@ impl SkillSource for Forwarder {
         ctx: &RequestContext,
         uri: &str,
     ) -> BoxFuture<Result<Option<Skill>, ErrorObject>> {
-        let weak = self.inner.clone();
+        let this = self.clone();
         let ctx = ctx.clone();
         let uri = uri.to_owned();
         Box::pin(async move {
-            let Some(inner) = weak.upgrade() else {
-                return Ok(None);
-            };
-            let Some((server, original)) = downstream_uri(&uri) else {
-                return Ok(None);
-            };
-            let Some(client) = inner.skill_server(server).await? else {
+            let Some(Target {
+                inner,
+                server,
+                original,
+                client,
+            }) = this.target(&uri).await?
+            else {
                 return Ok(None);
             };
             let skill = match client
                 .get_skill(&original)
-                .instrument(spans::request("skills/get", &original, server))
+                .instrument(spans::request("skills/get", &original, &server))
                 .await
             {
                 Ok(skill) => skill,
                 Err(e) if not_found(&e) => return Ok(None),
-                Err(e) => return Err(passed_on(server, e)),
+                Err(e) => return Err(passed_on(&server, e)),
             };
-            if !inner.skill_visible(&ctx, server, skill.name()) {
+            if !inner.skill_visible(&ctx, &server, skill.name()) {
                 return Ok(None);
             }
-            Ok(Some(exposed_skill(server, skill)))
+            Ok(Some(exposed_skill(&server, skill)))
         })
     }
 
@@ -290,39 +334,32 @@ impl SkillSource for Forwarder {
         ctx: &RequestContext,
         uri: &str,
     ) -> BoxFuture<Result<Option<Vec<ResourceContents>>, ErrorObject>> {
-        let weak = self.inner.clone();
+        let this = self.clone();
         let ctx = ctx.clone();
         let uri = uri.to_owned();
-        let this = self.clone();
         Box::pin(async move {
-            let Some(inner) = weak.upgrade() else {
+            let Some(Target {
+                inner,
+                server,
+                original,
+                client,
+            }) = this.readable_target(&ctx, &uri).await?
+            else {
                 return Ok(None);
             };
-            let Some((server, original)) = downstream_uri(&uri) else {
-                return Ok(None);
-            };
-            let Some(client) = inner.skill_server(server).await? else {
-                return Ok(None);
-            };
-            if !this
-                .readable(&inner, &ctx, server, &client, &original)
-                .await
-            {
-                return Ok(None);
-            }
             let options = moat::RequestOptions::default()
-                .answer_with(crate::requests::answerer_for(&inner, &ctx, server));
+                .answer_with(crate::requests::answerer_for(&inner, &ctx, &server));
             let mut result = match client
                 .read_resource_with(&original, options)
-                .instrument(spans::request("resources/read", &original, server))
+                .instrument(spans::request("resources/read", &original, &server))
                 .await
             {
                 Ok(result) => result,
                 Err(e) if not_found(&e) => return Ok(None),
-                Err(e) => return Err(passed_on(server, e)),
+                Err(e) => return Err(passed_on(&server, e)),
             };
             if inner
-                .server_config(server)
+                .server_config(&server)
                 .and_then(|c| c.trust.untrusted)
                 .unwrap_or(false)
             {
@@ -330,7 +367,7 @@ impl SkillSource for Forwarder {
                     .sessions()
                     .taint(&ctx, &format!("skill file {original} of {server}"));
             }
-            exposed_contents(server, &mut result.contents);
+            exposed_contents(&server, &mut result.contents);
             Ok(Some(result.contents))
         })
     }
@@ -340,25 +377,20 @@ impl SkillSource for Forwarder {
         ctx: &RequestContext,
         uri: &str,
     ) -> BoxFuture<Result<Option<Vec<Resource>>, ErrorObject>> {
-        let weak = self.inner.clone();
+        let this = self.clone();
         let ctx = ctx.clone();
         let uri = uri.to_owned();
-        let this = self.clone();
         Box::pin(async move {
-            let Some(inner) = weak.upgrade() else {
+            let Some(Target {
+                server,
+                original,
+                client,
+                ..
+            }) = this.readable_target(&ctx, &uri).await?
+            else {
                 return Ok(None);
             };
-            let Some((server, original)) = downstream_uri(&uri) else {
-                return Ok(None);
-            };
-            let Some(client) = inner.skill_server(server).await? else {
-                return Ok(None);
-            };
-            if !client.skills_settings().is_some_and(|s| s.directory_read)
-                || !this
-                    .readable(&inner, &ctx, server, &client, &original)
-                    .await
-            {
+            if !client.skills_settings().is_some_and(|s| s.directory_read) {
                 return Ok(None);
             }
             let mut listing = match client
@@ -366,16 +398,16 @@ impl SkillSource for Forwarder {
                 .instrument(spans::request(
                     "resources/directory/read",
                     &original,
-                    server,
+                    &server,
                 ))
                 .await
             {
                 Ok(listing) => listing,
                 Err(e) if not_found(&e) => return Ok(None),
-                Err(e) => return Err(passed_on(server, e)),
+                Err(e) => return Err(passed_on(&server, e)),
             };
             for entry in &mut listing {
-                entry.uri = exposed_uri(server, &entry.uri);
+                entry.uri = exposed_uri(&server, &entry.uri);
             }
             Ok(Some(listing))
         })

@@ -143,7 +143,7 @@ impl Auth {
     }
 
     fn host_allowed(&self, host: &str) -> bool {
-        let name = strip_port(host);
+        let name = moat::transport::http::headers::host_name(host);
         self.hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
     }
 }
@@ -166,20 +166,6 @@ fn same(a: &[u8], b: &[u8]) -> bool {
         return false;
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// `example.com:8080` → `example.com`; `[::1]:80` → `[::1]`.
-fn strip_port(host: &str) -> &str {
-    if host.starts_with('[') {
-        return match host.find(']') {
-            Some(end) => &host[..=end],
-            None => host,
-        };
-    }
-    match host.rsplit_once(':') {
-        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
-        _ => host,
-    }
 }
 
 #[cfg(test)]

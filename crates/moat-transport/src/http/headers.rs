@@ -2,7 +2,8 @@
 //! (2026-07-28): plain visible ASCII as is, anything else as `=?base64?…?=`.
 //!
 //! Shared by the server (which validates headers against the body) and the client (which
-//! mirrors body fields into headers).
+//! mirrors body fields into headers); and the host name of a `Host` header, for the
+//! allow-lists of every HTTP endpoint.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -286,5 +287,20 @@ mod tests {
             Err(ValueError::InvalidCharacters)
         );
         assert_eq!(decode_value(b"=?base64?***?="), Err(ValueError::BadBase64));
+    }
+}
+
+/// The host name of a `Host` header or an origin's authority, without its port:
+/// `example.com:8080` → `example.com`; `[::1]:80` → `[::1]`. For allow-list checks.
+pub fn host_name(host: &str) -> &str {
+    if host.starts_with('[') {
+        return match host.find(']') {
+            Some(end) => &host[..=end],
+            None => host,
+        };
+    }
+    match host.rsplit_once(':') {
+        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => host,
     }
 }

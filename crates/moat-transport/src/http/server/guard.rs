@@ -32,7 +32,7 @@ impl Guard {
                 .get(HOST)
                 .and_then(|h| h.to_str().ok())
                 .ok_or_else(|| Refusal::Forbidden("Forbidden: missing Host header".into()))?;
-            if !self.host_allowed(strip_port(host)) {
+            if !self.host_allowed(crate::http::headers::host_name(host)) {
                 return Err(Refusal::Forbidden(format!(
                     "Forbidden: Host {host:?} is not allowed (DNS rebinding protection); \
                      allow it with --allow-host"
@@ -97,21 +97,7 @@ impl Guard {
         };
         // With no host allow-list (bound off loopback, token required), a browser origin
         // must still be named explicitly.
-        !self.hosts.is_empty() && self.host_allowed(strip_port(rest))
-    }
-}
-
-/// `example.com:8080` → `example.com`; `[::1]:80` → `[::1]`.
-fn strip_port(host: &str) -> &str {
-    if host.starts_with('[') {
-        return match host.find(']') {
-            Some(end) => &host[..=end],
-            None => host,
-        };
-    }
-    match host.rsplit_once(':') {
-        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
-        _ => host,
+        !self.hosts.is_empty() && self.host_allowed(crate::http::headers::host_name(rest))
     }
 }
 
