@@ -103,6 +103,8 @@ pub(crate) struct Inner {
     options: HostOptions,
     /// Prometheus metrics, when served (`[telemetry] metrics`).
     metrics: std::sync::OnceLock<crate::telemetry::metrics::Metrics>,
+    /// Per-user credentials and connections to downstream servers.
+    downstream: crate::downstream_auth::Downstream,
 }
 
 impl Inner {
@@ -134,7 +136,13 @@ impl Inner {
             search: SearchState::default(),
             options,
             metrics: std::sync::OnceLock::new(),
+            downstream: Default::default(),
         }
+    }
+
+    /// Per-user credentials and connections to downstream servers.
+    pub(crate) fn downstream(&self) -> &crate::downstream_auth::Downstream {
+        &self.downstream
     }
 
     /// The upstream server the clients talk to.

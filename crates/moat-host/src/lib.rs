@@ -24,6 +24,7 @@ mod caller;
 mod catalog;
 pub mod config;
 pub mod consent;
+mod downstream_auth;
 mod error;
 mod host;
 mod inner;

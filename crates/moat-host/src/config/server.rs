@@ -33,6 +33,9 @@ pub struct ServerConfig {
     /// read from; `None` for a server of moat.toml's own. Launch-spec pins hold an imported
     /// server whose launch changed (see `launch_pins`).
     pub imported_from: Option<PathBuf>,
+    /// `[servers.NAME.auth]`: the credentials sent to a URL server (`None`: only its
+    /// `headers`).
+    pub auth: Option<DownstreamAuth>,
 }
 
 /// How a server is reached.
@@ -128,6 +131,7 @@ impl ServerConfig {
             prefix: None,
             protocol: Default::default(),
             imported_from: None,
+            auth: None,
         }
     }
 
@@ -147,6 +151,7 @@ impl ServerConfig {
             prefix: None,
             protocol: Default::default(),
             imported_from: None,
+            auth: None,
         }
     }
 
@@ -184,4 +189,271 @@ pub fn default_profile(base: &Path, cwd: Option<&Path>) -> Profile {
 /// The process's working directory (`.` when it cannot be read).
 pub(crate) fn current_dir() -> PathBuf {
     std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
+}
+
+/// `[servers.NAME.auth]`: the credentials the gateway sends to a URL server. The caller's
+/// own access token is never one of them (the MCP authorization spec forbids passing it
+/// through): the server sees a secret of the gateway's ([`DownstreamAuth::Static`]) or a
+/// token of the calling user's made for it ([`DownstreamAuth::Exchange`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum DownstreamAuth {
+    /// `mode = "static"`: one secret, sent as a header with every request.
+    Static(StaticAuth),
+    /// `mode = "exchange"`: each user's access token exchanged (RFC 8693) for one whose
+    /// audience is this server.
+    Exchange(ExchangeAuth),
+}
+
+impl DownstreamAuth {
+    /// Whether each user gets credentials (and a connection) of their own.
+    pub fn per_user(&self) -> bool {
+        !matches!(self, DownstreamAuth::Static(_))
+    }
+}
+
+/// A secret read from the environment or a file when the configuration loads; its `Debug`
+/// shows no part of it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretValue(String);
+
+impl SecretValue {
+    /// The secret `value`.
+    pub fn new(value: impl Into<String>) -> SecretValue {
+        SecretValue(value.into())
+    }
+
+    /// The secret itself, for the request that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// `mode = "static"`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct StaticAuth {
+    /// The header's name (`Authorization` by default).
+    pub header: String,
+    /// What comes before the secret in the header's value: `Bearer ` for `Authorization`
+    /// unless `scheme` says otherwise, nothing for another header.
+    pub prefix: String,
+    /// The secret.
+    pub secret: SecretValue,
+}
+
+impl StaticAuth {
+    /// The header's value.
+    pub fn value(&self) -> String {
+        format!("{}{}", self.prefix, self.secret.expose())
+    }
+}
+
+/// `mode = "exchange"`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ExchangeAuth {
+    /// The authorization server that exchanges: its metadata names the token endpoint.
+    pub issuer: Option<String>,
+    /// The token endpoint, when given rather than discovered.
+    pub token_endpoint: Option<String>,
+    /// The gateway's client at that server.
+    pub client_id: String,
+    /// Its secret.
+    pub client_secret: SecretValue,
+    /// `audience` of the exchange (none by default).
+    pub audience: Option<String>,
+    /// `resource` of the exchange (RFC 8707): by default the server's URL.
+    pub resource: String,
+    /// `scope` to ask for (none by default: what the server grants).
+    pub scope: Option<String>,
+}
+
+/// `[servers.NAME.auth]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TomlServerAuth {
+    mode: String,
+    // static
+    header: Option<String>,
+    scheme: Option<String>,
+    value_env: Option<String>,
+    value_file: Option<String>,
+    // exchange
+    issuer: Option<String>,
+    token_endpoint: Option<String>,
+    client_id: Option<String>,
+    client_secret_env: Option<String>,
+    client_secret_file: Option<String>,
+    audience: Option<String>,
+    resource: Option<String>,
+    scope: Option<String>,
+}
+
+/// The checked `[servers.NAME.auth]` of the URL server `name` at `url`: names expanded,
+/// secrets read.
+pub(crate) fn downstream_auth(
+    src: &super::source::Source<'_>,
+    name: &str,
+    url: &str,
+    raw: TomlServerAuth,
+) -> Result<DownstreamAuth, super::ConfigError> {
+    let at = |key: &'static str| vec!["servers", name, "auth", key];
+    let shown = |key: &str| format!("servers.{name}.auth.{key}");
+    let secret = |env_key: &'static str,
+                  env: &Option<String>,
+                  file_key: &'static str,
+                  file: &Option<String>|
+     -> Result<SecretValue, super::ConfigError> {
+        match (env, file) {
+            (Some(var), None) => (src.lookup)(var).map(SecretValue::new).ok_or_else(|| {
+                src.error(
+                    &at(env_key),
+                    format!("{env_key} names {var:?}, which is not set"),
+                    None,
+                )
+            }),
+            (None, Some(file)) => {
+                let path = src.path(&at(file_key), &shown(file_key), file)?;
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    src.error(
+                        &at(file_key),
+                        format!("cannot read {}: {e}", path.display()),
+                        None,
+                    )
+                })?;
+                Ok(SecretValue::new(text.trim()))
+            }
+            _ => Err(src.error(
+                &["servers", name, "auth"],
+                format!("needs exactly one of {env_key} and {file_key}"),
+                Some("the secret is never written in moat.toml itself".into()),
+            )),
+        }
+    };
+    let refuse_keys = |keys: &[(&'static str, bool)], mode: &str| {
+        for (key, given) in keys {
+            if *given {
+                return Err(src.error(
+                    &at(key),
+                    format!("`{key}` does not apply to mode = {mode:?}"),
+                    Some("remove it".into()),
+                ));
+            }
+        }
+        Ok(())
+    };
+    let expand =
+        |key: &'static str, v: &Option<String>| -> Result<Option<String>, super::ConfigError> {
+            match v {
+                Some(v) => Ok(Some(src.expand(&at(key), &shown(key), v)?)),
+                None => Ok(None),
+            }
+        };
+    match raw.mode.as_str() {
+        "static" => {
+            refuse_keys(
+                &[
+                    ("issuer", raw.issuer.is_some()),
+                    ("token_endpoint", raw.token_endpoint.is_some()),
+                    ("client_id", raw.client_id.is_some()),
+                    ("client_secret_env", raw.client_secret_env.is_some()),
+                    ("client_secret_file", raw.client_secret_file.is_some()),
+                    ("audience", raw.audience.is_some()),
+                    ("resource", raw.resource.is_some()),
+                    ("scope", raw.scope.is_some()),
+                ],
+                "static",
+            )?;
+            let header = raw.header.unwrap_or_else(|| "Authorization".into());
+            if hyper::header::HeaderName::from_bytes(header.as_bytes()).is_err() {
+                return Err(src.error(
+                    &at("header"),
+                    format!("{header:?} is not a header name"),
+                    None,
+                ));
+            }
+            let prefix = match raw.scheme {
+                Some(s) if s.is_empty() => String::new(),
+                Some(s) => format!("{s} "),
+                None if header.eq_ignore_ascii_case("authorization") => "Bearer ".into(),
+                None => String::new(),
+            };
+            let secret = secret("value_env", &raw.value_env, "value_file", &raw.value_file)?;
+            if hyper::header::HeaderValue::from_str(&format!("{prefix}{}", secret.expose()))
+                .is_err()
+            {
+                return Err(src.error(
+                    &["servers", name, "auth"],
+                    "the secret cannot be sent in a header (it has a line break or a control character)",
+                    None,
+                ));
+            }
+            Ok(DownstreamAuth::Static(StaticAuth {
+                header,
+                prefix,
+                secret,
+            }))
+        }
+        "exchange" => {
+            refuse_keys(
+                &[
+                    ("header", raw.header.is_some()),
+                    ("scheme", raw.scheme.is_some()),
+                    ("value_env", raw.value_env.is_some()),
+                    ("value_file", raw.value_file.is_some()),
+                ],
+                "exchange",
+            )?;
+            let issuer = expand("issuer", &raw.issuer)?;
+            let token_endpoint = expand("token_endpoint", &raw.token_endpoint)?;
+            if issuer.is_none() && token_endpoint.is_none() {
+                return Err(src.error(
+                    &["servers", name, "auth"],
+                    "mode = \"exchange\" needs `issuer` (its metadata names the token endpoint) or `token_endpoint`",
+                    None,
+                ));
+            }
+            for (key, value) in [("issuer", &issuer), ("token_endpoint", &token_endpoint)] {
+                if let Some(v) = value
+                    && !(v.starts_with("https://") || v.starts_with("http://"))
+                {
+                    return Err(src.error(&at(key), format!("{v:?} is not a URL"), None));
+                }
+            }
+            let Some(client_id) = raw.client_id else {
+                return Err(src.error(
+                    &["servers", name, "auth"],
+                    "mode = \"exchange\" needs `client_id` (the gateway's client at the authorization server)",
+                    None,
+                ));
+            };
+            let client_secret = secret(
+                "client_secret_env",
+                &raw.client_secret_env,
+                "client_secret_file",
+                &raw.client_secret_file,
+            )?;
+            Ok(DownstreamAuth::Exchange(ExchangeAuth {
+                issuer,
+                token_endpoint,
+                client_id,
+                client_secret,
+                audience: expand("audience", &raw.audience)?,
+                resource: expand("resource", &raw.resource)?.unwrap_or_else(|| url.to_owned()),
+                scope: raw.scope,
+            }))
+        }
+        other => Err(src.error(
+            &at("mode"),
+            format!("{other:?} is not a mode of downstream credentials"),
+            Some("use \"static\" or \"exchange\"".into()),
+        )),
+    }
 }
