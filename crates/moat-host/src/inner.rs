@@ -564,6 +564,16 @@ impl Inner {
             .map(|d| d.join("search-cache"))
     }
 
+    /// Where per-user downstream tokens are kept (`downstream_auth`): the state directory,
+    /// or a directory of this process's own when ephemeral.
+    pub(crate) fn downstream_tokens_dir(&self) -> PathBuf {
+        let settings = self.settings();
+        match state::state_dir(settings.config.state_dir.as_deref()) {
+            Ok(dir) if !self.options.ephemeral => dir.join("downstream-tokens"),
+            _ => std::env::temp_dir().join(format!("moat-downstream-{}", std::process::id())),
+        }
+    }
+
     /// The per-server configuration, for trust labels.
     pub(crate) fn server_config(&self, server: &str) -> Option<ServerConfig> {
         lock(&self.running).get(server).map(|r| r.cfg.clone())

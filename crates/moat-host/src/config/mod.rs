@@ -56,8 +56,8 @@ pub use consent::{ConsentConfig, ConsentMode};
 pub use error::{ConfigError, Diagnostic};
 pub use gateway::GatewayConfig;
 pub use server::{
-    DownstreamAuth, ExchangeAuth, SandboxSetting, SecretValue, ServerConfig, ServerTransport,
-    StaticAuth, TrustLabels, UrlTransport, default_profile,
+    DownstreamAuth, ExchangeAuth, OAuthAuth, SandboxSetting, SecretValue, ServerConfig,
+    ServerTransport, StaticAuth, TrustLabels, UrlTransport, default_profile,
 };
 pub use source::{Lookup, process_env};
 use source::{

@@ -203,6 +203,9 @@ pub enum DownstreamAuth {
     /// `mode = "exchange"`: each user's access token exchanged (RFC 8693) for one whose
     /// audience is this server.
     Exchange(ExchangeAuth),
+    /// `mode = "oauth"`: the gateway is each user's OAuth client of this server; a user
+    /// without a token is sent to authorize.
+    OAuth(OAuthAuth),
 }
 
 impl DownstreamAuth {
@@ -275,6 +278,24 @@ pub struct ExchangeAuth {
     pub scope: Option<String>,
 }
 
+/// `mode = "oauth"`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct OAuthAuth {
+    /// The redirect URI: the gateway listens on its host and port for the authorization
+    /// server's redirect back.
+    pub callback: String,
+    /// A client registered ahead of time (else the server's CIMD or DCR).
+    pub client_id: Option<String>,
+    /// Its secret; with it, the server's shared connection uses the client credentials
+    /// grant.
+    pub client_secret: Option<SecretValue>,
+    /// The key of the tokens at rest, from the environment (64 hex digits).
+    pub key: Option<SecretValue>,
+    /// The key file (default: `downstream-tokens.key` in the state directory).
+    pub key_file: Option<PathBuf>,
+}
+
 /// `[servers.NAME.auth]` as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -294,6 +315,10 @@ pub(crate) struct TomlServerAuth {
     audience: Option<String>,
     resource: Option<String>,
     scope: Option<String>,
+    // oauth
+    callback: Option<String>,
+    key_env: Option<String>,
+    key_file: Option<String>,
 }
 
 /// The checked `[servers.NAME.auth]` of the URL server `name` at `url`: names expanded,
@@ -368,6 +393,9 @@ pub(crate) fn downstream_auth(
                     ("audience", raw.audience.is_some()),
                     ("resource", raw.resource.is_some()),
                     ("scope", raw.scope.is_some()),
+                    ("callback", raw.callback.is_some()),
+                    ("key_env", raw.key_env.is_some()),
+                    ("key_file", raw.key_file.is_some()),
                 ],
                 "static",
             )?;
@@ -408,6 +436,9 @@ pub(crate) fn downstream_auth(
                     ("scheme", raw.scheme.is_some()),
                     ("value_env", raw.value_env.is_some()),
                     ("value_file", raw.value_file.is_some()),
+                    ("callback", raw.callback.is_some()),
+                    ("key_env", raw.key_env.is_some()),
+                    ("key_file", raw.key_file.is_some()),
                 ],
                 "exchange",
             )?;
@@ -450,10 +481,84 @@ pub(crate) fn downstream_auth(
                 scope: raw.scope,
             }))
         }
+        "oauth" => {
+            refuse_keys(
+                &[
+                    ("header", raw.header.is_some()),
+                    ("scheme", raw.scheme.is_some()),
+                    ("value_env", raw.value_env.is_some()),
+                    ("value_file", raw.value_file.is_some()),
+                    ("issuer", raw.issuer.is_some()),
+                    ("token_endpoint", raw.token_endpoint.is_some()),
+                    ("audience", raw.audience.is_some()),
+                    ("resource", raw.resource.is_some()),
+                    ("scope", raw.scope.is_some()),
+                ],
+                "oauth",
+            )?;
+            let Some(callback) = expand("callback", &raw.callback)? else {
+                return Err(src.error(
+                    &["servers", name, "auth"],
+                    "mode = \"oauth\" needs `callback`, the redirect URI the gateway listens on",
+                    Some("e.g. callback = \"http://127.0.0.1:8765/oauth/callback\"".into()),
+                ));
+            };
+            let parsed = url::Url::parse(&callback).ok();
+            if !parsed.as_ref().is_some_and(|u| {
+                u.scheme() == "http"
+                    && u.host_str().is_some()
+                    && u.port_or_known_default().is_some()
+            }) {
+                return Err(src.error(
+                    &at("callback"),
+                    format!("{callback:?} is not an http:// URL with a host the gateway can listen on"),
+                    Some("e.g. \"http://127.0.0.1:8765/oauth/callback\" (behind an https proxy that forwards to it)".into()),
+                ));
+            }
+            let client_secret =
+                if raw.client_secret_env.is_some() || raw.client_secret_file.is_some() {
+                    Some(secret(
+                        "client_secret_env",
+                        &raw.client_secret_env,
+                        "client_secret_file",
+                        &raw.client_secret_file,
+                    )?)
+                } else {
+                    None
+                };
+            if client_secret.is_some() && raw.client_id.is_none() {
+                return Err(src.error(
+                    &["servers", name, "auth"],
+                    "a client secret needs its `client_id`",
+                    None,
+                ));
+            }
+            let key = match &raw.key_env {
+                Some(var) => Some((src.lookup)(var).map(SecretValue::new).ok_or_else(|| {
+                    src.error(
+                        &at("key_env"),
+                        format!("key_env names {var:?}, which is not set"),
+                        None,
+                    )
+                })?),
+                None => None,
+            };
+            let key_file = match &raw.key_file {
+                Some(f) => Some(src.path(&at("key_file"), &shown("key_file"), f)?),
+                None => None,
+            };
+            Ok(DownstreamAuth::OAuth(OAuthAuth {
+                callback,
+                client_id: raw.client_id,
+                client_secret,
+                key,
+                key_file,
+            }))
+        }
         other => Err(src.error(
             &at("mode"),
             format!("{other:?} is not a mode of downstream credentials"),
-            Some("use \"static\" or \"exchange\"".into()),
+            Some("use \"static\", \"exchange\" or \"oauth\"".into()),
         )),
     }
 }

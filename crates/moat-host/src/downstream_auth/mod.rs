@@ -6,6 +6,8 @@
 //! - `exchange`: each user's access token exchanged (RFC 8693, [`exchange`]) for a token
 //!   whose audience is the server, kept per user until it expires ([`cache`]), and sent
 //!   by that user's own connection ([`authorizer`]).
+//! - `oauth`: the gateway as each user's OAuth client of the server ([`broker`]), a user
+//!   without a token sent to authorize, tokens encrypted at rest ([`vault`]).
 //!
 //! Per-user connections, not one connection with a per-request header: in the handshake
 //! era a session is opened by one token and belongs to its user (a moat server refuses
@@ -16,9 +18,11 @@
 //! credentials grant of the gateway's client, and no call is ever sent on it.
 
 mod authorizer;
+mod broker;
 mod cache;
 mod error;
 mod exchange;
+mod vault;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -27,7 +31,7 @@ use std::time::Instant;
 use moat::{Client, HttpOptions, RequestContext};
 use moat_transport::http::oauth::{ClientCredentials, OAuthConfig};
 
-use crate::config::{DownstreamAuth, ExchangeAuth, ServerConfig, ServerTransport};
+use crate::config::{DownstreamAuth, ExchangeAuth, OAuthAuth, ServerConfig, ServerTransport};
 use crate::inner::Inner;
 
 pub use error::DownstreamError;
@@ -80,6 +84,16 @@ pub(crate) fn shared_options(cfg: &ServerConfig, mut options: HttpOptions) -> Ht
         Some(DownstreamAuth::Exchange(e)) => options.oauth(OAuthConfig::client_credentials(
             ClientCredentials::secret(&e.client_id, e.client_secret.expose()),
         )),
+        // The gateway's own client, when it has a secret; else the server lists its tools
+        // to anyone.
+        Some(DownstreamAuth::OAuth(OAuthAuth {
+            client_id: Some(id),
+            client_secret: Some(secret),
+            ..
+        })) => options.oauth(OAuthConfig::client_credentials(ClientCredentials::secret(
+            id,
+            secret.expose(),
+        ))),
         _ => options,
     }
 }
@@ -101,6 +115,9 @@ pub(crate) fn user_options(cfg: &ServerConfig, mut options: HttpOptions) -> Http
 #[derive(Default)]
 pub(crate) struct Downstream {
     servers: Mutex<HashMap<String, Arc<PerServer>>>,
+    brokers: tokio::sync::Mutex<HashMap<String, Arc<broker::Broker>>>,
+    /// Callback listeners by address, shared by the servers that name the same one.
+    callbacks: tokio::sync::Mutex<HashMap<String, Arc<broker::Callbacks>>>,
 }
 
 /// One server's exchanges, tokens and user connections.
@@ -125,6 +142,53 @@ struct UserClient {
 }
 
 impl Downstream {
+    /// The broker of the `oauth` server `name` (made on first use, anew when configured
+    /// anew): its vault opened, its callback address listened on.
+    async fn broker(
+        &self,
+        inner: &Arc<Inner>,
+        name: &str,
+        config: &OAuthAuth,
+    ) -> Result<Arc<broker::Broker>, String> {
+        let mut brokers = self.brokers.lock().await;
+        if let Some(b) = brokers.get(name)
+            && b.config() == config
+        {
+            return Ok(b.clone());
+        }
+        let dir = inner.downstream_tokens_dir();
+        let key_file = config.key_file.clone().unwrap_or_else(|| dir.join("key"));
+        let vault = vault::Vault::open(
+            dir.join("tokens"),
+            config.key.as_ref().map(|k| k.expose()),
+            &key_file,
+        )
+        .map_err(|e| e.to_string())?;
+        let address = url::Url::parse(&config.callback)
+            .ok()
+            .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)))
+            .unwrap_or_default();
+        let callbacks = {
+            let mut listening = self.callbacks.lock().await;
+            match listening.get(&address) {
+                Some(c) => c.clone(),
+                None => {
+                    let c = broker::Callbacks::listen(&config.callback).await?;
+                    listening.insert(address, c.clone());
+                    c
+                }
+            }
+        };
+        let b = Arc::new(broker::Broker::new(
+            name,
+            config.clone(),
+            Arc::new(vault),
+            callbacks,
+        ));
+        brokers.insert(name.to_owned(), b.clone());
+        Ok(b)
+    }
+
     fn server(&self, name: &str, url: &str, config: &ExchangeAuth) -> Arc<PerServer> {
         let mut servers = lock(&self.servers);
         if let Some(s) = servers.get(name)
@@ -159,10 +223,34 @@ pub(crate) async fn client_for_call(
     let Some(cfg) = settings.config.server(server) else {
         return Ok(shared);
     };
-    let (Some(DownstreamAuth::Exchange(exchange)), ServerTransport::Url { url, .. }) =
-        (&cfg.auth, &cfg.transport)
-    else {
+    let ServerTransport::Url { url, .. } = &cfg.transport else {
         return Ok(shared);
+    };
+    let exchange = match &cfg.auth {
+        Some(DownstreamAuth::Exchange(exchange)) => exchange,
+        Some(DownstreamAuth::OAuth(oauth)) => {
+            // The local OS user (stdio) is a user too: their tokens are theirs.
+            let user = match ctx.identity() {
+                Some(i) => UserKey::new(
+                    i.issuer.as_deref().unwrap_or("local"),
+                    i.subject.as_deref().unwrap_or(""),
+                ),
+                None => UserKey::new("anonymous", ""),
+            };
+            if user.subject.is_empty() {
+                return Err(format!(
+                    "server {server} acts on behalf of each user, and nobody vouches for who \
+                     is calling: configure [auth] for HTTP callers"
+                ));
+            }
+            let broker = inner
+                .downstream()
+                .broker(inner, server, oauth)
+                .await
+                .map_err(|e| format!("server {server}: {e}"))?;
+            return broker.client_for(inner, ctx, cfg, url, user).await;
+        }
+        _ => return Ok(shared),
     };
     let no_token = || DownstreamError::NoCallerToken {
         server: server.to_owned(),
