@@ -15,8 +15,14 @@
 // audience must be RESOURCE, and the new token keeps its user), and gets client_credentials
 // tokens for DOWNSTREAM of its own.
 //
+// With CALLBACK too, a gateway that brokers each user's authorization to DOWNSTREAM: client
+// moat-broker (secret-broker) with the authorization code grant (PKCE) and that redirect
+// URI. The login is a test route, no form: the authorization endpoint sends the browser to
+// /_test/interaction/UID, which signs in the user named by `?user=` (and grants what the
+// request asked) when the browser comes back with it.
+//
 // Prints one JSON line once listening: {"issuer": "http://127.0.0.1:PORT"}.
-// Usage: node oidc_issuer.mjs RESOURCE [DOWNSTREAM]
+// Usage: node oidc_issuer.mjs RESOURCE [DOWNSTREAM [CALLBACK]]
 
 import http from 'node:http';
 import { generateKeyPair, exportJWK, createLocalJWKSet, jwtVerify } from 'jose';
@@ -24,6 +30,7 @@ import Provider from 'oidc-provider';
 
 const RESOURCE = process.argv[2];
 const DOWNSTREAM = process.argv[3];
+const CALLBACK = process.argv[4];
 if (!RESOURCE) {
   console.error('usage: node oidc_issuer.mjs RESOURCE [DOWNSTREAM]');
   process.exit(2);
@@ -47,11 +54,13 @@ async function makeProvider(issuer, keys) {
       { client_id: 'client-b', client_secret: 'secret-b', grant_types: ['client_credentials', TEST_GRANT], response_types: [], redirect_uris: [], token_endpoint_auth_method: 'client_secret_post' },
       // A gateway in front of DOWNSTREAM: token exchange, and tokens of its own.
       { client_id: 'moat-gateway', client_secret: 'secret-gw', grant_types: ['client_credentials', TOKEN_EXCHANGE], response_types: [], redirect_uris: [], token_endpoint_auth_method: 'client_secret_basic' },
+      ...(CALLBACK ? [{ client_id: 'moat-broker', client_secret: 'secret-broker', grant_types: ['authorization_code', 'client_credentials'], response_types: ['code'], redirect_uris: [CALLBACK], token_endpoint_auth_method: 'client_secret_basic' }] : []),
       // The resource server itself, for introspection.
       { client_id: 'moat-rs', client_secret: 'secret-rs', grant_types: [], response_types: [], redirect_uris: [], token_endpoint_auth_method: 'client_secret_basic' },
     ],
     jwks: { keys },
     scopes: SCOPES,
+    interactions: { url: (ctx, interaction) => `/_test/interaction/${interaction.uid}` },
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },
@@ -168,6 +177,31 @@ server.on('request', async (req, res) => {
       jwksDown = false;
     }
     res.writeHead(204).end();
+    return;
+  }
+  if (req.method === 'GET' && req.url.startsWith('/_test/interaction/')) {
+    try {
+      const user = new URL(req.url, issuer).searchParams.get('user');
+      if (!USERS[user]) {
+        res.writeHead(400).end('name a user: ?user=');
+        return;
+      }
+      const details = await active.interactionDetails(req, res);
+      const { params } = details;
+      const grant = new active.Grant({ accountId: user, clientId: params.client_id });
+      if (params.resource) {
+        grant.addResourceScope(params.resource, params.scope || '');
+      }
+      if (params.scope) {
+        // This provider's own scopes (SCOPES) count as OpenID scopes too.
+        grant.addOIDCScope(params.scope);
+      }
+      const grantId = await grant.save();
+      await active.interactionFinished(req, res, { login: { accountId: user }, consent: { grantId } },
+        { mergeWithLastSubmission: false });
+    } catch (e) {
+      res.writeHead(500).end(String(e));
+    }
     return;
   }
   if (jwksDown && req.url.startsWith('/jwks')) {

@@ -11,7 +11,11 @@
 //!   one a call carries;
 //! - `exchange` over stdio, where there is no caller token: the call fails saying so;
 //! - `static`: the downstream takes only the configured secret, which the call carries in
-//!   place of the caller's token, and which no answer shows.
+//!   place of the caller's token, and which no answer shows;
+//! - `oauth`: each user's first call sends them to authorize (URL-mode elicitation in
+//!   2025-11-25, an input request in 2026-07-28), the redirect comes back to the gateway's
+//!   callback, and the call completes with a token of that user's for the downstream; the
+//!   next call needs no authorization; tokens are kept apart per user, sealed at rest.
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -48,6 +52,11 @@ impl Drop for Issuer {
 
 impl Issuer {
     fn start(downstream: &str) -> Option<Issuer> {
+        Issuer::start_with(&[downstream])
+    }
+
+    /// With the script's further arguments after the gateway's resource.
+    fn start_with(args: &[&str]) -> Option<Issuer> {
         let peers = support::peers(&["node_modules/oidc-provider"])?;
         let dir = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(peers.path("node_modules"), dir.path().join("node_modules"))
@@ -56,7 +65,8 @@ impl Issuer {
         std::fs::copy(support::script("oidc_issuer.mjs"), &script).unwrap();
         let mut child = Command::new("node")
             .arg(&script)
-            .args([GATEWAY, downstream])
+            .arg(GATEWAY)
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -330,4 +340,194 @@ async fn static_sends_the_secret_in_place_of_the_callers_token() {
     let listed = serde_json::to_string(&client.list_all_tools().await.unwrap()).unwrap();
     assert!(!listed.contains(SECRET));
     client.close().await;
+}
+
+/// A browser for the test issuer: follows redirects from `url` by hand (keeping cookies),
+/// signs in as `user` at the issuer's test login, and ends at the gateway's callback.
+/// The last page's status and text.
+async fn browse(url: &str, user: &str) -> (u16, String) {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let mut cookies: Vec<(String, String)> = Vec::new();
+    let mut next = reqwest::Url::parse(url).unwrap();
+    for _ in 0..12 {
+        let mut request = http.get(next.clone());
+        if !cookies.is_empty() {
+            let jar: Vec<String> = cookies.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            request = request.header("cookie", jar.join("; "));
+        }
+        let response = request.send().await.unwrap();
+        for c in response.headers().get_all("set-cookie") {
+            let pair = c.to_str().unwrap().split(';').next().unwrap_or("");
+            if let Some((k, v)) = pair.split_once('=') {
+                cookies.retain(|(name, _)| name != k);
+                cookies.push((k.to_owned(), v.to_owned()));
+            }
+        }
+        if response.status().is_redirection() {
+            let location = response.headers()["location"].to_str().unwrap().to_owned();
+            next = next.join(&location).unwrap();
+            if next.path().starts_with("/_test/interaction/") {
+                next.query_pairs_mut().append_pair("user", user);
+            }
+            continue;
+        }
+        let status = response.status().as_u16();
+        return (status, response.text().await.unwrap_or_default());
+    }
+    panic!("too many redirects from {url}");
+}
+
+/// A client of the gateway as the holder of `token`, speaking `protocol`, that answers a
+/// URL-mode elicitation by signing in as `user` in its "browser" (counted in `asked`).
+async fn browsing_client(
+    gateway: &str,
+    token: &str,
+    protocol: moat::VersionPreference,
+    user: &'static str,
+    asked: Arc<Mutex<Vec<String>>>,
+) -> Client {
+    use moat::types::{
+        ClientCapabilities, ElicitRequestParams, ElicitResult, ElicitationCapability, InputRequest,
+        InputResponse,
+    };
+    let mut capabilities = ClientCapabilities::default();
+    capabilities.elicitation = Some(ElicitationCapability {
+        url: Some(Default::default()),
+        form: Some(Default::default()),
+        ..Default::default()
+    });
+    Client::builder()
+        .protocol(protocol)
+        .capabilities(capabilities)
+        .on_input(move |request| {
+            let asked = asked.clone();
+            async move {
+                match request {
+                    InputRequest::Elicit(ElicitRequestParams::Url(p)) => {
+                        asked.lock().unwrap().push(p.url.clone());
+                        let (status, page) = browse(&p.url, user).await;
+                        assert_eq!(status, 200, "{page}");
+                        assert!(page.contains("authorization received"), "{page}");
+                        Ok(InputResponse::Elicit(ElicitResult::accept(
+                            Default::default(),
+                        )))
+                    }
+                    _ => Ok(InputResponse::Elicit(ElicitResult::decline())),
+                }
+            }
+        })
+        .connect_url(gateway, HttpOptions::default().bearer_token(token))
+        .await
+        .expect("connect to the gateway")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_sends_each_user_to_authorize_once_and_keeps_their_tokens_apart() {
+    let (port, callback_port) = (free_port(), free_port());
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let callback = format!("http://127.0.0.1:{callback_port}/oauth/callback");
+    let Some(issuer) = Issuer::start_with(&[&url, &callback]) else {
+        return;
+    };
+    let mut options = HttpServerOptions::default();
+    let mut resource = ResourceOptions::new(&issuer.url, &url);
+    // What the gateway, as the user's client, asks for (from the challenge).
+    resource.scopes = vec!["mcp:tools".into()];
+    options.resource = Some(resource);
+    let seen = downstream(port, options).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let servers = format!(
+        "[servers.down]\nurl = {url}\n\n[servers.down.auth]\nmode = \"oauth\"\ncallback = {cb}\n\
+         client_id = \"moat-broker\"\nclient_secret_env = \"BROKER_SECRET\"\n",
+        url = toml_str(&url),
+        cb = toml_str(&callback),
+    );
+    let config = gateway_config(dir.path(), &servers, &issuer.url);
+    let gateway = HttpGateway::start(
+        MOAT,
+        &config,
+        &[("BROKER_SECRET", "secret-broker")],
+        Ready::Listed,
+        Duration::from_secs(60),
+    );
+    let alice = issuer.user_token("alice").await;
+    let bob = issuer.user_token("bob").await;
+
+    // Alice speaks 2026-07-28 (the link is an input request, the call retried with the
+    // answer); bob 2025-11-25 (an elicitation request in the middle of the call).
+    let modern = moat::VersionPreference::Auto;
+    let handshake = moat::VersionPreference::Exact(moat::ProtocolVersion::V2025_11_25);
+    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+    for (token, user, protocol, times) in [
+        (&alice, "alice", modern, 1),
+        (&alice, "alice", modern, 1),
+        (&bob, "bob", handshake, 2),
+        (&bob, "bob", handshake, 2),
+    ] {
+        let client = browsing_client(&gateway.url, token, protocol, user, asked.clone()).await;
+        let result = client
+            .call_tool("down__whoami", json!({}))
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "tools/call: {e}; asked {asked:?}; gateway: {}",
+                    gateway.log()
+                )
+            });
+        let result = serde_json::to_value(result).unwrap();
+        assert_eq!(text(&result), user, "{result}");
+        // Sent to authorize on their first call only.
+        assert_eq!(asked.lock().unwrap().len(), times, "{user}");
+        client.close().await;
+    }
+    for link in asked.lock().unwrap().iter() {
+        assert!(link.starts_with(&issuer.url), "{link}");
+        assert!(link.contains("code_challenge_method=S256"), "{link}");
+    }
+
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    let tokens_of = |user: &str| -> Vec<String> {
+        seen.iter()
+            .filter(|(s, _)| s.as_deref() == Some(user))
+            .filter_map(|(_, t)| t.clone())
+            .collect()
+    };
+    let (alices, bobs) = (tokens_of("alice"), tokens_of("bob"));
+    assert_eq!((alices.len(), bobs.len()), (2, 2), "{seen:?}");
+    for token in alices.iter().chain(&bobs) {
+        assert!(
+            token != &alice && token != &bob,
+            "a caller's token was forwarded"
+        );
+    }
+    assert!(
+        !alices.iter().any(|t| bobs.contains(t)),
+        "a token of alice's reached a call of bob's"
+    );
+
+    // At rest: one sealed record per user, no token in the clear, the key file 0600.
+    let store = dir.path().join("state/downstream-tokens");
+    let records: Vec<_> = std::fs::read_dir(store.join("tokens"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "tok"))
+        .collect();
+    assert_eq!(records.len(), 2, "{records:?}");
+    for record in &records {
+        let data = String::from_utf8_lossy(&std::fs::read(record).unwrap()).into_owned();
+        for token in alices.iter().chain(&bobs) {
+            assert!(!data.contains(token.as_str()));
+        }
+    }
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(store.join("key"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
 }

@@ -23,6 +23,7 @@ use moat_transport::http::oauth::{
     AuthError, AuthorizationRequest, ClientRegistration, MemoryStore, OAuthClient, OAuthConfig,
     PreRegisteredClient, Secret, TokenSet, TokenStore, UserAgent,
 };
+use sha2::Digest as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::{oneshot, watch};
 use url::Url;
@@ -96,15 +97,26 @@ impl Broker {
             .clone();
         let mut rx = phase.subscribe();
         let deadline = tokio::time::Instant::now() + AUTHORIZE_WITHIN;
-        let (mut started, mut asked) = (false, false);
+        let mut asked = false;
         loop {
             let now = rx.borrow_and_update().clone();
             match now {
                 Phase::Ready(client) if !client.peer().is_closed() => return Ok(client),
-                Phase::Failed(why) if started => return Err(why),
-                Phase::Idle | Phase::Failed(_) | Phase::Ready(_) => {
+                // Told once, to the call that finds it (in 2026-07-28, the retry of the call
+                // that started it); the next call starts over.
+                Phase::Failed(why) => {
+                    phase.send_if_modified(|p| {
+                        let failed = matches!(p, Phase::Failed(_));
+                        if failed {
+                            *p = Phase::Idle;
+                        }
+                        failed
+                    });
+                    return Err(why);
+                }
+                Phase::Idle | Phase::Ready(_) => {
                     let claimed = phase.send_if_modified(|p| match p {
-                        Phase::Idle | Phase::Failed(_) => {
+                        Phase::Idle => {
                             *p = Phase::Connecting;
                             true
                         }
@@ -117,7 +129,6 @@ impl Broker {
                     if claimed {
                         self.connect(inner, cfg, url, user.clone(), phase.clone());
                     }
-                    started = true;
                     continue;
                 }
                 Phase::Connecting => {}
@@ -158,7 +169,18 @@ impl Broker {
             elicitation_id: Some(id.iter().map(|b| format!("{b:02x}")).collect()),
             ..Default::default()
         });
-        match ctx.elicit(params).await {
+        // Keyed by the link: a 2026-07-28 retry answers this authorization, never a later
+        // one (a new link is a new question).
+        let digest: String = sha2::Sha256::digest(link.as_bytes())
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        match ctx
+            .keyed(format!("authorize-{digest}"))
+            .elicit(params)
+            .await
+        {
             Ok(answer) if answer.action == ElicitAction::Accept => Ok(()),
             Ok(_) => Err(format!(
                 "you did not authorize moat for server {}: the call was not made",
