@@ -393,12 +393,14 @@ async fn browsing_client(
         ClientCapabilities, ElicitRequestParams, ElicitResult, ElicitationCapability, InputRequest,
         InputResponse,
     };
-    let mut capabilities = ClientCapabilities::default();
-    capabilities.elicitation = Some(ElicitationCapability {
-        url: Some(Default::default()),
-        form: Some(Default::default()),
+    let capabilities = ClientCapabilities {
+        elicitation: Some(ElicitationCapability {
+            url: Some(Default::default()),
+            form: Some(Default::default()),
+            ..Default::default()
+        }),
         ..Default::default()
-    });
+    };
     Client::builder()
         .protocol(protocol)
         .capabilities(capabilities)
