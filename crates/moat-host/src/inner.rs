@@ -104,7 +104,7 @@ pub(crate) struct Inner {
     /// Prometheus metrics, when served (`[telemetry] metrics`).
     metrics: std::sync::OnceLock<crate::telemetry::metrics::Metrics>,
     /// Per-user credentials and connections to downstream servers.
-    downstream: crate::downstream_auth::Downstream,
+    downstream: crate::downstream_auth::state::Downstream,
 }
 
 impl Inner {
@@ -141,7 +141,7 @@ impl Inner {
     }
 
     /// Per-user credentials and connections to downstream servers.
-    pub(crate) fn downstream(&self) -> &crate::downstream_auth::Downstream {
+    pub(crate) fn downstream(&self) -> &crate::downstream_auth::state::Downstream {
         &self.downstream
     }
 

@@ -159,10 +159,9 @@ async fn connect_with(
             // The configured headers and `[servers.NAME.auth]`'s credentials: the
             // gateway's own, or the user's.
             let options = match user {
-                Some(authorizer) => {
-                    crate::downstream_auth::user_options(cfg, options).authorizer(authorizer)
-                }
-                None => crate::downstream_auth::shared_options(cfg, options),
+                Some(authorizer) => crate::downstream_auth::headers::user_options(cfg, options)
+                    .authorizer(authorizer),
+                None => crate::downstream_auth::headers::shared_options(cfg, options),
             };
             builder
                 .connect_url(url, options)

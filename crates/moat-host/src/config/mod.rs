@@ -39,6 +39,7 @@ pub mod auth;
 pub mod chat;
 pub mod compat;
 mod consent;
+mod downstream;
 pub mod duration;
 mod error;
 mod expand;
@@ -222,7 +223,7 @@ struct TomlServer {
     sink: Option<bool>,
     prefix: Option<String>,
     protocol: Option<String>,
-    auth: Option<server::TomlServerAuth>,
+    auth: Option<downstream::TomlServerAuth>,
 }
 
 #[derive(Default, Deserialize)]
@@ -545,7 +546,7 @@ fn apply_settings(
                 Some("remove it".into()),
             ));
         };
-        server.auth = Some(server::downstream_auth(src, name, url, auth)?);
+        server.auth = Some(downstream::downstream_auth(src, name, url, auth)?);
     }
     match raw.sandbox {
         None => {}

@@ -14,9 +14,9 @@ use moat_transport::AccessToken;
 use moat_transport::http::oauth::{AuthError, Authorizer, RequestAuth, Verdict};
 use url::Url;
 
-use super::UserKey;
 use super::cache::TokenCache;
 use super::exchange::Exchanger;
+use super::user::UserKey;
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

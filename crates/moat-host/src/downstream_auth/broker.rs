@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use moat::{Client, RequestContext};
@@ -28,10 +28,9 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::{oneshot, watch};
 use url::Url;
 
-use super::UserKey;
+use super::user::UserKey;
 use super::vault::Vault;
-use crate::config::{OAuthAuth, ServerConfig};
-use crate::inner::Inner;
+use crate::config::OAuthAuth;
 
 /// How long a user has to authorize before the flow (and the call waiting for it) ends.
 pub(crate) const AUTHORIZE_WITHIN: Duration = Duration::from_secs(600);
@@ -39,6 +38,16 @@ pub(crate) const AUTHORIZE_WITHIN: Duration = Duration::from_secs(600);
 const MAX_HEAD: usize = 16 * 1024;
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Connects to the server as a user whose credentials the authorizer gives (the caller
+/// knows how: the broker only knows the OAuth side).
+pub(crate) type Connect = Arc<
+    dyn Fn(
+            Arc<dyn moat_transport::http::oauth::Authorizer>,
+        ) -> BoxFuture<'static, Result<Client, String>>
+        + Send
+        + Sync,
+>;
 
 /// Where a user's connection to the server stands.
 #[derive(Clone)]
@@ -85,11 +94,10 @@ impl Broker {
     /// The client `user`'s call goes out on, once they have authorized.
     pub(crate) async fn client_for(
         self: &Arc<Self>,
-        inner: &Arc<Inner>,
         ctx: &RequestContext,
-        cfg: &ServerConfig,
         url: &str,
         user: UserKey,
+        connect: Connect,
     ) -> Result<Arc<Client>, String> {
         let phase = lock(&self.users)
             .entry(user.clone())
@@ -127,7 +135,7 @@ impl Broker {
                         _ => false,
                     });
                     if claimed {
-                        self.connect(inner, cfg, url, user.clone(), phase.clone());
+                        self.connect(url, user.clone(), phase.clone(), connect.clone());
                     }
                     continue;
                 }
@@ -198,16 +206,12 @@ impl Broker {
     /// started it, as the user's authorization may outlive the call.
     fn connect(
         self: &Arc<Self>,
-        inner: &Arc<Inner>,
-        cfg: &ServerConfig,
         url: &str,
         user: UserKey,
         phase: watch::Sender<Phase>,
+        connect: Connect,
     ) {
         let this = self.clone();
-        let weak: Weak<Inner> = Arc::downgrade(inner);
-        let (_, start_timeout, request_timeout, _) = inner.supervision_settings(cfg);
-        let cfg = cfg.clone();
         let url = url.to_owned();
         tokio::spawn(async move {
             let outcome = async {
@@ -234,15 +238,7 @@ impl Broker {
                     )];
                 }
                 let oauth = OAuthClient::new(server_url, config).map_err(|e| e.to_string())?;
-                crate::supervisor::connect_as_user(
-                    &weak,
-                    &cfg,
-                    Arc::new(oauth),
-                    request_timeout,
-                    start_timeout + AUTHORIZE_WITHIN,
-                )
-                .await
-                .map_err(|e| e.to_string())
+                connect(Arc::new(oauth)).await
             };
             let next = match outcome.await {
                 Ok(client) => Phase::Ready(Arc::new(client)),

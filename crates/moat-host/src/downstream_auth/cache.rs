@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::UserKey;
 use super::exchange::Exchanged;
+use super::user::UserKey;
 
 /// A token this close to its expiry is exchanged again rather than sent.
 const EXPIRY_MARGIN: Duration = Duration::from_secs(30);

@@ -22,193 +22,26 @@ mod broker;
 mod cache;
 mod error;
 mod exchange;
+pub(crate) mod headers;
+pub(crate) mod state;
+mod user;
 mod vault;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use moat::{Client, HttpOptions, RequestContext};
-use moat_transport::http::oauth::{ClientCredentials, OAuthConfig};
+use moat::{Client, RequestContext};
 
-use crate::config::{DownstreamAuth, ExchangeAuth, OAuthAuth, ServerConfig, ServerTransport};
+use crate::config::{DownstreamAuth, ServerTransport};
 use crate::inner::Inner;
 
 pub use error::DownstreamError;
 
 use authorizer::UserAuthorizer;
-use cache::TokenCache;
-use exchange::Exchanger;
-
-/// Users whose exchanged tokens are kept, per server.
-const TOKENS_PER_SERVER: usize = 4096;
+use state::UserClient;
+use user::UserKey;
 /// Users with a connection of their own open, per server; the least recently used closes.
 const CONNECTIONS_PER_SERVER: usize = 256;
-
-/// Who a per-user credential belongs to: the issuer that vouched and the subject.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct UserKey {
-    issuer: String,
-    subject: String,
-}
-
-impl UserKey {
-    pub(crate) fn new(issuer: &str, subject: &str) -> UserKey {
-        UserKey {
-            issuer: issuer.to_owned(),
-            subject: subject.to_owned(),
-        }
-    }
-}
-
-/// The options of a server's shared connection, with the credentials its `auth` asks for:
-/// the static header, or the gateway's own client credentials. A header of `headers` with
-/// the same name as the credential's is left out: the credential wins.
-pub(crate) fn shared_options(cfg: &ServerConfig, mut options: HttpOptions) -> HttpOptions {
-    let ServerTransport::Url { headers, .. } = &cfg.transport else {
-        return options;
-    };
-    let replaced = match &cfg.auth {
-        Some(DownstreamAuth::Static(s)) => Some(s.header.as_str()),
-        Some(_) => Some("authorization"),
-        None => None,
-    };
-    for (name, value) in headers {
-        if replaced.is_some_and(|r| r.eq_ignore_ascii_case(name)) {
-            continue;
-        }
-        options = options.header(name, value);
-    }
-    match &cfg.auth {
-        Some(DownstreamAuth::Static(s)) => options.header(&s.header, s.value()),
-        Some(DownstreamAuth::Exchange(e)) => options.oauth(OAuthConfig::client_credentials(
-            ClientCredentials::secret(&e.client_id, e.client_secret.expose()),
-        )),
-        // The gateway's own client, when it has a secret; else the server lists its tools
-        // to anyone.
-        Some(DownstreamAuth::OAuth(OAuthAuth {
-            client_id: Some(id),
-            client_secret: Some(secret),
-            ..
-        })) => options.oauth(OAuthConfig::client_credentials(ClientCredentials::secret(
-            id,
-            secret.expose(),
-        ))),
-        _ => options,
-    }
-}
-
-/// The options of one user's connection: the configured headers but `Authorization` (the
-/// user's credentials come from their authorizer, never a shared token).
-pub(crate) fn user_options(cfg: &ServerConfig, mut options: HttpOptions) -> HttpOptions {
-    if let ServerTransport::Url { headers, .. } = &cfg.transport {
-        for (name, value) in headers {
-            if !name.eq_ignore_ascii_case("authorization") {
-                options = options.header(name, value);
-            }
-        }
-    }
-    options
-}
-
-/// The per-user state of every server whose credentials are per user.
-#[derive(Default)]
-pub(crate) struct Downstream {
-    servers: Mutex<HashMap<String, Arc<PerServer>>>,
-    brokers: tokio::sync::Mutex<HashMap<String, Arc<broker::Broker>>>,
-    /// Callback listeners by address, shared by the servers that name the same one.
-    callbacks: tokio::sync::Mutex<HashMap<String, Arc<broker::Callbacks>>>,
-}
-
-/// One server's exchanges, tokens and user connections.
-struct PerServer {
-    config: ExchangeAuth,
-    url: String,
-    exchanger: Arc<Exchanger>,
-    cache: Arc<TokenCache>,
-    users: UserClients,
-}
-
-/// The user connections of one server.
-#[derive(Default)]
-struct UserClients {
-    slots: Mutex<HashMap<UserKey, Arc<tokio::sync::Mutex<Option<UserClient>>>>>,
-}
-
-struct UserClient {
-    client: Arc<Client>,
-    authorizer: Arc<UserAuthorizer>,
-    used: Instant,
-}
-
-impl Downstream {
-    /// The broker of the `oauth` server `name` (made on first use, anew when configured
-    /// anew): its vault opened, its callback address listened on.
-    async fn broker(
-        &self,
-        inner: &Arc<Inner>,
-        name: &str,
-        config: &OAuthAuth,
-    ) -> Result<Arc<broker::Broker>, String> {
-        let mut brokers = self.brokers.lock().await;
-        if let Some(b) = brokers.get(name)
-            && b.config() == config
-        {
-            return Ok(b.clone());
-        }
-        let dir = inner.downstream_tokens_dir();
-        let key_file = config.key_file.clone().unwrap_or_else(|| dir.join("key"));
-        let vault = vault::Vault::open(
-            dir.join("tokens"),
-            config.key.as_ref().map(|k| k.expose()),
-            &key_file,
-        )
-        .map_err(|e| e.to_string())?;
-        let address = url::Url::parse(&config.callback)
-            .ok()
-            .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)))
-            .unwrap_or_default();
-        let callbacks = {
-            let mut listening = self.callbacks.lock().await;
-            match listening.get(&address) {
-                Some(c) => c.clone(),
-                None => {
-                    let c = broker::Callbacks::listen(&config.callback).await?;
-                    listening.insert(address, c.clone());
-                    c
-                }
-            }
-        };
-        let b = Arc::new(broker::Broker::new(
-            name,
-            config.clone(),
-            Arc::new(vault),
-            callbacks,
-        ));
-        brokers.insert(name.to_owned(), b.clone());
-        Ok(b)
-    }
-
-    fn server(&self, name: &str, url: &str, config: &ExchangeAuth) -> Arc<PerServer> {
-        let mut servers = lock(&self.servers);
-        if let Some(s) = servers.get(name)
-            && s.config == *config
-            && s.url == url
-        {
-            return s.clone();
-        }
-        // New, or configured anew: nothing of the old settings' tokens is reused.
-        let s = Arc::new(PerServer {
-            config: config.clone(),
-            url: url.to_owned(),
-            exchanger: Arc::new(Exchanger::new(name, config.clone())),
-            cache: Arc::new(TokenCache::new(TOKENS_PER_SERVER)),
-            users: UserClients::default(),
-        });
-        servers.insert(name.to_owned(), s.clone());
-        s
-    }
-}
 
 /// The client a call to `server` goes out on: the server's shared connection, or, for a
 /// server with per-user credentials, the calling user's own (made on their first call).
@@ -245,10 +78,28 @@ pub(crate) async fn client_for_call(
             }
             let broker = inner
                 .downstream()
-                .broker(inner, server, oauth)
+                .broker(&inner.downstream_tokens_dir(), server, oauth)
                 .await
                 .map_err(|e| format!("server {server}: {e}"))?;
-            return broker.client_for(inner, ctx, cfg, url, user).await;
+            // The user's connection, made when they are first sent to authorize.
+            let weak: Weak<Inner> = Arc::downgrade(inner);
+            let (_, start_timeout, request_timeout, _) = inner.supervision_settings(cfg);
+            let cfg = Arc::new(cfg.clone());
+            let connect: broker::Connect = Arc::new(move |authorizer| {
+                let (weak, cfg) = (weak.clone(), cfg.clone());
+                Box::pin(async move {
+                    crate::supervisor::connect_as_user(
+                        &weak,
+                        &cfg,
+                        authorizer,
+                        request_timeout,
+                        start_timeout + broker::AUTHORIZE_WITHIN,
+                    )
+                    .await
+                    .map_err(|e| e.to_string())
+                })
+            });
+            return broker.client_for(ctx, url, user, connect).await;
         }
         _ => return Ok(shared),
     };
@@ -265,13 +116,7 @@ pub(crate) async fn client_for_call(
     };
     let user = UserKey::new(issuer, subject);
     let per_server = inner.downstream().server(server, url, exchange);
-    let slot = {
-        let mut slots = lock(&per_server.users.slots);
-        if !slots.contains_key(&user) && slots.len() >= CONNECTIONS_PER_SERVER {
-            evict_one(&mut slots);
-        }
-        slots.entry(user.clone()).or_default().clone()
-    };
+    let slot = per_server.users.slot(&user, CONNECTIONS_PER_SERVER);
     let mut held = slot.lock().await;
     if let Some(uc) = held.as_mut()
         && !uc.client.peer().is_closed()
@@ -316,27 +161,4 @@ pub(crate) async fn client_for_call(
         used: Instant::now(),
     });
     Ok(client)
-}
-
-/// Closes the least recently used connection that no call is setting up.
-fn evict_one(slots: &mut HashMap<UserKey, Arc<tokio::sync::Mutex<Option<UserClient>>>>) {
-    let oldest = slots
-        .iter()
-        .filter_map(|(k, slot)| {
-            let held = slot.try_lock().ok()?;
-            Some((k.clone(), held.as_ref().map(|u| u.used)))
-        })
-        .min_by_key(|(_, used)| *used)
-        .map(|(k, _)| k);
-    if let Some(key) = oldest
-        && let Some(slot) = slots.remove(&key)
-        && let Ok(mut held) = slot.try_lock()
-        && let Some(uc) = held.take()
-    {
-        tokio::spawn(async move { uc.client.peer().close().await });
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

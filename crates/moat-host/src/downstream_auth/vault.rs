@@ -17,7 +17,7 @@ use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, NONCE_LEN, Nonce, UnboundK
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::UserKey;
+use super::user::UserKey;
 
 /// Why the vault cannot be opened or used.
 #[derive(Debug, thiserror::Error)]
