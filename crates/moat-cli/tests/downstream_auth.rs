@@ -426,14 +426,20 @@ async fn browsing_client(
         .expect("connect to the gateway")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn oauth_sends_each_user_to_authorize_once_and_keeps_their_tokens_apart() {
+/// A gateway in front of a downstream server whose credentials are `oauth` (client
+/// moat-broker at the test issuer, the gateway's callback on a port of its own).
+struct OAuthSetup {
+    issuer: Issuer,
+    gateway: HttpGateway,
+    seen: Seen,
+    dir: tempfile::TempDir,
+}
+
+async fn oauth_setup() -> Option<OAuthSetup> {
     let (port, callback_port) = (free_port(), free_port());
     let url = format!("http://127.0.0.1:{port}/mcp");
     let callback = format!("http://127.0.0.1:{callback_port}/oauth/callback");
-    let Some(issuer) = Issuer::start_with(&[&url, &callback]) else {
-        return;
-    };
+    let issuer = Issuer::start_with(&[&url, &callback])?;
     let mut options = HttpServerOptions::default();
     let mut resource = ResourceOptions::new(&issuer.url, &url);
     // What the gateway, as the user's client, asks for (from the challenge).
@@ -456,6 +462,25 @@ async fn oauth_sends_each_user_to_authorize_once_and_keeps_their_tokens_apart() 
         Ready::Listed,
         Duration::from_secs(60),
     );
+    Some(OAuthSetup {
+        issuer,
+        gateway,
+        seen,
+        dir,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_sends_each_user_to_authorize_once_and_keeps_their_tokens_apart() {
+    let Some(OAuthSetup {
+        issuer,
+        gateway,
+        seen,
+        dir,
+    }) = oauth_setup().await
+    else {
+        return;
+    };
     let alice = issuer.user_token("alice").await;
     let bob = issuer.user_token("bob").await;
 
@@ -532,4 +557,52 @@ async fn oauth_sends_each_user_to_authorize_once_and_keeps_their_tokens_apart() 
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o600);
+}
+
+/// The Python SDK's client (`py_authorize_client.py`) is sent to authorize by URL-mode
+/// elicitation, "opens" the link as bob, and its call completes as bob.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_url_elicitation_with_the_python_sdk_client() {
+    let Some(peers) = support::peers(&[".venv/bin/python"]) else {
+        return;
+    };
+    let Some(setup) = oauth_setup().await else {
+        return;
+    };
+    let bob = setup.issuer.user_token("bob").await;
+    let (python, script, gateway) = (
+        peers.python(),
+        support::script("py_authorize_client.py"),
+        setup.gateway.url.clone(),
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python)
+            .args([&script, &gateway, &bob, "down__whoami", "bob"])
+            .output()
+            .expect("run the Python client")
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\ngateway: {}",
+        String::from_utf8_lossy(&out.stderr),
+        setup.gateway.log()
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("the client's JSON");
+    let asked = report["elicitations"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{report}");
+    assert_eq!(asked[0]["mode"], "url", "{report}");
+    assert!(
+        asked[0]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with(&setup.issuer.url),
+        "{report}"
+    );
+    assert_eq!(asked[0]["landed"]["status"], 200, "{report}");
+    assert_eq!(report["result"]["content"][0]["text"], "bob", "{report}");
+    let seen = setup.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].0.as_deref(), Some("bob"));
 }
