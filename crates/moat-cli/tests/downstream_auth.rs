@@ -321,13 +321,22 @@ async fn static_sends_the_secret_in_place_of_the_callers_token() {
     let dir = tempfile::tempdir().unwrap();
     let secret_file = dir.path().join("secret.txt");
     std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
+    // `bad` sends a secret the downstream refuses: it never starts, and says why without it.
+    const WRONG: &str = "wrong-secret-value";
     let servers = format!(
-        "[servers.st]\nurl = {url}\n\n[servers.st.auth]\nmode = \"static\"\nvalue_file = {file}\n",
+        "[servers.st]\nurl = {url}\n\n[servers.st.auth]\nmode = \"static\"\nvalue_file = {file}\n\n\
+         [servers.bad]\nurl = {url}\n\n[servers.bad.auth]\nmode = \"static\"\nvalue_env = \"BAD_SECRET\"\n",
         url = toml_str(&url),
         file = toml_str(&secret_file.to_string_lossy()),
     );
     let config = gateway_config(dir.path(), &servers, &issuer.url);
-    let gateway = HttpGateway::start(MOAT, &config, &[], Ready::Listed, Duration::from_secs(60));
+    let gateway = HttpGateway::start(
+        MOAT,
+        &config,
+        &[("BAD_SECRET", WRONG)],
+        Ready::Listed,
+        Duration::from_secs(60),
+    );
     let alice = issuer.user_token("alice").await;
     // The downstream takes only the secret: the call getting through is the secret sent.
     let result = call(&gateway.url, &alice, "st__whoami").await;
@@ -339,7 +348,20 @@ async fn static_sends_the_secret_in_place_of_the_callers_token() {
         .unwrap();
     let listed = serde_json::to_string(&client.list_all_tools().await.unwrap()).unwrap();
     assert!(!listed.contains(SECRET));
+    let refused = match client.call_tool("bad__whoami", json!({})).await {
+        Ok(r) => serde_json::to_string(&r).unwrap(),
+        Err(e) => e.to_string(),
+    };
+    assert!(refused.contains("bad"), "{refused}");
     client.close().await;
+    let log = gateway.log();
+    for secret in [SECRET, WRONG] {
+        assert!(!refused.contains(secret), "{refused}");
+        assert!(
+            !log.contains(secret),
+            "the gateway's log shows a secret: {log}"
+        );
+    }
 }
 
 /// A browser for the test issuer: follows redirects from `url` by hand (keeping cookies),
