@@ -130,3 +130,55 @@ fn refusals_name_the_key() {
     .unwrap_err();
     assert!(e.to_string().contains("url servers"), "{e}");
 }
+
+#[test]
+fn oauth_needs_a_callback_it_can_listen_on() {
+    let c = load(
+        &format!(
+            "{URL}[servers.api.auth]\nmode = \"oauth\"\ncallback = \"http://127.0.0.1:8765/cb\"\n\
+             client_id = \"gw\"\nclient_secret_env = \"S\"\nkey_env = \"K\"\n"
+        ),
+        &[("S", "client-secret"), ("K", "ab")],
+    )
+    .unwrap();
+    let auth = c.server("api").unwrap().auth.clone().unwrap();
+    let DownstreamAuth::OAuth(o) = &auth else {
+        panic!("{auth:?}")
+    };
+    assert_eq!(o.callback, "http://127.0.0.1:8765/cb");
+    assert_eq!(o.client_id.as_deref(), Some("gw"));
+    assert!(auth.per_user());
+    let shown = format!("{auth:?}");
+    assert!(
+        !shown.contains("client-secret") && !shown.contains("\"ab\""),
+        "{shown}"
+    );
+
+    for (table, needle, field) in [
+        ("mode = \"oauth\"\n", "needs `callback`", "servers.api.auth"),
+        (
+            "mode = \"oauth\"\ncallback = \"not a url\"\n",
+            "listen on",
+            "servers.api.auth.callback",
+        ),
+        (
+            "mode = \"oauth\"\ncallback = \"http://127.0.0.1:1/cb\"\nclient_secret_env = \"S\"\n",
+            "needs its `client_id`",
+            "servers.api.auth",
+        ),
+        (
+            "mode = \"oauth\"\ncallback = \"http://127.0.0.1:1/cb\"\nvalue_env = \"S\"\n",
+            "does not apply",
+            "servers.api.auth.value_env",
+        ),
+        (
+            "mode = \"static\"\nvalue_env = \"S\"\ncallback = \"http://127.0.0.1:1/cb\"\n",
+            "does not apply",
+            "servers.api.auth.callback",
+        ),
+    ] {
+        let e = load(&format!("{URL}[servers.api.auth]\n{table}"), &[("S", "x")]).unwrap_err();
+        assert!(e.to_string().contains(needle), "{table}: {e}");
+        assert_eq!(e.field(), Some(field), "{table}: {e}");
+    }
+}

@@ -292,6 +292,6 @@ pub struct OAuthAuth {
     pub client_secret: Option<SecretValue>,
     /// The key of the tokens at rest, from the environment (64 hex digits).
     pub key: Option<SecretValue>,
-    /// The key file (default: `downstream-tokens.key` in the state directory).
+    /// The key file (default: `downstream-tokens/key` in the state directory).
     pub key_file: Option<PathBuf>,
 }
