@@ -13,7 +13,7 @@
 //! era a session is opened by one token and belongs to its user (a moat server refuses
 //! another user's token on it), and a server keeps per-session state (subscriptions, log
 //! level, tasks) that must not mix users. So each user gets a client of their own
-//! ([`UserClients`]), bounded in number. The server's shared connection — the catalog,
+//! (`state.rs`), bounded in number. The server's shared connection — the catalog,
 //! notifications, health checks — is the gateway's own: it authenticates with the client
 //! credentials grant of the gateway's client, and no call is ever sent on it.
 
