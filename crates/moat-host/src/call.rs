@@ -313,7 +313,8 @@ async fn forward(
     record: &mut AuditRecord,
 ) -> Result<CallToolResult, ErrorObject> {
     // A server that is starting or restarting is waited for (bounded).
-    let client = match inner.wait_live(&entry.server).await {
+    // The server's connection, or the calling user's own to it (`[servers.NAME.auth]`).
+    let client = match crate::downstream_auth::client_for_call(inner, ctx, &entry.server).await {
         Ok(client) => client,
         Err(message) => {
             record.end(Outcome::Failed);

@@ -107,6 +107,8 @@ pub(crate) struct Inner {
     console: std::sync::OnceLock<Arc<dyn crate::consent::Channel>>,
     /// How often each server went away while up and was restarted (for the console).
     restarts: Mutex<HashMap<String, u64>>,
+    /// Per-user credentials and connections to downstream servers.
+    downstream: crate::downstream_auth::state::Downstream,
 }
 
 impl Inner {
@@ -140,6 +142,7 @@ impl Inner {
             metrics: std::sync::OnceLock::new(),
             console: std::sync::OnceLock::new(),
             restarts: Mutex::new(HashMap::new()),
+            downstream: Default::default(),
         }
     }
 
@@ -161,6 +164,11 @@ impl Inner {
     /// How often `server` was restarted after going away.
     pub(crate) fn restarts(&self, server: &str) -> u64 {
         lock(&self.restarts).get(server).copied().unwrap_or(0)
+    }
+
+    /// Per-user credentials and connections to downstream servers.
+    pub(crate) fn downstream(&self) -> &crate::downstream_auth::state::Downstream {
+        &self.downstream
     }
 
     /// The upstream server the clients talk to.
@@ -580,6 +588,16 @@ impl Inner {
         state::state_dir(settings.config.state_dir.as_deref())
             .ok()
             .map(|d| d.join("search-cache"))
+    }
+
+    /// Where per-user downstream tokens are kept (`downstream_auth`): the state directory,
+    /// or a directory of this process's own when ephemeral.
+    pub(crate) fn downstream_tokens_dir(&self) -> PathBuf {
+        let settings = self.settings();
+        match state::state_dir(settings.config.state_dir.as_deref()) {
+            Ok(dir) if !self.options.ephemeral => dir.join("downstream-tokens"),
+            _ => std::env::temp_dir().join(format!("moat-downstream-{}", std::process::id())),
+        }
     }
 
     /// The per-server configuration, for trust labels.

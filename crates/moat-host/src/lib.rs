@@ -25,6 +25,7 @@ mod catalog;
 pub mod config;
 pub mod consent;
 mod console;
+mod downstream_auth;
 mod error;
 mod host;
 mod inner;

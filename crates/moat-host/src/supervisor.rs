@@ -39,6 +39,37 @@ pub(crate) async fn connect(
     request_timeout: Duration,
     start_timeout: Duration,
 ) -> Result<Client, HostError> {
+    connect_with(host, cfg, helper, request_timeout, start_timeout, None).await
+}
+
+/// Connects to the URL server `cfg` describes as one user, whose credentials `authorizer`
+/// gives (`downstream_auth`).
+pub(crate) async fn connect_as_user(
+    host: &Weak<Inner>,
+    cfg: &ServerConfig,
+    authorizer: Arc<dyn moat_transport::http::oauth::Authorizer>,
+    request_timeout: Duration,
+    start_timeout: Duration,
+) -> Result<Client, HostError> {
+    connect_with(
+        host,
+        cfg,
+        None,
+        request_timeout,
+        start_timeout,
+        Some(authorizer),
+    )
+    .await
+}
+
+async fn connect_with(
+    host: &Weak<Inner>,
+    cfg: &ServerConfig,
+    helper: Option<&std::path::Path>,
+    request_timeout: Duration,
+    start_timeout: Duration,
+    user: Option<Arc<dyn moat_transport::http::oauth::Authorizer>>,
+) -> Result<Client, HostError> {
     // The gateway offers what the policy lets the server ask of the client; what it asks
     // outside a call is answered here, inside one by the call's answerer.
     let capabilities = host
@@ -118,20 +149,20 @@ pub(crate) async fn connect(
                 .await
                 .map_err(|e| fail(format!("could not start `{command}`: {e}")))
         }
-        ServerTransport::Url {
-            url,
-            headers,
-            transport,
-        } => {
+        ServerTransport::Url { url, transport, .. } => {
             let mode = match transport {
                 UrlTransport::Streamable => HttpTransport::StreamableHttp,
                 UrlTransport::Sse => HttpTransport::LegacySse,
                 _ => HttpTransport::Auto,
             };
-            let mut options = HttpOptions::default().mode(mode);
-            for (name, value) in headers {
-                options = options.header(name, value);
-            }
+            let options = HttpOptions::default().mode(mode);
+            // The configured headers and `[servers.NAME.auth]`'s credentials: the
+            // gateway's own, or the user's.
+            let options = match user {
+                Some(authorizer) => crate::downstream_auth::headers::user_options(cfg, options)
+                    .authorizer(authorizer),
+                None => crate::downstream_auth::headers::shared_options(cfg, options),
+            };
             builder
                 .connect_url(url, options)
                 .await

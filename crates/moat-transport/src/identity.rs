@@ -23,6 +23,33 @@ pub struct Identity {
     pub scopes: Vec<String>,
     /// The token claims asked for (`ResourceOptions::claims`), those present.
     pub claims: Map<String, Value>,
+    /// The access token the request carried, when a resource server validated one: what a
+    /// gateway exchanges (RFC 8693) for a token of its own to a server behind it. It is
+    /// never to be sent on as it is.
+    pub access_token: Option<AccessToken>,
+}
+
+/// A caller's access token, as validated: its `Debug` shows no part of it, so it cannot
+/// end up in a log by way of the identity that carries it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AccessToken(Arc<str>);
+
+impl AccessToken {
+    /// The token `value`.
+    pub fn new(value: &str) -> AccessToken {
+        AccessToken(Arc::from(value))
+    }
+
+    /// The token itself, for the one request that needs it (a token exchange).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for AccessToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AccessToken(<redacted>)")
+    }
 }
 
 impl Identity {

@@ -20,4 +20,4 @@ pub mod stdio;
 pub use child::{ChildConfig, ChildProcess};
 pub use connection::{Closer, Connection, Epilogue, Inbound, Limits, Outgoing, OutgoingKind};
 pub use framing::Frame;
-pub use identity::{Identity, SharedIdentity};
+pub use identity::{AccessToken, Identity, SharedIdentity};

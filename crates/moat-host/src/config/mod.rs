@@ -39,6 +39,7 @@ pub mod auth;
 pub mod chat;
 pub mod compat;
 mod consent;
+mod downstream;
 pub mod duration;
 mod error;
 mod expand;
@@ -56,7 +57,8 @@ pub use consent::{ConsentConfig, ConsentMode};
 pub use error::{ConfigError, Diagnostic};
 pub use gateway::GatewayConfig;
 pub use server::{
-    SandboxSetting, ServerConfig, ServerTransport, TrustLabels, UrlTransport, default_profile,
+    DownstreamAuth, ExchangeAuth, OAuthAuth, SandboxSetting, SecretValue, ServerConfig,
+    ServerTransport, StaticAuth, TrustLabels, UrlTransport, default_profile,
 };
 pub use source::{Lookup, process_env};
 use source::{
@@ -221,6 +223,7 @@ struct TomlServer {
     sink: Option<bool>,
     prefix: Option<String>,
     protocol: Option<String>,
+    auth: Option<downstream::TomlServerAuth>,
 }
 
 #[derive(Default, Deserialize)]
@@ -535,6 +538,16 @@ fn apply_settings(
         })?;
     }
     let is_command = matches!(server.transport, ServerTransport::Command { .. });
+    if let Some(auth) = raw.auth {
+        let ServerTransport::Url { url, .. } = &server.transport else {
+            return Err(src.error(
+                &["servers", name, "auth"],
+                "`auth` applies to url servers; a command server gets its secrets in `env`",
+                Some("remove it".into()),
+            ));
+        };
+        server.auth = Some(downstream::downstream_auth(src, name, url, auth)?);
+    }
     match raw.sandbox {
         None => {}
         Some(TomlSandbox::Bool(false)) => server.sandbox = SandboxSetting::Off,

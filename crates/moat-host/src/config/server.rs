@@ -33,6 +33,9 @@ pub struct ServerConfig {
     /// read from; `None` for a server of moat.toml's own. Launch-spec pins hold an imported
     /// server whose launch changed (see `launch_pins`).
     pub imported_from: Option<PathBuf>,
+    /// `[servers.NAME.auth]`: the credentials sent to a URL server (`None`: only its
+    /// `headers`).
+    pub auth: Option<DownstreamAuth>,
 }
 
 /// How a server is reached.
@@ -128,6 +131,7 @@ impl ServerConfig {
             prefix: None,
             protocol: Default::default(),
             imported_from: None,
+            auth: None,
         }
     }
 
@@ -147,6 +151,7 @@ impl ServerConfig {
             prefix: None,
             protocol: Default::default(),
             imported_from: None,
+            auth: None,
         }
     }
 
@@ -184,4 +189,109 @@ pub fn default_profile(base: &Path, cwd: Option<&Path>) -> Profile {
 /// The process's working directory (`.` when it cannot be read).
 pub(crate) fn current_dir() -> PathBuf {
     std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
+}
+
+/// `[servers.NAME.auth]`: the credentials the gateway sends to a URL server. The caller's
+/// own access token is never one of them (the MCP authorization spec forbids passing it
+/// through): the server sees a secret of the gateway's ([`DownstreamAuth::Static`]) or a
+/// token of the calling user's made for it ([`DownstreamAuth::Exchange`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum DownstreamAuth {
+    /// `mode = "static"`: one secret, sent as a header with every request.
+    Static(StaticAuth),
+    /// `mode = "exchange"`: each user's access token exchanged (RFC 8693) for one whose
+    /// audience is this server.
+    Exchange(ExchangeAuth),
+    /// `mode = "oauth"`: the gateway is each user's OAuth client of this server; a user
+    /// without a token is sent to authorize.
+    OAuth(OAuthAuth),
+}
+
+impl DownstreamAuth {
+    /// Whether each user gets credentials (and a connection) of their own.
+    pub fn per_user(&self) -> bool {
+        !matches!(self, DownstreamAuth::Static(_))
+    }
+}
+
+/// A secret read from the environment or a file when the configuration loads; its `Debug`
+/// shows no part of it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretValue(String);
+
+impl SecretValue {
+    /// The secret `value`.
+    pub fn new(value: impl Into<String>) -> SecretValue {
+        SecretValue(value.into())
+    }
+
+    /// The secret itself, for the request that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// `mode = "static"`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct StaticAuth {
+    /// The header's name (`Authorization` by default).
+    pub header: String,
+    /// What comes before the secret in the header's value: `Bearer ` for `Authorization`
+    /// unless `scheme` says otherwise, nothing for another header.
+    pub prefix: String,
+    /// The secret.
+    pub secret: SecretValue,
+}
+
+impl StaticAuth {
+    /// The header's value.
+    pub fn value(&self) -> String {
+        format!("{}{}", self.prefix, self.secret.expose())
+    }
+}
+
+/// `mode = "exchange"`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ExchangeAuth {
+    /// The authorization server that exchanges: its metadata names the token endpoint.
+    pub issuer: Option<String>,
+    /// The token endpoint, when given rather than discovered.
+    pub token_endpoint: Option<String>,
+    /// The gateway's client at that server.
+    pub client_id: String,
+    /// Its secret.
+    pub client_secret: SecretValue,
+    /// `audience` of the exchange (none by default).
+    pub audience: Option<String>,
+    /// `resource` of the exchange (RFC 8707): by default the server's URL.
+    pub resource: String,
+    /// `scope` to ask for (none by default: what the server grants).
+    pub scope: Option<String>,
+}
+
+/// `mode = "oauth"`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct OAuthAuth {
+    /// The redirect URI: the gateway listens on its host and port for the authorization
+    /// server's redirect back.
+    pub callback: String,
+    /// A client registered ahead of time (else the server's CIMD or DCR).
+    pub client_id: Option<String>,
+    /// Its secret; with it, the server's shared connection uses the client credentials
+    /// grant.
+    pub client_secret: Option<SecretValue>,
+    /// The key of the tokens at rest, from the environment (64 hex digits).
+    pub key: Option<SecretValue>,
+    /// The key file (default: `downstream-tokens/key` in the state directory).
+    pub key_file: Option<PathBuf>,
 }

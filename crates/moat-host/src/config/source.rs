@@ -293,6 +293,7 @@ pub(crate) fn build_server(
         prefix: None,
         protocol: Default::default(),
         imported_from: None,
+        auth: None,
     })
 }
 

@@ -203,6 +203,21 @@ fn collect(
     Ok(())
 }
 
+/// The host name of a `Host` header or an origin's authority, without its port:
+/// `example.com:8080` → `example.com`; `[::1]:80` → `[::1]`. For allow-list checks.
+pub fn host_name(host: &str) -> &str {
+    if host.starts_with('[') {
+        return match host.find(']') {
+            Some(end) => &host[..=end],
+            None => host,
+        };
+    }
+    match host.rsplit_once(':') {
+        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => host,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,20 +302,5 @@ mod tests {
             Err(ValueError::InvalidCharacters)
         );
         assert_eq!(decode_value(b"=?base64?***?="), Err(ValueError::BadBase64));
-    }
-}
-
-/// The host name of a `Host` header or an origin's authority, without its port:
-/// `example.com:8080` → `example.com`; `[::1]:80` → `[::1]`. For allow-list checks.
-pub fn host_name(host: &str) -> &str {
-    if host.starts_with('[') {
-        return match host.find(']') {
-            Some(end) => &host[..=end],
-            None => host,
-        };
-    }
-    match host.rsplit_once(':') {
-        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
-        _ => host,
     }
 }

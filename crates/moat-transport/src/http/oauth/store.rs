@@ -74,6 +74,24 @@ pub struct TokenSet {
 }
 
 impl TokenSet {
+    /// A bearer access token for `resource` from `issuer`, with nothing else known (for a
+    /// [`TokenStore`] that reads tokens back from where it keeps them; set the other fields).
+    pub fn bearer(
+        access_token: impl Into<Secret>,
+        resource: impl Into<String>,
+        issuer: impl Into<String>,
+    ) -> TokenSet {
+        TokenSet {
+            access_token: access_token.into(),
+            token_type: TokenType::Bearer,
+            refresh_token: None,
+            expires_at: None,
+            scopes: Vec::new(),
+            resource: resource.into(),
+            issuer: issuer.into(),
+        }
+    }
+
     /// Whether the access token has expired (or will within `skew`).
     pub fn expired(&self, skew: Duration) -> bool {
         self.expires_at

@@ -269,7 +269,7 @@ impl Authorizer {
     /// The identity behind the request's bearer token, or why there is none.
     pub(crate) async fn check(&self, headers: &HeaderMap) -> Result<Identity, Denial> {
         let token = bearer(headers).ok_or(Denial::Missing)?;
-        let identity = if jwt::looks_like_jwt(token) {
+        let mut identity = if jwt::looks_like_jwt(token) {
             jwt::validate(token, &self.options, &self.keys).await?
         } else if let Some(introspector) = &self.introspector {
             introspector.check(token, &self.options, &self.keys).await?
@@ -289,6 +289,7 @@ impl Authorizer {
         if !missing.is_empty() {
             return Err(Denial::InsufficientScope(self.options.scopes.clone()));
         }
+        identity.access_token = Some(crate::identity::AccessToken::new(token));
         Ok(identity)
     }
 }
@@ -329,6 +330,7 @@ fn identity_of(claims: &Map<String, Value>, options: &ResourceOptions) -> Identi
             .iter()
             .filter_map(|k| claims.get(k).map(|v| (k.clone(), v.clone())))
             .collect(),
+        access_token: None,
     }
 }
 

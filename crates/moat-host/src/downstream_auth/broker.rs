@@ -1,0 +1,417 @@
+//! `mode = "oauth"`: the gateway as each user's OAuth client of a downstream server,
+//! through moat's client-side OAuth (discovery, CIMD/DCR, PKCE, resource indicators,
+//! refresh with rotation) — one `OAuthClient` per user, its tokens in the [`Vault`].
+//!
+//! A user with no usable token is sent to authorize: the user's connection is made by a
+//! task of its own, whose user agent ([`BrokerAgent`]) publishes the authorization URL and
+//! waits for the redirect back at the gateway's callback listener ([`Callbacks`]). A call
+//! that finds the URL published asks its client to open it — URL-mode elicitation
+//! (2025-11-25), an input request in 2026-07-28 — and waits for the connection. The flow
+//! belongs to the user, not to the call: a 2026-07-28 call that is retried with the answer
+//! finds the same authorization under way, and a client that cannot open links is told the
+//! URL, after which the next call finds the user connected.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use moat::{Client, RequestContext};
+use moat_protocol::types::{ElicitAction, ElicitRequestParams, ElicitRequestURLParams};
+use moat_transport::http::oauth::{
+    AuthError, AuthorizationRequest, ClientRegistration, MemoryStore, OAuthClient, OAuthConfig,
+    PreRegisteredClient, Secret, TokenSet, TokenStore, UserAgent,
+};
+use sha2::Digest as _;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::sync::{oneshot, watch};
+use url::Url;
+
+use super::user::UserKey;
+use super::vault::Vault;
+use crate::config::OAuthAuth;
+
+/// How long a user has to authorize before the flow (and the call waiting for it) ends.
+pub(crate) const AUTHORIZE_WITHIN: Duration = Duration::from_secs(600);
+/// The largest request head the callback listener reads.
+const MAX_HEAD: usize = 16 * 1024;
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Connects to the server as a user whose credentials the authorizer gives (the caller
+/// knows how: the broker only knows the OAuth side).
+pub(crate) type Connect = Arc<
+    dyn Fn(
+            Arc<dyn moat_transport::http::oauth::Authorizer>,
+        ) -> BoxFuture<'static, Result<Client, String>>
+        + Send
+        + Sync,
+>;
+
+/// Where a user's connection to the server stands.
+#[derive(Clone)]
+enum Phase {
+    Idle,
+    Connecting,
+    /// Waiting for the user at this authorization URL.
+    Authorize(String),
+    Ready(Arc<Client>),
+    Failed(String),
+}
+
+/// One `oauth` server's users, vault and callback listener.
+pub(crate) struct Broker {
+    server: String,
+    config: OAuthAuth,
+    vault: Arc<Vault>,
+    callbacks: Arc<Callbacks>,
+    registrations: Arc<MemoryStore>,
+    users: Mutex<HashMap<UserKey, watch::Sender<Phase>>>,
+}
+
+impl Broker {
+    pub(crate) fn new(
+        server: &str,
+        config: OAuthAuth,
+        vault: Arc<Vault>,
+        callbacks: Arc<Callbacks>,
+    ) -> Broker {
+        Broker {
+            server: server.to_owned(),
+            config,
+            vault,
+            callbacks,
+            registrations: Arc::new(MemoryStore::new()),
+            users: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn config(&self) -> &OAuthAuth {
+        &self.config
+    }
+
+    /// The client `user`'s call goes out on, once they have authorized.
+    pub(crate) async fn client_for(
+        self: &Arc<Self>,
+        ctx: &RequestContext,
+        url: &str,
+        user: UserKey,
+        connect: Connect,
+    ) -> Result<Arc<Client>, String> {
+        let phase = lock(&self.users)
+            .entry(user.clone())
+            .or_insert_with(|| watch::channel(Phase::Idle).0)
+            .clone();
+        let mut rx = phase.subscribe();
+        let deadline = tokio::time::Instant::now() + AUTHORIZE_WITHIN;
+        let mut asked = false;
+        loop {
+            let now = rx.borrow_and_update().clone();
+            match now {
+                Phase::Ready(client) if !client.peer().is_closed() => return Ok(client),
+                // Told once, to the call that finds it (in 2026-07-28, the retry of the call
+                // that started it); the next call starts over.
+                Phase::Failed(why) => {
+                    phase.send_if_modified(|p| {
+                        let failed = matches!(p, Phase::Failed(_));
+                        if failed {
+                            *p = Phase::Idle;
+                        }
+                        failed
+                    });
+                    return Err(why);
+                }
+                Phase::Idle | Phase::Ready(_) => {
+                    let claimed = phase.send_if_modified(|p| match p {
+                        Phase::Idle => {
+                            *p = Phase::Connecting;
+                            true
+                        }
+                        Phase::Ready(c) if c.peer().is_closed() => {
+                            *p = Phase::Connecting;
+                            true
+                        }
+                        _ => false,
+                    });
+                    if claimed {
+                        self.connect(url, user.clone(), phase.clone(), connect.clone());
+                    }
+                    continue;
+                }
+                Phase::Connecting => {}
+                Phase::Authorize(link) => {
+                    if !asked {
+                        asked = true;
+                        self.ask(ctx, &link).await?;
+                    }
+                }
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => {
+                    return Err(format!("server {}: the gateway is stopping", self.server));
+                }
+                Err(_) => {
+                    return Err(format!(
+                        "server {}: you did not authorize moat within {} minutes; call again to start over",
+                        self.server,
+                        AUTHORIZE_WITHIN.as_secs() / 60
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Sends the user to `link` through the call's client.
+    async fn ask(&self, ctx: &RequestContext, link: &str) -> Result<(), String> {
+        let mut id = [0u8; 12];
+        let _ = getrandom::fill(&mut id);
+        let params = ElicitRequestParams::Url(ElicitRequestURLParams {
+            message: format!(
+                "Server {} acts on your behalf: open this link, sign in and approve moat's \
+                 access. The call goes on once you have.",
+                self.server
+            ),
+            url: link.to_owned(),
+            elicitation_id: Some(id.iter().map(|b| format!("{b:02x}")).collect()),
+            ..Default::default()
+        });
+        // Keyed by the link: a 2026-07-28 retry answers this authorization, never a later
+        // one (a new link is a new question).
+        let digest: String = sha2::Sha256::digest(link.as_bytes())
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        match ctx
+            .keyed(format!("authorize-{digest}"))
+            .elicit(params)
+            .await
+        {
+            Ok(answer) if answer.action == ElicitAction::Accept => Ok(()),
+            Ok(_) => Err(format!(
+                "you did not authorize moat for server {}: the call was not made",
+                self.server
+            )),
+            Err(_) => Err(format!(
+                "server {} acts on your behalf, and you have not authorized moat yet; this client \
+                 cannot open a link for you: open {link} , approve, then call again",
+                self.server
+            )),
+        }
+    }
+
+    /// Starts making `user`'s connection in a task of its own: it outlives the call that
+    /// started it, as the user's authorization may outlive the call.
+    fn connect(
+        self: &Arc<Self>,
+        url: &str,
+        user: UserKey,
+        phase: watch::Sender<Phase>,
+        connect: Connect,
+    ) {
+        let this = self.clone();
+        let url = url.to_owned();
+        tokio::spawn(async move {
+            let outcome = async {
+                let server_url = Url::parse(&url).map_err(|e| e.to_string())?;
+                let agent = BrokerAgent {
+                    callback: Url::parse(&this.config.callback).map_err(|e| e.to_string())?,
+                    callbacks: this.callbacks.clone(),
+                    phase: phase.clone(),
+                };
+                let mut config = OAuthConfig::authorization_code(agent);
+                config.store = Arc::new(UserStore {
+                    vault: this.vault.clone(),
+                    server: this.server.clone(),
+                    user,
+                    registrations: this.registrations.clone(),
+                });
+                if let Some(id) = &this.config.client_id {
+                    config.pre_registered = vec![PreRegisteredClient::new(
+                        id,
+                        this.config
+                            .client_secret
+                            .as_ref()
+                            .map(|s| Secret::new(s.expose())),
+                    )];
+                }
+                let oauth = OAuthClient::new(server_url, config).map_err(|e| e.to_string())?;
+                connect(Arc::new(oauth)).await
+            };
+            let next = match outcome.await {
+                Ok(client) => Phase::Ready(Arc::new(client)),
+                Err(why) => Phase::Failed(format!(
+                    "server {}: could not connect as you: {why}",
+                    this.server
+                )),
+            };
+            phase.send_replace(next);
+        });
+    }
+}
+
+/// The user agent of one user's authorization: it publishes the URL for the call to show,
+/// and waits for the redirect back.
+struct BrokerAgent {
+    callback: Url,
+    callbacks: Arc<Callbacks>,
+    phase: watch::Sender<Phase>,
+}
+
+impl UserAgent for BrokerAgent {
+    fn redirect_uri(&self) -> Url {
+        self.callback.clone()
+    }
+
+    fn authorize<'a>(
+        &'a self,
+        request: &'a AuthorizationRequest,
+    ) -> BoxFuture<'a, Result<Url, AuthError>> {
+        Box::pin(async move {
+            let back = self.callbacks.expect(&request.state);
+            self.phase
+                .send_replace(Phase::Authorize(request.url.to_string()));
+            let answer = tokio::time::timeout(AUTHORIZE_WITHIN, back).await;
+            self.callbacks.forget(&request.state);
+            self.phase.send_replace(Phase::Connecting);
+            match answer {
+                Ok(Ok(url)) => Ok(url),
+                Ok(Err(_)) => Err(AuthError::UserAgent("the callback listener stopped".into())),
+                Err(_) => Err(AuthError::UserAgent(format!(
+                    "the user did not authorize within {} minutes",
+                    AUTHORIZE_WITHIN.as_secs() / 60
+                ))),
+            }
+        })
+    }
+}
+
+/// The redirects back from authorization servers, at one callback address: each is handed
+/// to the authorization whose `state` it carries; others are refused.
+pub(crate) struct Callbacks {
+    base: Url,
+    waiting: Mutex<HashMap<String, oneshot::Sender<Url>>>,
+}
+
+impl Callbacks {
+    /// Listens at `callback`'s host and port.
+    pub(crate) async fn listen(callback: &str) -> Result<Arc<Callbacks>, String> {
+        let base = Url::parse(callback).map_err(|e| e.to_string())?;
+        let host = base.host_str().unwrap_or("127.0.0.1").to_owned();
+        let port = base.port_or_known_default().unwrap_or(80);
+        let listener = tokio::net::TcpListener::bind((host.trim_matches(['[', ']']), port))
+            .await
+            .map_err(|e| format!("cannot listen for OAuth callbacks at {host}:{port}: {e}"))?;
+        let this = Arc::new(Callbacks {
+            base,
+            waiting: Mutex::new(HashMap::new()),
+        });
+        let weak = Arc::downgrade(&this);
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let Some(this) = weak.upgrade() else { return };
+                tokio::spawn(async move { this.serve(stream).await });
+            }
+        });
+        Ok(this)
+    }
+
+    fn expect(&self, state: &str) -> oneshot::Receiver<Url> {
+        let (tx, rx) = oneshot::channel();
+        lock(&self.waiting).insert(state.to_owned(), tx);
+        rx
+    }
+
+    fn forget(&self, state: &str) {
+        lock(&self.waiting).remove(state);
+    }
+
+    async fn serve(&self, mut stream: tokio::net::TcpStream) {
+        let mut head = Vec::new();
+        let mut buf = [0u8; 2048];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD {
+            match tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => head.extend_from_slice(&buf[..n]),
+                _ => return,
+            }
+        }
+        let line = String::from_utf8_lossy(&head);
+        let target = line
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("GET "))
+            .and_then(|l| l.split(' ').next())
+            .unwrap_or("");
+        let (status, body) = match self.base.join(target) {
+            Ok(url) if url.path() == self.base.path() => {
+                let state = url
+                    .query_pairs()
+                    .find(|(k, _)| k == "state")
+                    .map(|(_, v)| v.into_owned());
+                let waiter = state.and_then(|s| lock(&self.waiting).remove(&s));
+                match waiter.map(|tx| tx.send(url).is_ok()) {
+                    Some(true) => (
+                        "200 OK",
+                        "moat: authorization received. You can close this window and go back.",
+                    ),
+                    _ => (
+                        "400 Bad Request",
+                        "moat: no authorization is waiting for this answer (expired, or already used).",
+                    ),
+                }
+            }
+            _ => ("404 Not Found", "not found"),
+        };
+        let answer = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\n\
+             cache-control: no-store\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = stream.write_all(answer.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    }
+}
+
+/// One user's tokens for one server, in the vault; registrations (the gateway's client
+/// identity at an authorization server) are the gateway's, shared by its users.
+struct UserStore {
+    vault: Arc<Vault>,
+    server: String,
+    user: UserKey,
+    registrations: Arc<MemoryStore>,
+}
+
+impl TokenStore for UserStore {
+    fn load_tokens(&self, _server: &str) -> Result<Option<TokenSet>, AuthError> {
+        Ok(self.vault.load(&self.server, &self.user))
+    }
+
+    fn save_tokens(&self, _server: &str, tokens: &TokenSet) -> Result<(), AuthError> {
+        self.vault
+            .save(&self.server, &self.user, tokens)
+            .map_err(|e| AuthError::Store(e.to_string()))
+    }
+
+    fn clear_tokens(&self, _server: &str) -> Result<(), AuthError> {
+        self.vault.clear(&self.server, &self.user);
+        Ok(())
+    }
+
+    fn load_registration(&self, issuer: &str) -> Result<Option<ClientRegistration>, AuthError> {
+        self.registrations.load_registration(issuer)
+    }
+
+    fn save_registration(
+        &self,
+        issuer: &str,
+        registration: &ClientRegistration,
+    ) -> Result<(), AuthError> {
+        self.registrations.save_registration(issuer, registration)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,159 @@
+//! What the gateway keeps of per-user downstream credentials, per server: the exchanges,
+//! tokens and user connections of `exchange` servers, the brokers of `oauth` servers and
+//! their callback listeners. Plain state: making connections is the caller's.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use moat::Client;
+
+use super::authorizer::UserAuthorizer;
+use super::broker;
+use super::cache::TokenCache;
+use super::exchange::Exchanger;
+use super::user::UserKey;
+use super::vault;
+use crate::config::{ExchangeAuth, OAuthAuth};
+
+/// Users whose exchanged tokens are kept, per server.
+const TOKENS_PER_SERVER: usize = 4096;
+
+/// The per-user state of every server whose credentials are per user.
+#[derive(Default)]
+pub(crate) struct Downstream {
+    servers: Mutex<HashMap<String, Arc<PerServer>>>,
+    brokers: tokio::sync::Mutex<HashMap<String, Arc<broker::Broker>>>,
+    /// Callback listeners by address, shared by the servers that name the same one.
+    callbacks: tokio::sync::Mutex<HashMap<String, Arc<broker::Callbacks>>>,
+}
+
+/// One server's exchanges, tokens and user connections.
+pub(super) struct PerServer {
+    config: ExchangeAuth,
+    url: String,
+    pub(super) exchanger: Arc<Exchanger>,
+    pub(super) cache: Arc<TokenCache>,
+    pub(super) users: UserClients,
+}
+
+/// The user connections of one server.
+#[derive(Default)]
+pub(super) struct UserClients {
+    slots: Mutex<HashMap<UserKey, Slot>>,
+}
+
+/// One user's connection, locked while it is being made.
+pub(super) type Slot = Arc<tokio::sync::Mutex<Option<UserClient>>>;
+
+pub(super) struct UserClient {
+    pub(super) client: Arc<Client>,
+    pub(super) authorizer: Arc<UserAuthorizer>,
+    pub(super) used: Instant,
+}
+
+impl UserClients {
+    /// `user`'s slot, made room for (at most `capacity` users) if new.
+    pub(super) fn slot(&self, user: &UserKey, capacity: usize) -> Slot {
+        let mut slots = lock(&self.slots);
+        if !slots.contains_key(user) && slots.len() >= capacity {
+            evict_one(&mut slots);
+        }
+        slots.entry(user.clone()).or_default().clone()
+    }
+}
+
+impl Downstream {
+    /// The broker of the `oauth` server `name` (made on first use, anew when configured
+    /// anew): its vault opened, its callback address listened on.
+    /// The broker of the `oauth` server `name` (made on first use, anew when configured
+    /// anew): its vault opened (in `dir`), its callback address listened on.
+    pub(super) async fn broker(
+        &self,
+        dir: &Path,
+        name: &str,
+        config: &OAuthAuth,
+    ) -> Result<Arc<broker::Broker>, String> {
+        let mut brokers = self.brokers.lock().await;
+        if let Some(b) = brokers.get(name)
+            && b.config() == config
+        {
+            return Ok(b.clone());
+        }
+        let key_file = config.key_file.clone().unwrap_or_else(|| dir.join("key"));
+        let vault = vault::Vault::open(
+            dir.join("tokens"),
+            config.key.as_ref().map(|k| k.expose()),
+            &key_file,
+        )
+        .map_err(|e| e.to_string())?;
+        let address = url::Url::parse(&config.callback)
+            .ok()
+            .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)))
+            .unwrap_or_default();
+        let callbacks = {
+            let mut listening = self.callbacks.lock().await;
+            match listening.get(&address) {
+                Some(c) => c.clone(),
+                None => {
+                    let c = broker::Callbacks::listen(&config.callback).await?;
+                    listening.insert(address, c.clone());
+                    c
+                }
+            }
+        };
+        let b = Arc::new(broker::Broker::new(
+            name,
+            config.clone(),
+            Arc::new(vault),
+            callbacks,
+        ));
+        brokers.insert(name.to_owned(), b.clone());
+        Ok(b)
+    }
+
+    /// The state of the `exchange` server `name` (anew when configured anew).
+    pub(super) fn server(&self, name: &str, url: &str, config: &ExchangeAuth) -> Arc<PerServer> {
+        let mut servers = lock(&self.servers);
+        if let Some(s) = servers.get(name)
+            && s.config == *config
+            && s.url == url
+        {
+            return s.clone();
+        }
+        // New, or configured anew: nothing of the old settings' tokens is reused.
+        let s = Arc::new(PerServer {
+            config: config.clone(),
+            url: url.to_owned(),
+            exchanger: Arc::new(Exchanger::new(name, config.clone())),
+            cache: Arc::new(TokenCache::new(TOKENS_PER_SERVER)),
+            users: UserClients::default(),
+        });
+        servers.insert(name.to_owned(), s.clone());
+        s
+    }
+}
+
+/// Closes the least recently used connection that no call is setting up.
+fn evict_one(slots: &mut HashMap<UserKey, Slot>) {
+    let oldest = slots
+        .iter()
+        .filter_map(|(k, slot)| {
+            let held = slot.try_lock().ok()?;
+            Some((k.clone(), held.as_ref().map(|u| u.used)))
+        })
+        .min_by_key(|(_, used)| *used)
+        .map(|(k, _)| k);
+    if let Some(key) = oldest
+        && let Some(slot) = slots.remove(&key)
+        && let Ok(mut held) = slot.try_lock()
+        && let Some(uc) = held.take()
+    {
+        tokio::spawn(async move { uc.client.peer().close().await });
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
