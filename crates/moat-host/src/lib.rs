@@ -41,6 +41,7 @@ mod search_state;
 mod sessions;
 mod sqlite;
 pub mod state;
+pub mod store;
 mod subscriptions;
 mod supervisor;
 pub mod telemetry;

@@ -45,6 +45,7 @@ mod expand;
 mod gateway;
 mod import;
 pub mod pins;
+pub mod store;
 pub mod policy;
 mod reach;
 pub mod search;
@@ -93,6 +94,8 @@ pub struct Config {
     /// Where the audit store, pins and consent decisions live; `None`: the XDG state
     /// directory.
     pub state_dir: Option<PathBuf>,
+    /// `[store]`: the shared store (PostgreSQL) instead of the state directory's files.
+    pub store: store::StoreConfig,
     /// The files `import` pulled servers from (absolute), so a watcher can follow them too.
     pub imports: Vec<PathBuf>,
 }
@@ -196,6 +199,8 @@ struct TomlFile {
     telemetry: telemetry::TelemetryConfig,
     #[serde(default)]
     chat: chat::ChatConfig,
+    #[serde(default)]
+    store: store::StoreConfig,
     state_dir: Option<String>,
     import: Option<OneOrMany>,
 }
@@ -412,6 +417,7 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
         telemetry: raw.telemetry,
         chat: raw.chat,
         state_dir,
+        store: raw.store,
         imports,
     })
 }
