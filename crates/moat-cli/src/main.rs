@@ -173,7 +173,7 @@ async fn run(command: Command) -> Result<(), Failure> {
         Command::Sandbox(args) => cmd::sandbox::run(args),
         Command::Gateway(args) => cmd::gateway::run(args).await,
         Command::Audit(args) => cmd::state::audit(args),
-        Command::Pins(args) => cmd::state::pins(args),
+        Command::Pins(args) => cmd::state::pins(args).await,
         Command::Model(args) => cmd::model::run(args).await,
         Command::Completions(args) => cmd::completions::run(args),
         Command::Man(args) => cmd::man::run(args),

@@ -272,11 +272,49 @@ pub fn audit(args: AuditArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn pins(args: PinsArgs) -> Result<(), Failure> {
+pub async fn pins(args: PinsArgs) -> Result<(), Failure> {
     let config = load_config(args.config.as_deref())?;
+    let mut store_config = config
+        .as_ref()
+        .map(|c| c.store.clone())
+        .unwrap_or_default();
+    if args.store.is_some() {
+        store_config.url = args.store.clone();
+    }
+    if store_config.url.is_some() {
+        return shared_pins(&store_config, config.as_ref(), args).await;
+    }
     let dir = state_dir(config.as_ref())?;
     let store = PinStore::open(&moat_host::state::pins_path(&dir))
         .map_err(|e| Failure::Usage(anyhow!(e)))?;
     let action = args.action.unwrap_or(PinsAction::List);
     crate::cmd::pins::run(&store, config.as_ref(), action, args.json)
+}
+
+/// `moat pins` on a shared store: the command works on a copy taken now, and what it
+/// changed is sent back only where nobody changed the same pin in between.
+async fn shared_pins(
+    store: &moat_host::store::StoreConfig,
+    config: Option<&Config>,
+    args: PinsArgs,
+) -> Result<(), Failure> {
+    use moat_host::store::{Mirror, Postgres};
+    let pg = Postgres::connect(store)
+        .await
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let mirror = Mirror::open(pg)
+        .await
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let action = args.action.unwrap_or(PinsAction::List);
+    let outcome = crate::cmd::pins::run(mirror.pins(), config, action, args.json);
+    let synced = mirror
+        .sync()
+        .await
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    if synced.refused > 0 {
+        return Err(Failure::Usage(anyhow!(
+            moat_host::store::StoreError::Conflict(synced.refused)
+        )));
+    }
+    outcome
 }
