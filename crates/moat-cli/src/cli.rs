@@ -246,8 +246,10 @@ pub struct AuditArgs {
     /// The gateway's configuration, to find its state directory or audit path.
     #[arg(long, short, value_name = "FILE", global = true)]
     pub config: Option<std::path::PathBuf>,
-    /// Read this audit store instead of the configured one (a copy, a backup).
-    #[arg(long, value_name = "FILE", global = true)]
+    /// Read this audit store instead of the configured one: a file (a copy, a backup), or
+    /// a PostgreSQL URL (`postgres://…`, the gateways' `--store`; password from
+    /// MOAT_STORE_PASSWORD).
+    #[arg(long, value_name = "FILE|URL", global = true)]
     pub store: Option<std::path::PathBuf>,
 }
 

@@ -172,7 +172,7 @@ async fn run(command: Command) -> Result<(), Failure> {
         Command::Skill(args) => cmd::skills::skill(args).await,
         Command::Sandbox(args) => cmd::sandbox::run(args),
         Command::Gateway(args) => cmd::gateway::run(args).await,
-        Command::Audit(args) => cmd::state::audit(args),
+        Command::Audit(args) => cmd::state::audit(args).await,
         Command::Pins(args) => cmd::state::pins(args).await,
         Command::Model(args) => cmd::model::run(args).await,
         Command::Completions(args) => cmd::completions::run(args),

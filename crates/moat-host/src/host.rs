@@ -368,15 +368,13 @@ fn warn_unmatched(unmatched: Vec<Unmatched>) {
 async fn open_state(config: &Config, options: &HostOptions) -> Result<Stores, HostError> {
     let audit_enabled = config.audit.enabled;
     if config.store.url.is_some() {
-        // Pins and decisions in the shared store; the audit trail stays where `[audit]` says.
+        // Pins, decisions and the audit trail in the shared store (`--ephemeral` or not).
         let pg = crate::store::Postgres::connect(&config.store).await?;
+        if config.audit.sign {
+            tracing::warn!("[audit] sign: heads are not signed in the shared store");
+        }
+        let audit = audit_enabled.then(|| AuditLog::open_shared(pg.clone()));
         let mirror = crate::store::Mirror::open(pg).await?;
-        let audit = if options.ephemeral {
-            audit_enabled.then(AuditLog::open_in_memory).transpose()?
-        } else {
-            let dir = state::state_dir(config.state_dir.as_deref())?;
-            AuditLog::from_config(&config.audit, &dir)?
-        };
         return Ok(Stores {
             pins: mirror.pins().clone(),
             decisions: mirror.decisions().clone(),

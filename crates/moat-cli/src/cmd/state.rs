@@ -75,6 +75,11 @@ fn audit_verify(
             (report, path)
         }
     };
+    report_verify(&report, path, json)
+}
+
+/// Prints a verification (`path`: the store it is of) and exits 3 when the chain is broken.
+fn report_verify(report: &audit::chain::Report, path: &Path, json: bool) -> Result<(), Failure> {
     if json {
         let mut value = serde_json::to_value(&report).map_err(|e| Failure::Connection(e.into()))?;
         if let Some(obj) = value.as_object_mut() {
@@ -87,7 +92,7 @@ fn audit_verify(
         }
         crate::output::print_json(&value);
     } else {
-        print_verify(&report, path);
+        print_verify(report, path);
     }
     if report.ok() {
         Ok(())
@@ -217,8 +222,20 @@ fn audit_key(dir: &Path, json: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn audit(args: AuditArgs) -> Result<(), Failure> {
+pub async fn audit(args: AuditArgs) -> Result<(), Failure> {
     let config = load_config(args.config.as_deref())?;
+    let mut store = config
+        .as_ref()
+        .map(|c| c.store.clone())
+        .unwrap_or_default();
+    match &args.store {
+        Some(given) if is_store_url(given) => store.url = Some(given.display().to_string()),
+        Some(_) => store.url = None,
+        None => {}
+    }
+    if store.url.is_some() {
+        return shared_audit(&store, &args).await;
+    }
     let dir = state_dir(config.as_ref())?;
     let path = match (&args.store, &config) {
         (Some(store), _) => store.clone(),
@@ -317,4 +334,73 @@ async fn shared_pins(
         )));
     }
     outcome
+}
+
+/// Whether `--store` names a PostgreSQL store rather than a file.
+fn is_store_url(given: &Path) -> bool {
+    let text = given.to_string_lossy();
+    text.starts_with("postgres://") || text.starts_with("postgresql://")
+}
+
+/// `moat audit` on a shared store: the records of every gateway on it, one chain.
+async fn shared_audit(
+    store: &moat_host::store::StoreConfig,
+    args: &AuditArgs,
+) -> Result<(), Failure> {
+    let pg = moat_host::store::Postgres::connect(store)
+        .await
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let shown = PathBuf::from(pg.shown());
+    match &args.action {
+        Some(AuditAction::Verify { key, from: None }) => {
+            let trusted = key
+                .iter()
+                .map(|k| {
+                    audit::key::parse_public_key(k).ok_or_else(|| {
+                        Failure::Usage(anyhow!("--key {k}: not an Ed25519 public key (64 hex digits)"))
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            let report = audit::shared::verify(&pg, trusted)
+                .await
+                .map_err(|e| Failure::Usage(anyhow!(e)))?;
+            return report_verify(&report, &shown, args.json);
+        }
+        Some(_) => {
+            return Err(Failure::Usage(anyhow!(
+                "with a PostgreSQL store, `moat audit` lists and verifies; export, key and \
+                 verify --from work on SQLite files"
+            )));
+        }
+        None => {}
+    }
+    let since_ms = match &args.since {
+        Some(text) => {
+            let ago = audit::parse_duration(text)
+                .map_err(|e| Failure::Usage(anyhow!("--since {text}: {e}")))?;
+            Some(audit::ms_ago(ago))
+        }
+        None => None,
+    };
+    let query = AuditQuery {
+        since_ms,
+        tool: args.tool.clone(),
+        user: args.user.clone(),
+        limit: Some(args.limit),
+        ..AuditQuery::default()
+    };
+    let records = audit::shared::query(&pg, &query)
+        .await
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    if args.json {
+        let value = serde_json::to_value(&records).map_err(|e| Failure::Connection(e.into()))?;
+        crate::output::print_json(&value);
+    } else {
+        let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        print!("{}", audit::format_table(&records, colour));
+        if records.is_empty() {
+            eprintln!("no calls recorded");
+        }
+    }
+    Ok(())
 }

@@ -34,6 +34,8 @@ const POOL_SIZE: usize = 8;
 pub struct Postgres {
     pool: Pool,
     shown: String,
+    config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
 }
 
 impl std::fmt::Debug for Postgres {
@@ -84,8 +86,8 @@ impl Postgres {
         let _ = driver.await;
         migrated?;
         let manager = Manager::from_config(
-            pg,
-            tls,
+            pg.clone(),
+            tls.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -100,7 +102,12 @@ impl Postgres {
                 url: shown.clone(),
                 detail: e.to_string(),
             })?;
-        Ok(Postgres { pool, shown })
+        Ok(Postgres {
+            pool,
+            shown,
+            config: pg,
+            tls,
+        })
     }
 
     /// The URL, without its password: for messages.
@@ -114,6 +121,18 @@ impl Postgres {
             url: self.shown.clone(),
             detail: e.to_string(),
         })
+    }
+
+    /// A connection of its own, outside the pool, driven on the current runtime (the audit
+    /// writer's thread has a runtime of its own).
+    pub(crate) async fn connect_one(&self) -> Result<tokio_postgres::Client, StoreError> {
+        let (client, connection) = self
+            .config
+            .connect(self.tls.clone())
+            .await
+            .map_err(|e| self.failed(e))?;
+        tokio::spawn(connection);
+        Ok(client)
     }
 
     /// A failed statement, as an error naming the store.
