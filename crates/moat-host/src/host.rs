@@ -478,9 +478,13 @@ fn spawn_store_sync(weak: Weak<Inner>) {
         loop {
             let Some(inner) = weak.upgrade() else { return };
             let Some(shared) = inner.shared().cloned() else { return };
-            drop(inner);
             match shared.sync().await {
                 Ok(synced) => {
+                    if synced.received {
+                        // An approval made elsewhere: publish now, not at the next poll.
+                        inner.republish_all();
+                        inner.retry_held();
+                    }
                     if down {
                         tracing::info!(store = shared.postgres().shown(), "the store is reachable again");
                         down = false;
@@ -495,6 +499,7 @@ fn spawn_store_sync(weak: Weak<Inner>) {
                 }
                 Err(_) => {}
             }
+            drop(inner);
             tokio::time::sleep(crate::store::SYNC_EVERY).await;
         }
     });

@@ -330,11 +330,21 @@ async fn two_gateways_share_pins_and_rate_limits() {
         hosts.push(host);
     }
 
-    seed.sync().await.unwrap();
-    let pending = seed.pins().get("down__ok").unwrap().unwrap().pending.unwrap();
+    // The gateways send what they hold back at their next sync.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pending = loop {
+        seed.sync().await.unwrap();
+        if let Some(pending) = seed.pins().get("down__ok").unwrap().unwrap().pending {
+            break pending;
+        }
+        assert!(Instant::now() < deadline, "the held change never reached the store");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     seed.pins().approve_hash("down__ok", &pending.hash).unwrap();
     let approved = Instant::now();
-    seed.sync().await.unwrap();
+    let synced = seed.sync().await.unwrap();
+    assert_eq!(synced.sent, 1, "{synced:?}");
+    eprintln!("the approval reached the store after {:?}", approved.elapsed());
     for (i, client) in clients.iter().enumerate() {
         loop {
             if tool_names(client).await.contains(&"down__ok".to_owned()) {
@@ -362,6 +372,196 @@ async fn two_gateways_share_pins_and_rate_limits() {
     }
     assert_eq!((answered, limited), (3, 1), "3 a minute across both gateways");
     for host in &hosts {
+        host.audit().unwrap().flush().unwrap();
+    }
+
+    // Each call once in the shared trail, whichever gateway served it, in one chain.
+    let pg = Postgres::connect(&cfg).await.unwrap();
+    let records = moat_host::audit::shared::query(&pg, &Default::default())
+        .await
+        .unwrap();
+    let calls: Vec<_> = records
+        .iter()
+        .filter(|r| r.exposed_name == "down__ok")
+        .collect();
+    assert_eq!(calls.len(), 4, "{records:#?}");
+    assert_eq!(calls.iter().filter(|r| r.outcome == "ok").count(), 3);
+    let report = moat_host::audit::shared::verify(&pg, Vec::new()).await.unwrap();
+    assert!(report.ok(), "{report:?}");
+    assert_eq!(report.chained, records.len() as u64);
+    for host in &hosts {
         host.shutdown().await;
     }
+}
+
+/// A TCP relay in front of the test server, that can be cut (every connection dropped,
+/// new ones refused) and restored: PostgreSQL lost and back, without stopping the server
+/// other tests use.
+struct Relay {
+    url: String,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    live: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Relay {
+    async fn start(cfg: &StoreConfig) -> Relay {
+        let url = cfg.url.clone().unwrap();
+        let at = url.find('@').expect("MOAT_TEST_POSTGRES_URL names user@host:port") + 1;
+        let end = at + url[at..].find('/').unwrap();
+        let target = url[at..end].to_owned();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let local = listener.local_addr().unwrap();
+        let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let live = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (up2, live2) = (up.clone(), live.clone());
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if !up2.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let target = target.clone();
+                let task = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                live2.lock().unwrap().push(task.abort_handle());
+            }
+        });
+        Relay {
+            url: format!("{}{local}{}", &url[..at], &url[end..]),
+            up,
+            live,
+        }
+    }
+
+    fn cut(&self) {
+        self.up.store(false, Ordering::SeqCst);
+        for task in self.live.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.up.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The store lost while a gateway runs: a rate-limited call fails saying so, a call that
+/// needs no store still works (pins and decisions are served from the gateway's copy) and
+/// its record waits; when the store is back, calls work again and the trail has every
+/// record once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_lost_and_back() {
+    let Some(url) = postgres_url() else { return };
+    let cfg = fresh_schema(&url).await;
+    let relay = Relay::start(&cfg).await;
+    let down = serve(
+        Server::new("down", "1")
+            .tool("limited", "Under a limit", |_: NoArgs| async {
+                Ok::<_, String>("fine")
+            })
+            .tool("free", "Under no limit", |_: NoArgs| async {
+                Ok::<_, String>("fine")
+            }),
+    )
+    .await;
+    let toml = format!(
+        r#"
+        [servers.down]
+        url = "{down}"
+        [policy]
+        default = "allow"
+        [[policy.rate_limits]]
+        tool = "limited"
+        per_minute = 100
+        [store]
+        url = "{}"
+        "#,
+        relay.url
+    );
+    let config = Config::from_toml_str(&toml, None).unwrap();
+    let host = Host::start(config, HostOptions::default().ephemeral(true))
+        .await
+        .unwrap();
+    host.ready().await;
+    let upstream = serve(host.server().clone()).await;
+    let client = Client::builder()
+        .connect_url(&upstream, HttpOptions::default())
+        .await
+        .unwrap();
+    let call = |tool: &'static str| {
+        let client = &client;
+        async move {
+            let r = client.call_tool(tool, json!({})).await.unwrap();
+            (
+                r.is_error == Some(true),
+                r.content[0].as_text().unwrap_or_default().to_owned(),
+            )
+        }
+    };
+    assert_eq!(call("down__limited").await, (false, "fine".to_owned()));
+    let audit = host.audit().unwrap().clone();
+    tokio::task::spawn_blocking({
+        let audit = audit.clone();
+        move || audit.flush()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+
+    relay.cut();
+    let (failed, text) = call("down__limited").await;
+    assert!(failed, "{text}");
+    assert!(text.contains("cannot be reached"), "{text}");
+    assert!(!text.contains(":moat_test@"), "no password in messages: {text}");
+    assert_eq!(call("down__free").await, (false, "fine".to_owned()));
+    let waiting = tokio::task::spawn_blocking({
+        let audit = audit.clone();
+        move || audit.flush()
+    })
+    .await
+    .unwrap();
+    assert!(
+        matches!(waiting, Err(moat_host::audit::AuditError::Waiting { .. })),
+        "{waiting:?}"
+    );
+
+    relay.restore();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (failed, text) = call("down__limited").await;
+        if !failed {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never recovered: {text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    loop {
+        let flushed = tokio::task::spawn_blocking({
+            let audit = audit.clone();
+            move || audit.flush()
+        })
+        .await
+        .unwrap();
+        if flushed.is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "records never written: {flushed:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let pg = Postgres::connect(&cfg).await.unwrap();
+    let records = moat_host::audit::shared::query(&pg, &Default::default())
+        .await
+        .unwrap();
+    let names: Vec<(&str, &str)> = records
+        .iter()
+        .map(|r| (r.exposed_name.as_str(), r.outcome.as_str()))
+        .collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert_eq!(names[0], ("down__limited", "ok"));
+    assert_eq!(names[2], ("down__free", "ok"));
+    assert_eq!(names[3], ("down__limited", "ok"));
+    assert!(moat_host::audit::shared::verify(&pg, Vec::new()).await.unwrap().ok());
+    host.shutdown().await;
 }
