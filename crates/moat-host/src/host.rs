@@ -477,7 +477,9 @@ fn spawn_store_sync(weak: Weak<Inner>) {
         let mut down = false;
         loop {
             let Some(inner) = weak.upgrade() else { return };
-            let Some(shared) = inner.shared().cloned() else { return };
+            let Some(shared) = inner.shared().cloned() else {
+                return;
+            };
             match shared.sync().await {
                 Ok(synced) => {
                     if synced.received {
@@ -486,11 +488,17 @@ fn spawn_store_sync(weak: Weak<Inner>) {
                         inner.retry_held();
                     }
                     if down {
-                        tracing::info!(store = shared.postgres().shown(), "the store is reachable again");
+                        tracing::info!(
+                            store = shared.postgres().shown(),
+                            "the store is reachable again"
+                        );
                         down = false;
                     }
                     if synced.refused > 0 {
-                        tracing::info!(refused = synced.refused, "pins or decisions changed elsewhere first: the store's were taken");
+                        tracing::info!(
+                            refused = synced.refused,
+                            "pins or decisions changed elsewhere first: the store's were taken"
+                        );
                     }
                 }
                 Err(e) if !down => {

@@ -20,11 +20,11 @@ use crate::config::{Config, ServerConfig};
 use crate::consent::Decisions;
 use crate::options::HostOptions;
 use crate::pins::PinStore;
-use crate::store::Mirror;
 use crate::policy::Policy;
 use crate::search_state::SearchState;
 use crate::sessions::Sessions;
 use crate::state;
+use crate::store::Mirror;
 use crate::watched::Watched;
 
 /// The live connection of a server, shared with calls.

@@ -10,8 +10,8 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use moat::{Client, HttpOptions, NoArgs, Server};
 use moat::transport::http::server::HttpServerOptions;
+use moat::{Client, HttpOptions, NoArgs, Server};
 use moat_host::consent::Decisions;
 use moat_host::pins::{PinStatus, PinStore, ServerIdentity};
 use moat_host::store::{Mirror, Postgres, StoreConfig, StoreError};
@@ -75,7 +75,10 @@ impl Pair {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pins.db");
         Pair::Sqlite {
-            pins: (PinStore::open(&path).unwrap(), PinStore::open(&path).unwrap()),
+            pins: (
+                PinStore::open(&path).unwrap(),
+                PinStore::open(&path).unwrap(),
+            ),
             decisions: (
                 Decisions::open(&path).unwrap(),
                 Decisions::open(&path).unwrap(),
@@ -85,8 +88,12 @@ impl Pair {
     }
 
     async fn postgres(cfg: &StoreConfig) -> Pair {
-        let a = Mirror::open(Postgres::connect(cfg).await.unwrap()).await.unwrap();
-        let b = Mirror::open(Postgres::connect(cfg).await.unwrap()).await.unwrap();
+        let a = Mirror::open(Postgres::connect(cfg).await.unwrap())
+            .await
+            .unwrap();
+        let b = Mirror::open(Postgres::connect(cfg).await.unwrap())
+            .await
+            .unwrap();
         Pair::Postgres(a, b)
     }
 
@@ -118,11 +125,21 @@ impl Pair {
 async fn suite(pair: Pair) {
     let id = ServerIdentity::named("s");
     let (a, b) = pair.pins();
-    assert_eq!(a.observe(&id, "s", "s__echo", &tool("one")).unwrap(), PinStatus::New);
+    assert_eq!(
+        a.observe(&id, "s", "s__echo", &tool("one")).unwrap(),
+        PinStatus::New
+    );
     pair.settle().await;
     let (a, b) = (a, b);
-    assert_eq!(b.observe(&id, "s", "s__echo", &tool("one")).unwrap(), PinStatus::Pinned);
-    assert!(a.observe(&id, "s", "s__echo", &tool("two")).unwrap().is_held());
+    assert_eq!(
+        b.observe(&id, "s", "s__echo", &tool("one")).unwrap(),
+        PinStatus::Pinned
+    );
+    assert!(
+        a.observe(&id, "s", "s__echo", &tool("two"))
+            .unwrap()
+            .is_held()
+    );
     pair.settle().await;
     let version = b.version().unwrap();
     let before = a.version().unwrap();
@@ -137,7 +154,10 @@ async fn suite(pair: Pair) {
         assert!(synced.received, "{synced:?}");
     }
     assert_ne!(a.version().unwrap(), before, "the approval is noticed");
-    assert_eq!(a.observe(&id, "s", "s__echo", &tool("two")).unwrap(), PinStatus::Pinned);
+    assert_eq!(
+        a.observe(&id, "s", "s__echo", &tool("two")).unwrap(),
+        PinStatus::Pinned
+    );
     assert_eq!(a.list().unwrap().len(), 1);
 
     let (da, db) = pair.decisions();
@@ -174,18 +194,32 @@ async fn suite_on_postgres() {
 async fn the_first_writer_wins() {
     let Some(url) = postgres_url() else { return };
     let cfg = fresh_schema(&url).await;
-    let Pair::Postgres(a, b) = Pair::postgres(&cfg).await else { unreachable!() };
+    let Pair::Postgres(a, b) = Pair::postgres(&cfg).await else {
+        unreachable!()
+    };
     let id = ServerIdentity::named("s");
-    a.pins().observe(&id, "s", "s__echo", &tool("from a")).unwrap();
-    b.pins().observe(&id, "s", "s__echo", &tool("from b")).unwrap();
+    a.pins()
+        .observe(&id, "s", "s__echo", &tool("from a"))
+        .unwrap();
+    b.pins()
+        .observe(&id, "s", "s__echo", &tool("from b"))
+        .unwrap();
     assert_eq!(a.sync().await.unwrap().sent, 1);
     let synced = b.sync().await.unwrap();
     assert_eq!(synced.refused, 1, "{synced:?}");
-    assert!(b.pins().observe(&id, "s", "s__echo", &tool("from b")).unwrap().is_held());
+    assert!(
+        b.pins()
+            .observe(&id, "s", "s__echo", &tool("from b"))
+            .unwrap()
+            .is_held()
+    );
     b.sync().await.unwrap();
     a.sync().await.unwrap();
     let pin = a.pins().get("s__echo").unwrap().unwrap();
-    assert!(pin.pending.is_some(), "b's definition waits for approval everywhere");
+    assert!(
+        pin.pending.is_some(),
+        "b's definition waits for approval everywhere"
+    );
 }
 
 #[tokio::test]
@@ -195,10 +229,7 @@ async fn an_old_schema_is_upgraded_and_a_newer_one_refused() {
     let old = Postgres::connect_to(&cfg, Some(1)).await.unwrap();
     assert_eq!(old.schema_version().await.unwrap(), 1);
     let mirror = Mirror::open(old).await.unwrap();
-    mirror
-        .decisions()
-        .allow_always("kept__tool")
-        .unwrap();
+    mirror.decisions().allow_always("kept__tool").unwrap();
     mirror.sync().await.unwrap();
 
     let new = Postgres::connect(&cfg).await.unwrap();
@@ -228,7 +259,10 @@ async fn an_old_schema_is_upgraded_and_a_newer_one_refused() {
         matches!(err, StoreError::FutureSchema { found: 999, .. }),
         "{err}"
     );
-    assert!(err.to_string().contains("newer than this moat knows"), "{err}");
+    assert!(
+        err.to_string().contains("newer than this moat knows"),
+        "{err}"
+    );
 }
 
 /// Nothing listens: the error names the store, never its password.
@@ -251,11 +285,13 @@ async fn a_store_that_is_down_at_start_is_a_clear_error() {
         "[store]\nurl = \"postgres://moat:hunter2@127.0.0.1:{port}/moat?sslmode=disable\"\n"
     );
     let config = Config::from_toml_str(&toml, None).unwrap();
-    let err = Host::start(config, HostOptions::default().ephemeral(true))
-        .await
-        .err()
-        .expect("no gateway without its store");
-    assert!(err.to_string().contains("cannot connect to the store"), "{err}");
+    let Err(err) = Host::start(config, HostOptions::default().ephemeral(true)).await else {
+        panic!("no gateway without its store");
+    };
+    assert!(
+        err.to_string().contains("cannot connect to the store"),
+        "{err}"
+    );
     assert!(!err.to_string().contains("hunter2"), "{err}");
 }
 
@@ -287,9 +323,11 @@ async fn two_gateways_share_pins_and_rate_limits() {
     let Some(url) = postgres_url() else { return };
     let cfg = fresh_schema(&url).await;
     let store_url = cfg.url.clone().unwrap();
-    let down = serve(Server::new("down", "1").tool("ok", "Answers", |_: NoArgs| async {
-        Ok::<_, String>("fine")
-    }))
+    let down = serve(
+        Server::new("down", "1").tool("ok", "Answers", |_: NoArgs| async {
+            Ok::<_, String>("fine")
+        }),
+    )
     .await;
     let toml = format!(
         r#"
@@ -307,10 +345,14 @@ async fn two_gateways_share_pins_and_rate_limits() {
     let config = Config::from_toml_str(&toml, None).unwrap();
 
     // The approved definition differs from what the server shows now.
-    let seed = Mirror::open(Postgres::connect(&cfg).await.unwrap()).await.unwrap();
+    let seed = Mirror::open(Postgres::connect(&cfg).await.unwrap())
+        .await
+        .unwrap();
     let identity = ServerIdentity::of(&config.servers[0]);
     let old = Tool::new("ok", json!({ "type": "object" })).with_description("Old words");
-    seed.pins().observe(&identity, "down", "down__ok", &old).unwrap();
+    seed.pins()
+        .observe(&identity, "down", "down__ok", &old)
+        .unwrap();
     seed.sync().await.unwrap();
 
     let mut clients = Vec::new();
@@ -325,7 +367,10 @@ async fn two_gateways_share_pins_and_rate_limits() {
             .connect_url(&upstream, HttpOptions::default())
             .await
             .unwrap();
-        assert!(!tool_names(&client).await.contains(&"down__ok".to_owned()), "held");
+        assert!(
+            !tool_names(&client).await.contains(&"down__ok".to_owned()),
+            "held"
+        );
         clients.push(client);
         hosts.push(host);
     }
@@ -337,21 +382,33 @@ async fn two_gateways_share_pins_and_rate_limits() {
         if let Some(pending) = seed.pins().get("down__ok").unwrap().unwrap().pending {
             break pending;
         }
-        assert!(Instant::now() < deadline, "the held change never reached the store");
+        assert!(
+            Instant::now() < deadline,
+            "the held change never reached the store"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     seed.pins().approve_hash("down__ok", &pending.hash).unwrap();
     let approved = Instant::now();
     let synced = seed.sync().await.unwrap();
     assert_eq!(synced.sent, 1, "{synced:?}");
-    eprintln!("the approval reached the store after {:?}", approved.elapsed());
+    eprintln!(
+        "the approval reached the store after {:?}",
+        approved.elapsed()
+    );
     for (i, client) in clients.iter().enumerate() {
         loop {
             if tool_names(client).await.contains(&"down__ok".to_owned()) {
-                eprintln!("gateway {i}: the approval took effect after {:?}", approved.elapsed());
+                eprintln!(
+                    "gateway {i}: the approval took effect after {:?}",
+                    approved.elapsed()
+                );
                 break;
             }
-            assert!(approved.elapsed() < Duration::from_secs(10), "gateway {i} never released the tool");
+            assert!(
+                approved.elapsed() < Duration::from_secs(10),
+                "gateway {i} never released the tool"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -370,7 +427,11 @@ async fn two_gateways_share_pins_and_rate_limits() {
             }
         }
     }
-    assert_eq!((answered, limited), (3, 1), "3 a minute across both gateways");
+    assert_eq!(
+        (answered, limited),
+        (3, 1),
+        "3 a minute across both gateways"
+    );
     for host in &hosts {
         host.audit().unwrap().flush().unwrap();
     }
@@ -386,7 +447,9 @@ async fn two_gateways_share_pins_and_rate_limits() {
         .collect();
     assert_eq!(calls.len(), 4, "{records:#?}");
     assert_eq!(calls.iter().filter(|r| r.outcome == "ok").count(), 3);
-    let report = moat_host::audit::shared::verify(&pg, Vec::new()).await.unwrap();
+    let report = moat_host::audit::shared::verify(&pg, Vec::new())
+        .await
+        .unwrap();
     assert!(report.ok(), "{report:?}");
     assert_eq!(report.chained, records.len() as u64);
     for host in &hosts {
@@ -406,7 +469,10 @@ struct Relay {
 impl Relay {
     async fn start(cfg: &StoreConfig) -> Relay {
         let url = cfg.url.clone().unwrap();
-        let at = url.find('@').expect("MOAT_TEST_POSTGRES_URL names user@host:port") + 1;
+        let at = url
+            .find('@')
+            .expect("MOAT_TEST_POSTGRES_URL names user@host:port")
+            + 1;
         let end = at + url[at..].find('/').unwrap();
         let target = url[at..end].to_owned();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -514,7 +580,10 @@ async fn the_store_lost_and_back() {
     let (failed, text) = call("down__limited").await;
     assert!(failed, "{text}");
     assert!(text.contains("cannot be reached"), "{text}");
-    assert!(!text.contains(":moat_test@"), "no password in messages: {text}");
+    assert!(
+        !text.contains(":moat_test@"),
+        "no password in messages: {text}"
+    );
     assert_eq!(call("down__free").await, (false, "fine".to_owned()));
     let waiting = tokio::task::spawn_blocking({
         let audit = audit.clone();
@@ -547,7 +616,10 @@ async fn the_store_lost_and_back() {
         if flushed.is_ok() {
             break;
         }
-        assert!(Instant::now() < deadline, "records never written: {flushed:?}");
+        assert!(
+            Instant::now() < deadline,
+            "records never written: {flushed:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let pg = Postgres::connect(&cfg).await.unwrap();
@@ -562,6 +634,11 @@ async fn the_store_lost_and_back() {
     assert_eq!(names[0], ("down__limited", "ok"));
     assert_eq!(names[2], ("down__free", "ok"));
     assert_eq!(names[3], ("down__limited", "ok"));
-    assert!(moat_host::audit::shared::verify(&pg, Vec::new()).await.unwrap().ok());
+    assert!(
+        moat_host::audit::shared::verify(&pg, Vec::new())
+            .await
+            .unwrap()
+            .ok()
+    );
     host.shutdown().await;
 }

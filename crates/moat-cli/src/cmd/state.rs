@@ -81,7 +81,7 @@ fn audit_verify(
 /// Prints a verification (`path`: the store it is of) and exits 3 when the chain is broken.
 fn report_verify(report: &audit::chain::Report, path: &Path, json: bool) -> Result<(), Failure> {
     if json {
-        let mut value = serde_json::to_value(&report).map_err(|e| Failure::Connection(e.into()))?;
+        let mut value = serde_json::to_value(report).map_err(|e| Failure::Connection(e.into()))?;
         if let Some(obj) = value.as_object_mut() {
             obj.insert("ok".into(), report.ok().into());
             obj.insert("store".into(), path.display().to_string().into());
@@ -224,10 +224,7 @@ fn audit_key(dir: &Path, json: bool) -> Result<(), Failure> {
 
 pub async fn audit(args: AuditArgs) -> Result<(), Failure> {
     let config = load_config(args.config.as_deref())?;
-    let mut store = config
-        .as_ref()
-        .map(|c| c.store.clone())
-        .unwrap_or_default();
+    let mut store = config.as_ref().map(|c| c.store.clone()).unwrap_or_default();
     match &args.store {
         Some(given) if is_store_url(given) => store.url = Some(given.display().to_string()),
         Some(_) => store.url = None,
@@ -291,10 +288,7 @@ pub async fn audit(args: AuditArgs) -> Result<(), Failure> {
 
 pub async fn pins(args: PinsArgs) -> Result<(), Failure> {
     let config = load_config(args.config.as_deref())?;
-    let mut store_config = config
-        .as_ref()
-        .map(|c| c.store.clone())
-        .unwrap_or_default();
+    let mut store_config = config.as_ref().map(|c| c.store.clone()).unwrap_or_default();
     if args.store.is_some() {
         store_config.url = args.store.clone();
     }
@@ -357,7 +351,9 @@ async fn shared_audit(
                 .iter()
                 .map(|k| {
                     audit::key::parse_public_key(k).ok_or_else(|| {
-                        Failure::Usage(anyhow!("--key {k}: not an Ed25519 public key (64 hex digits)"))
+                        Failure::Usage(anyhow!(
+                            "--key {k}: not an Ed25519 public key (64 hex digits)"
+                        ))
                     })
                 })
                 .collect::<Result<_, _>>()?;

@@ -137,14 +137,19 @@ impl Link {
                     }
                 }
             }
-            let Some(client) = self.client.as_mut() else { return };
+            let Some(client) = self.client.as_mut() else {
+                return;
+            };
             let n = self.waiting.len().min(MAX_BATCH);
             let batch: Vec<&AuditRecord> = self.waiting.iter().take(n).collect();
             match insert_all(client, &batch).await {
                 Ok(()) => {
                     self.waiting.drain(..n);
                     if self.last_error.take().is_some() {
-                        tracing::info!(store = self.pg.shown(), "audit: the store is back; waiting records written");
+                        tracing::info!(
+                            store = self.pg.shown(),
+                            "audit: the store is back; waiting records written"
+                        );
                     }
                 }
                 Err(e) => {
@@ -260,13 +265,19 @@ fn run(pg: Postgres, rx: Receiver<Msg>) {
         }
     }
     if !link.waiting.is_empty() {
-        tracing::error!(store = link.pg.shown(), lost = link.waiting.len(),
-            "audit: the store stayed unreachable; records not written");
+        tracing::error!(
+            store = link.pg.shown(),
+            lost = link.waiting.len(),
+            "audit: the store stayed unreachable; records not written"
+        );
     }
 }
 
 /// One batch, chained after the store's head, under the chain's lock.
-async fn insert_all(client: &mut Client, records: &[&AuditRecord]) -> Result<(), tokio_postgres::Error> {
+async fn insert_all(
+    client: &mut Client,
+    records: &[&AuditRecord],
+) -> Result<(), tokio_postgres::Error> {
     let tx = client.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&CHAIN_LOCK])
         .await?;
@@ -276,7 +287,10 @@ async fn insert_all(client: &mut Client, records: &[&AuditRecord]) -> Result<(),
     let (mut id, mut prev) = match head {
         Some(row) => {
             let hash: String = row.get(1);
-            (row.get::<_, i64>(0), chain::from_hex(&hash).unwrap_or(chain::GENESIS))
+            (
+                row.get::<_, i64>(0),
+                chain::from_hex(&hash).unwrap_or(chain::GENESIS),
+            )
         }
         None => (0, chain::GENESIS),
     };
@@ -380,7 +394,10 @@ fn record_of(s: StoredRecord) -> AuditRecord {
 /// The newest `limit` records matching `q`, oldest first (as [`super::AuditReader::query`]).
 pub async fn query(pg: &Postgres, q: &AuditQuery) -> Result<Vec<AuditRecord>, AuditError> {
     let filter = q.tool.as_deref().map(ToolFilter::new).transpose()?;
-    let client = pg.client().await.map_err(|e| store_err(pg, e.to_string()))?;
+    let client = pg
+        .client()
+        .await
+        .map_err(|e| store_err(pg, e.to_string()))?;
     let rows = client
         .query(
             &format!(
@@ -406,7 +423,10 @@ pub async fn query(pg: &Postgres, q: &AuditQuery) -> Result<Vec<AuditRecord>, Au
 /// Checks the whole chain of the store (as [`super::AuditReader::verify`]; there are no
 /// signed heads in the shared store).
 pub async fn verify(pg: &Postgres, trusted: Vec<VerifyingKey>) -> Result<Report, AuditError> {
-    let client = pg.client().await.map_err(|e| store_err(pg, e.to_string()))?;
+    let client = pg
+        .client()
+        .await
+        .map_err(|e| store_err(pg, e.to_string()))?;
     let rows = client
         .query(&format!("SELECT {COLUMNS} FROM audit ORDER BY id"), &[])
         .await

@@ -45,12 +45,12 @@ mod expand;
 mod gateway;
 mod import;
 pub mod pins;
-pub mod store;
 pub mod policy;
 mod reach;
 pub mod search;
 mod server;
 mod source;
+pub mod store;
 pub mod telemetry;
 
 pub use consent::{ConsentConfig, ConsentMode};

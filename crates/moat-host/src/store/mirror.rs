@@ -223,13 +223,20 @@ impl Mirror {
             let refused = refused_keys.remove(table.name).unwrap_or_default();
             let changed = self.with_conn(table.side, |conn| {
                 let current = read_local(conn, table)?;
-                let keys: BTreeSet<&Vec<Val>> =
-                    current.keys().chain(base.keys()).chain(remote.keys()).collect();
+                let keys: BTreeSet<&Vec<Val>> = current
+                    .keys()
+                    .chain(base.keys())
+                    .chain(remote.keys())
+                    .collect();
                 let mut merged = Rows::new();
                 for key in keys {
                     // A row changed here and not yet sent stays, unless the server refused it.
                     let dirty = current.get(key) != base.get(key) && !refused.contains(key);
-                    let row = if dirty { current.get(key) } else { remote.get(key) };
+                    let row = if dirty {
+                        current.get(key)
+                    } else {
+                        remote.get(key)
+                    };
                     if let Some(row) = row {
                         merged.insert(key.clone(), row.clone());
                     }
@@ -290,7 +297,9 @@ fn read_local(conn: &Connection, table: &Table) -> rusqlite::Result<Rows> {
         let mut values = Vec::with_capacity(table.cols.len());
         for (i, (_, ty)) in table.cols.iter().enumerate() {
             values.push(match ty {
-                Text => row.get::<_, Option<String>>(i)?.map_or(Val::Null, Val::Text),
+                Text => row
+                    .get::<_, Option<String>>(i)?
+                    .map_or(Val::Null, Val::Text),
                 Int => row.get::<_, Option<i64>>(i)?.map_or(Val::Null, Val::Int),
             });
         }
@@ -336,8 +345,12 @@ async fn read_remote(
         let mut values = Vec::with_capacity(table.cols.len());
         for (i, (_, ty)) in table.cols.iter().enumerate() {
             values.push(match ty {
-                Text => row.try_get::<_, Option<String>>(i)?.map_or(Val::Null, Val::Text),
-                Int => row.try_get::<_, Option<i64>>(i)?.map_or(Val::Null, Val::Int),
+                Text => row
+                    .try_get::<_, Option<String>>(i)?
+                    .map_or(Val::Null, Val::Text),
+                Int => row
+                    .try_get::<_, Option<i64>>(i)?
+                    .map_or(Val::Null, Val::Int),
             });
         }
         out.insert(values[..table.key].to_vec(), values);

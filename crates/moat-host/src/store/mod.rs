@@ -103,6 +103,8 @@ pub enum StoreError {
     #[error("store: local copy: {0}")]
     Sqlite(#[from] rusqlite::Error),
     /// Another gateway changed a row this one changed too; its write was kept.
-    #[error("{0} changes were refused because another process changed the same rows first; look again and retry")]
+    #[error(
+        "{0} changes were refused because another process changed the same rows first; look again and retry"
+    )]
     Conflict(usize),
 }

@@ -193,7 +193,12 @@ async fn migrate(
     match report {
         Ok(report) => {
             for m in report.applied_migrations() {
-                tracing::info!(store = shown, version = m.version(), name = m.name(), "store schema migrated");
+                tracing::info!(
+                    store = shown,
+                    version = m.version(),
+                    name = m.name(),
+                    "store schema migrated"
+                );
             }
         }
         Err(e) => {
@@ -239,7 +244,11 @@ fn tls(shown: &str, mode: SslMode) -> Result<MakeRustlsConnect, StoreError> {
         Ok((connector, _)) => Ok(connector),
         Err(_) if mode == SslMode::Disable => Ok(no_roots()),
         Err(errors) if mode == SslMode::Prefer => {
-            tracing::debug!(store = shown, ?errors, "no trusted roots: TLS will fail and fall back");
+            tracing::debug!(
+                store = shown,
+                ?errors,
+                "no trusted roots: TLS will fail and fall back"
+            );
             Ok(no_roots())
         }
         Err(errors) => Err(StoreError::Tls {
@@ -264,9 +273,7 @@ pub fn redact_url(url: &str) -> String {
     let mut out = url.to_owned();
     if let Some(scheme_end) = out.find("://") {
         let rest = scheme_end + 3;
-        let authority_end = out[rest..]
-            .find(['/', '?'])
-            .map_or(out.len(), |i| rest + i);
+        let authority_end = out[rest..].find(['/', '?']).map_or(out.len(), |i| rest + i);
         if let Some(at) = out[rest..authority_end].rfind('@') {
             let userinfo = &out[rest..rest + at];
             if let Some(colon) = userinfo.find(':') {
@@ -323,7 +330,10 @@ mod tests {
             redact_url("postgres://moat:s3cret@db:5432/moat?sslmode=require"),
             "postgres://moat:***@db:5432/moat?sslmode=require"
         );
-        assert_eq!(redact_url("postgres://moat@db/moat"), "postgres://moat@db/moat");
+        assert_eq!(
+            redact_url("postgres://moat@db/moat"),
+            "postgres://moat@db/moat"
+        );
         assert_eq!(
             redact_url("postgresql://db/moat?user=a&password=p&sslmode=disable"),
             "postgresql://db/moat?user=a&password=***&sslmode=disable"
