@@ -20,7 +20,7 @@ pub enum HostError {
     Audit(#[from] crate::audit::AuditError),
     /// The shared store (`[store] url`) failed.
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] crate::store::error::StoreError),
     /// Two tools, or two prompts, would be shown to the client under one name.
     #[error("name collision: {0}")]
     Collision(String),

@@ -116,7 +116,7 @@ impl AuditLog {
 
     /// The log of the shared store `pg` (see [`shared`]): every gateway on it writes one
     /// chain.
-    pub fn open_shared(pg: crate::store::Postgres) -> AuditLog {
+    pub fn open_shared(pg: crate::store::postgres::Postgres) -> AuditLog {
         AuditLog {
             inner: Arc::new(Sink::Shared(shared::SharedWriter::spawn(pg))),
         }

@@ -24,7 +24,7 @@ use super::error::AuditError;
 use super::record::{AuditQuery, AuditRecord};
 use super::store::ToolFilter;
 use super::writer::{LINGER, MAX_BATCH, scrub};
-use crate::store::Postgres;
+use crate::store::postgres::Postgres;
 
 /// Records kept while the store is unreachable; beyond, the oldest are dropped (and counted).
 pub const MAX_WAITING: usize = 100_000;

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use rusqlite::Connection;
 use tokio_postgres::types::ToSql;
 
-use super::{Postgres, StoreError};
+use super::error::StoreError;
+use super::postgres::Postgres;
 use crate::consent::Decisions;
 use crate::pins::PinStore;
 

@@ -13,7 +13,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, R
 use tokio_postgres::config::SslMode;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::StoreError;
+use super::error::StoreError;
 use crate::config::store::{DEFAULT_PASSWORD_ENV, StoreConfig};
 
 mod embedded {

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use super::{Postgres, StoreError};
+use super::error::StoreError;
+use super::postgres::Postgres;
 use crate::policy::RateLimited;
 use crate::policy::rate::SharedBucket;
 
