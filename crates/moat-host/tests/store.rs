@@ -7,6 +7,7 @@
 //! it). Each test works in a schema of its own. Under CI a missing variable fails the test;
 //! elsewhere the test says why it did not run.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,8 @@ use moat_host::consent::Decisions;
 use moat_host::pins::{PinStatus, PinStore, ServerIdentity};
 use moat_host::store::{Mirror, Postgres, StoreConfig, StoreError};
 use moat_host::{Config, Host, HostOptions};
-use moat_protocol::types::Tool;
+use moat_protocol::ErrorObject;
+use moat_protocol::types::{ElicitResult, Tool};
 use serde_json::json;
 
 /// The server's URL, or `None` (outside CI only) after saying why the test does not run.
@@ -641,4 +643,96 @@ async fn the_store_lost_and_back() {
             .ok()
     );
     host.shutdown().await;
+}
+
+/// A client that answers every consent question with `answer`, counting the questions.
+async fn asking_client(url: &str, answer: &'static str, asked: Arc<AtomicU32>) -> Client {
+    Client::builder()
+        .on_elicitation(move |_params| {
+            asked.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let result: ElicitResult = serde_json::from_value(json!({
+                    "action": "accept",
+                    "content": { "decision": answer },
+                }))
+                .expect("an elicitation result");
+                Ok::<_, ErrorObject>(result)
+            }
+        })
+        .connect_url(url, HttpOptions::default())
+        .await
+        .unwrap()
+}
+
+/// "Always approve" given through one gateway: the other stops asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consent_always_on_one_gateway_applies_on_the_other() {
+    let Some(url) = postgres_url() else { return };
+    let cfg = fresh_schema(&url).await;
+    let store_url = cfg.url.clone().unwrap();
+    let down = serve(
+        Server::new("down", "1").tool("asky", "Needs consent", |_: NoArgs| async {
+            Ok::<_, String>("done")
+        }),
+    )
+    .await;
+    let toml = format!(
+        r#"
+        [servers.down]
+        url = "{down}"
+        [policy]
+        default = "ask"
+        [consent]
+        mode = "elicit"
+        [store]
+        url = "{store_url}"
+        "#
+    );
+    let config = Config::from_toml_str(&toml, None).unwrap();
+    let mut upstreams = Vec::new();
+    let mut hosts = Vec::new();
+    for _ in 0..2 {
+        let host = Host::start(config.clone(), HostOptions::default().ephemeral(true))
+            .await
+            .unwrap();
+        host.ready().await;
+        upstreams.push(serve(host.server().clone()).await);
+        hosts.push(host);
+    }
+    let asked_a = Arc::new(AtomicU32::new(0));
+    let asked_b = Arc::new(AtomicU32::new(0));
+    let a = asking_client(&upstreams[0], "always approve", asked_a.clone()).await;
+    let b = asking_client(&upstreams[1], "deny", asked_b.clone()).await;
+
+    let result = a.call_tool("down__asky", json!({})).await.unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    assert_eq!(asked_a.load(Ordering::SeqCst), 1);
+    let given = Instant::now();
+    loop {
+        let before = asked_b.load(Ordering::SeqCst);
+        let result = b.call_tool("down__asky", json!({})).await.unwrap();
+        if result.is_error != Some(true) {
+            assert_eq!(asked_b.load(Ordering::SeqCst), before, "not asked again");
+            eprintln!(
+                "the \"always\" applied on the other gateway after {:?}",
+                given.elapsed()
+            );
+            break;
+        }
+        assert!(
+            given.elapsed() < Duration::from_secs(10),
+            "never applied: {result:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let again = a.call_tool("down__asky", json!({})).await.unwrap();
+    assert_ne!(again.is_error, Some(true));
+    assert_eq!(
+        asked_a.load(Ordering::SeqCst),
+        1,
+        "a gateway's own always holds too"
+    );
+    for host in &hosts {
+        host.shutdown().await;
+    }
 }
