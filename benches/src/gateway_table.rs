@@ -36,7 +36,9 @@ const TOOL: &str = "test_simple_text";
 #[derive(clap::Args)]
 #[command(
     after_help = "Rows (for --only): floor, direct, gateway, gateway-sandbox, \
-    gateway-no-audit, gateway-no-busy-poll, memory.\n\
+    gateway-no-audit, gateway-no-busy-poll, gateway-rate, gateway-postgres, \
+    gateway-postgres-rate, memory.\n\
+    MOAT_BENCH_STORE_URL=postgres://… runs the gateway-postgres rows (skipped without it).\n\
     MOAT_BIN=PATH uses that moat binary instead of building one (cargo build -p moat-cli)."
 )]
 pub struct Args {
@@ -202,7 +204,15 @@ struct Setup {
     audit: bool,
     /// `--busy-poll` left at its default (else 0: the gateway sleeps as soon as it is idle).
     busy_poll: bool,
+    /// State in the PostgreSQL store of `MOAT_BENCH_STORE_URL` (else SQLite files).
+    store: bool,
+    /// A rate limit on the tool, too high to refuse: what counting a call costs.
+    rate: bool,
 }
+
+/// The variable naming the PostgreSQL store of the `gateway-postgres*` rows (skipped
+/// without it).
+const STORE_URL_VAR: &str = "MOAT_BENCH_STORE_URL";
 
 /// A moat.toml with `servers` × `moat serve everything` named s0, s1, …, every call
 /// allowed, pins on and the audit on unless `setup` says otherwise, state under
@@ -215,6 +225,19 @@ fn write_config(dir: &Path, label: &str, moat: &Path, servers: usize, setup: Set
     );
     if !setup.audit {
         toml.push_str("\n[audit]\nenabled = false\n");
+    }
+    if setup.rate {
+        toml.push_str(&format!(
+            "\n[[policy.rate_limits]]\ntool = {}\nper_second = 1000000\n",
+            quoted(Path::new(TOOL))
+        ));
+    }
+    if setup.store {
+        let url = std::env::var(STORE_URL_VAR).expect("the row is skipped without the store");
+        toml.push_str(&format!(
+            "\n[store]\nurl = {}\n",
+            serde_json::to_string(&url).expect("quote")
+        ));
     }
     // The sandbox starts from a fresh /tmp (where target directories often are): the
     // binary's directory is bound read-only in place of the default (the config's dir).
@@ -353,6 +376,9 @@ enum Kind {
     GatewaySandbox,
     GatewayNoAudit,
     GatewayNoBusyPoll,
+    GatewayRate,
+    GatewayPostgres,
+    GatewayPostgresRate,
 }
 
 impl Kind {
@@ -363,21 +389,50 @@ impl Kind {
                 sandbox: false,
                 audit: true,
                 busy_poll: true,
+                store: false,
+                rate: false,
             }),
             Kind::GatewaySandbox => Some(Setup {
                 sandbox: true,
                 audit: true,
                 busy_poll: true,
+                store: false,
+                rate: false,
             }),
             Kind::GatewayNoAudit => Some(Setup {
                 sandbox: false,
                 audit: false,
                 busy_poll: true,
+                store: false,
+                rate: false,
             }),
             Kind::GatewayNoBusyPoll => Some(Setup {
                 sandbox: false,
                 audit: true,
                 busy_poll: false,
+                store: false,
+                rate: false,
+            }),
+            Kind::GatewayRate => Some(Setup {
+                sandbox: false,
+                audit: true,
+                busy_poll: true,
+                store: false,
+                rate: true,
+            }),
+            Kind::GatewayPostgres => Some(Setup {
+                sandbox: false,
+                audit: true,
+                busy_poll: true,
+                store: true,
+                rate: false,
+            }),
+            Kind::GatewayPostgresRate => Some(Setup {
+                sandbox: false,
+                audit: true,
+                busy_poll: true,
+                store: true,
+                rate: true,
             }),
         }
     }
@@ -419,6 +474,21 @@ const ROWS: &[Row] = &[
         id: "gateway-no-busy-poll",
         kind: Kind::GatewayNoBusyPoll,
         note: "as `gateway`, with --busy-poll 0 (sleeps as soon as it is idle)",
+    },
+    Row {
+        id: "gateway-rate",
+        kind: Kind::GatewayRate,
+        note: "as `gateway`, with a rate limit on the tool (buckets in memory)",
+    },
+    Row {
+        id: "gateway-postgres",
+        kind: Kind::GatewayPostgres,
+        note: "as `gateway`, state in PostgreSQL (MOAT_BENCH_STORE_URL): audit batched there",
+    },
+    Row {
+        id: "gateway-postgres-rate",
+        kind: Kind::GatewayPostgresRate,
+        note: "as `gateway-rate`, buckets in PostgreSQL: one round trip per call",
     },
 ];
 
@@ -472,7 +542,10 @@ async fn connect(moat: &Path, kind: Kind, scratch: &Path) -> Target {
             TOOL.to_owned(),
         ),
         Some(setup) => {
-            let label = format!("lat-{}-{}-{}", setup.sandbox, setup.audit, setup.busy_poll);
+            let label = format!(
+                "lat-{}-{}-{}-{}-{}",
+                setup.sandbox, setup.audit, setup.busy_poll, setup.store, setup.rate
+            );
             let config = write_config(scratch, &label, moat, 1, setup);
             let mut argv = vec![
                 moat_s.to_owned(),
@@ -618,6 +691,14 @@ async fn measure_latency(s: &Settings, moat: &Path, scratch: &Path) -> Vec<Laten
         .iter()
         .filter(|r| s.sandbox || r.kind.setup().is_none_or(|setup| !setup.sandbox))
         .filter(|r| s.wants(r.id))
+        .filter(|r| {
+            let store = r.kind.setup().is_some_and(|setup| setup.store);
+            if store && std::env::var_os(STORE_URL_VAR).is_none() {
+                eprintln!("{}: skipped ({STORE_URL_VAR} is not set)", r.id);
+                return false;
+            }
+            true
+        })
         .collect();
     let mut targets = Vec::new();
     for row in &rows {
@@ -668,6 +749,8 @@ async fn measure_memory(s: &Settings, moat: &Path, scratch: &Path, sandbox: bool
         sandbox,
         audit: true,
         busy_poll: true,
+        store: false,
+        rate: false,
     };
     let config = write_config(scratch, label, moat, s.servers, setup);
     let moat_s = moat.to_str().expect("utf-8 path");

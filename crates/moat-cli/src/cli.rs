@@ -213,6 +213,11 @@ pub struct GatewayArgs {
     /// Keep pins, consent decisions and the audit trail in memory only.
     #[arg(long)]
     pub ephemeral: bool,
+    /// Keep pins, launch pins, lasting consent decisions and rate-limit buckets in this
+    /// PostgreSQL store, shared with every gateway given the same URL (overrides `[store]
+    /// url`). The password comes from MOAT_STORE_PASSWORD or `[store]`.
+    #[arg(long, value_name = "URL", env = "MOAT_STORE_URL")]
+    pub store: Option<String>,
     /// Start every server, print what the client would see (tools listed, tools held
     /// back, servers down), stop, and exit (0 when every server started).
     #[arg(long)]
@@ -261,8 +266,10 @@ pub struct AuditArgs {
     /// The gateway's configuration, to find its state directory or audit path.
     #[arg(long, short, value_name = "FILE", global = true)]
     pub config: Option<std::path::PathBuf>,
-    /// Read this audit store instead of the configured one (a copy, a backup).
-    #[arg(long, value_name = "FILE", global = true)]
+    /// Read this audit store instead of the configured one: a file (a copy, a backup), or
+    /// a PostgreSQL URL (`postgres://…`, the gateways' `--store`; password from
+    /// MOAT_STORE_PASSWORD).
+    #[arg(long, value_name = "FILE|URL", global = true)]
     pub store: Option<std::path::PathBuf>,
 }
 
@@ -301,6 +308,9 @@ pub struct PinsArgs {
     /// The gateway's configuration, to find its state directory.
     #[arg(long, short, value_name = "FILE", global = true)]
     pub config: Option<std::path::PathBuf>,
+    /// The pins of this PostgreSQL store (the gateways' `--store` or `[store] url`).
+    #[arg(long, value_name = "URL", env = "MOAT_STORE_URL", global = true)]
+    pub store: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -191,7 +191,27 @@ async fn run(
             ),
         ));
     }
-    if let Err(limited) = settings.policy.check_rate_for(&tool_ref, caller.user()) {
+    // With a shared store the buckets are the store's, counted across every gateway.
+    let limited = match inner.shared() {
+        None => settings.policy.check_rate_for(&tool_ref, caller.user()),
+        Some(shared) => {
+            let buckets = settings.policy.shared_buckets_for(&tool_ref, caller.user());
+            match shared.postgres().take_tokens(&buckets).await {
+                Ok(taken) => taken,
+                Err(e) => {
+                    return Ok(refuse(
+                        record,
+                        Refusal::RateLimit,
+                        format!(
+                            "{exposed} is under a rate limit, and the store that counts its calls \
+                             cannot be reached ({e}); try again when it is back"
+                        ),
+                    ));
+                }
+            }
+        }
+    };
+    if let Err(limited) = limited {
         return Ok(refuse(
             record,
             Refusal::RateLimit,
@@ -279,6 +299,11 @@ async fn run(
                             .allow_always_for(caller.consent_user(), exposed)
                         {
                             tracing::warn!(tool = exposed, error = %e, "decision not stored");
+                        } else if let Some(shared) = inner.shared().cloned() {
+                            // The other gateways learn of it now, not at the next sync.
+                            tokio::spawn(async move {
+                                let _ = shared.sync().await;
+                            });
                         }
                     }
                     _ => {}

@@ -464,6 +464,11 @@ impl Decisions {
         })
     }
 
+    /// The connection (the shared store's copy reads and writes the tables directly).
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Whether `user` approved `tool` for good: a user's "always" is theirs alone. `None`
     /// is the gateway's own user (stdio, or HTTP without OAuth): [`always_allowed`](Self::always_allowed).
     pub fn always_allowed_for(&self, user: Option<&str>, tool: &str) -> bool {

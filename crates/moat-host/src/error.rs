@@ -18,6 +18,9 @@ pub enum HostError {
     /// The audit store failed.
     #[error(transparent)]
     Audit(#[from] crate::audit::AuditError),
+    /// The shared store (`[store] url`) failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::error::StoreError),
     /// Two tools, or two prompts, would be shown to the client under one name.
     #[error("name collision: {0}")]
     Collision(String),

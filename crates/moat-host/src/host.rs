@@ -20,7 +20,7 @@ use crate::catalog::passed_on;
 use crate::config::{Config, ServerConfig};
 use crate::consent::Decisions;
 use crate::error::HostError;
-use crate::inner::{Inner, Settings, held_notice};
+use crate::inner::{Inner, Settings, Stores, held_notice};
 pub use crate::options::HostOptions;
 use crate::pins::PinStore;
 use crate::policy::{Policy, Unmatched};
@@ -48,7 +48,7 @@ impl Host {
         let policy = Policy::for_config(&config)?;
         warn_unmatched(policy.unmatched_servers());
         let redactor = config.audit.redactor();
-        let open_state_result = open_state(&config, &options)?;
+        let open_state_result = open_state(&config, &options).await?;
         let server = Server::new("moat", env!("CARGO_PKG_VERSION")).instructions(
             "moat gateway: the tools of several MCP servers, each named after its server \
              (server__tool) unless configured otherwise, each call checked against the user's \
@@ -65,6 +65,9 @@ impl Host {
             options,
         ));
         install_upstream_hooks(&inner);
+        if inner.shared().is_some() {
+            spawn_store_sync(Arc::downgrade(&inner));
+        }
         // Counting starts before the first server does, so its start is counted.
         if inner.settings().config.telemetry.metrics.is_some() {
             inner.enable_metrics();
@@ -237,6 +240,12 @@ impl Host {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        // What this gateway decided last goes to the shared store before it stops.
+        if let Some(shared) = self.inner.shared()
+            && let Err(e) = shared.sync().await
+        {
+            tracing::warn!(error = %e, "pins and decisions not sent to the store");
+        }
         if let Some(audit) = &self.inner.audit()
             && let Err(e) = audit.flush()
         {
@@ -391,18 +400,35 @@ fn warn_unmatched(unmatched: Vec<Unmatched>) {
     }
 }
 
-fn open_state(
-    config: &Config,
-    options: &HostOptions,
-) -> Result<(PinStore, Decisions, Option<AuditLog>), HostError> {
+async fn open_state(config: &Config, options: &HostOptions) -> Result<Stores, HostError> {
     let audit_enabled = config.audit.enabled;
+    if config.store.url.is_some() {
+        // Pins, decisions and the audit trail in the shared store (`--ephemeral` or not).
+        let pg = crate::store::Postgres::connect(&config.store).await?;
+        if config.audit.sign {
+            tracing::warn!("[audit] sign: heads are not signed in the shared store");
+        }
+        let audit = audit_enabled.then(|| AuditLog::open_shared(pg.clone()));
+        let mirror = crate::store::Mirror::open(pg).await?;
+        return Ok(Stores {
+            pins: mirror.pins().clone(),
+            decisions: mirror.decisions().clone(),
+            audit,
+            shared: Some(Arc::new(mirror)),
+        });
+    }
     if options.ephemeral {
         let audit = if audit_enabled {
             Some(AuditLog::open_in_memory()?)
         } else {
             None
         };
-        return Ok((PinStore::open_in_memory()?, Decisions::in_memory()?, audit));
+        return Ok(Stores {
+            pins: Arc::new(PinStore::open_in_memory()?),
+            decisions: Arc::new(Decisions::in_memory()?),
+            audit,
+            shared: None,
+        });
     }
     let dir = state::state_dir(config.state_dir.as_deref())?;
     let pins_path = state::pins_path(&dir);
@@ -410,7 +436,12 @@ fn open_state(
     let decisions = Decisions::open(&pins_path)?;
     // The store (and, with `[audit] sign`, the signing key) where the configuration says.
     let audit = AuditLog::from_config(&config.audit, &dir)?;
-    Ok((pins, decisions, audit))
+    Ok(Stores {
+        pins: Arc::new(pins),
+        decisions: Arc::new(decisions),
+        audit,
+        shared: None,
+    })
 }
 
 /// Subscriptions and completions go to the server that owns the resource or prompt.
@@ -475,6 +506,49 @@ fn install_upstream_hooks(inner: &Arc<Inner>) {
     });
 }
 
+/// Keeps the copy of the shared store in step (see [`crate::store::mirror`]): sends this
+/// gateway's pins and decisions, takes the others'. An outage is logged once, and its end.
+fn spawn_store_sync(weak: Weak<Inner>) {
+    tokio::spawn(async move {
+        let mut down = false;
+        loop {
+            let Some(inner) = weak.upgrade() else { return };
+            let Some(shared) = inner.shared().cloned() else {
+                return;
+            };
+            match shared.sync().await {
+                Ok(synced) => {
+                    if synced.received {
+                        // An approval made elsewhere: publish now, not at the next poll.
+                        inner.republish_all();
+                        inner.retry_held();
+                    }
+                    if down {
+                        tracing::info!(
+                            store = shared.postgres().shown(),
+                            "the store is reachable again"
+                        );
+                        down = false;
+                    }
+                    if synced.refused > 0 {
+                        tracing::info!(
+                            refused = synced.refused,
+                            "pins or decisions changed elsewhere first: the store's were taken"
+                        );
+                    }
+                }
+                Err(e) if !down => {
+                    tracing::warn!(error = %e, "pins and decisions are served from this gateway's copy until the store is back");
+                    down = true;
+                }
+                Err(_) => {}
+            }
+            drop(inner);
+            tokio::time::sleep(crate::store::SYNC_EVERY).await;
+        }
+    });
+}
+
 /// Looks at the pin store now and then, so `moat pins approve` in another terminal
 /// brings a held-back tool back without a restart.
 fn spawn_pins_poll(weak: Weak<Inner>) {
@@ -482,7 +556,10 @@ fn spawn_pins_poll(weak: Weak<Inner>) {
         let mut seen = None;
         loop {
             let Some(inner) = weak.upgrade() else { return };
-            let every = inner.options().pins_poll;
+            let mut every = inner.options().pins_poll;
+            if inner.shared().is_some() {
+                every = every.min(crate::store::SYNC_EVERY);
+            }
             let version = inner.pins().version().ok();
             if seen.is_some() && version != seen {
                 inner.republish_all();

@@ -24,6 +24,7 @@ use crate::policy::Policy;
 use crate::search_state::SearchState;
 use crate::sessions::Sessions;
 use crate::state;
+use crate::store::Mirror;
 use crate::watched::Watched;
 
 /// The live connection of a server, shared with calls.
@@ -80,14 +81,25 @@ struct Startup {
     deadline: Mutex<Instant>,
 }
 
+/// The state the host opened: pins, decisions and the audit trail, and the shared store
+/// the first two are a copy of.
+pub(crate) struct Stores {
+    pub(crate) pins: Arc<PinStore>,
+    pub(crate) decisions: Arc<Decisions>,
+    pub(crate) audit: Option<AuditLog>,
+    pub(crate) shared: Option<Arc<Mirror>>,
+}
+
 /// Everything the gateway's parts share. Its fields are its own: the parts that call,
 /// publish, search and supervise reach them through the methods below.
 pub(crate) struct Inner {
     server: Server,
     settings: RwLock<Arc<Settings>>,
-    pins: PinStore,
-    decisions: Decisions,
+    pins: Arc<PinStore>,
+    decisions: Arc<Decisions>,
     audit: Option<AuditLog>,
+    /// The shared store the pins and decisions are a copy of (`[store] url`), if any.
+    shared: Option<Arc<Mirror>>,
     catalog: Mutex<Catalog>,
     running: Mutex<HashMap<String, Running>>,
     generations: AtomicU64,
@@ -115,10 +127,15 @@ impl Inner {
     pub(crate) fn new(
         server: Server,
         settings: Settings,
-        stores: (PinStore, Decisions, Option<AuditLog>),
+        stores: Stores,
         options: HostOptions,
     ) -> Inner {
-        let (pins, decisions, audit) = stores;
+        let Stores {
+            pins,
+            decisions,
+            audit,
+            shared,
+        } = stores;
         let (pending, _) = watch::channel(0);
         Inner {
             server,
@@ -126,6 +143,7 @@ impl Inner {
             pins,
             decisions,
             audit,
+            shared,
             catalog: Mutex::new(Catalog::default()),
             running: Mutex::new(HashMap::new()),
             generations: AtomicU64::new(0),
@@ -183,6 +201,11 @@ impl Inner {
     /// Standing consent decisions ("always allow").
     pub(crate) fn decisions(&self) -> &Decisions {
         &self.decisions
+    }
+
+    /// The shared store, when the state lives in PostgreSQL.
+    pub(crate) fn shared(&self) -> Option<&Arc<Mirror>> {
+        self.shared.as_ref()
     }
 
     /// The audit trail, unless turned off.

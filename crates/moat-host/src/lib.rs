@@ -44,6 +44,7 @@ mod sessions;
 mod skills;
 mod sqlite;
 pub mod state;
+pub mod store;
 mod subscriptions;
 mod supervisor;
 pub mod telemetry;

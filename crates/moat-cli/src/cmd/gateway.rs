@@ -47,6 +47,9 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
         Some(auth) if args.http.is_some() => Some(resource_options(auth).map_err(Failure::Usage)?),
         _ => None,
     };
+    if args.store.is_some() {
+        config.store.url = args.store.clone();
+    }
     if args.search.is_some() {
         config.tool_search.mode = moat_host::SearchMode::On;
     }

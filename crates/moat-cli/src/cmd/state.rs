@@ -75,8 +75,13 @@ fn audit_verify(
             (report, path)
         }
     };
+    report_verify(&report, path, json)
+}
+
+/// Prints a verification (`path`: the store it is of) and exits 3 when the chain is broken.
+fn report_verify(report: &audit::chain::Report, path: &Path, json: bool) -> Result<(), Failure> {
     if json {
-        let mut value = serde_json::to_value(&report).map_err(|e| Failure::Connection(e.into()))?;
+        let mut value = serde_json::to_value(report).map_err(|e| Failure::Connection(e.into()))?;
         if let Some(obj) = value.as_object_mut() {
             obj.insert("ok".into(), report.ok().into());
             obj.insert("store".into(), path.display().to_string().into());
@@ -87,7 +92,7 @@ fn audit_verify(
         }
         crate::output::print_json(&value);
     } else {
-        print_verify(&report, path);
+        print_verify(report, path);
     }
     if report.ok() {
         Ok(())
@@ -217,8 +222,17 @@ fn audit_key(dir: &Path, json: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn audit(args: AuditArgs) -> Result<(), Failure> {
+pub async fn audit(args: AuditArgs) -> Result<(), Failure> {
     let config = load_config(args.config.as_deref())?;
+    let mut store = config.as_ref().map(|c| c.store.clone()).unwrap_or_default();
+    match &args.store {
+        Some(given) if is_store_url(given) => store.url = Some(given.display().to_string()),
+        Some(_) => store.url = None,
+        None => {}
+    }
+    if store.url.is_some() {
+        return shared_audit(&store, &args).await;
+    }
     let dir = state_dir(config.as_ref())?;
     let path = match (&args.store, &config) {
         (Some(store), _) => store.clone(),
@@ -272,11 +286,117 @@ pub fn audit(args: AuditArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn pins(args: PinsArgs) -> Result<(), Failure> {
+pub async fn pins(args: PinsArgs) -> Result<(), Failure> {
     let config = load_config(args.config.as_deref())?;
+    let mut store_config = config.as_ref().map(|c| c.store.clone()).unwrap_or_default();
+    if args.store.is_some() {
+        store_config.url = args.store.clone();
+    }
+    if store_config.url.is_some() {
+        return shared_pins(&store_config, config.as_ref(), args).await;
+    }
     let dir = state_dir(config.as_ref())?;
     let store = PinStore::open(&moat_host::state::pins_path(&dir))
         .map_err(|e| Failure::Usage(anyhow!(e)))?;
     let action = args.action.unwrap_or(PinsAction::List);
     crate::cmd::pins::run(&store, config.as_ref(), action, args.json)
+}
+
+/// `moat pins` on a shared store: the command works on a copy taken now, and what it
+/// changed is sent back only where nobody changed the same pin in between.
+async fn shared_pins(
+    store: &moat_host::store::StoreConfig,
+    config: Option<&Config>,
+    args: PinsArgs,
+) -> Result<(), Failure> {
+    use moat_host::store::{Mirror, Postgres};
+    let pg = Postgres::connect(store)
+        .await
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let mirror = Mirror::open(pg)
+        .await
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let action = args.action.unwrap_or(PinsAction::List);
+    let outcome = crate::cmd::pins::run(mirror.pins(), config, action, args.json);
+    let synced = mirror
+        .sync()
+        .await
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    if synced.refused > 0 {
+        return Err(Failure::Usage(anyhow!(
+            moat_host::store::StoreError::Conflict(synced.refused)
+        )));
+    }
+    outcome
+}
+
+/// Whether `--store` names a PostgreSQL store rather than a file.
+fn is_store_url(given: &Path) -> bool {
+    let text = given.to_string_lossy();
+    text.starts_with("postgres://") || text.starts_with("postgresql://")
+}
+
+/// `moat audit` on a shared store: the records of every gateway on it, one chain.
+async fn shared_audit(
+    store: &moat_host::store::StoreConfig,
+    args: &AuditArgs,
+) -> Result<(), Failure> {
+    let pg = moat_host::store::Postgres::connect(store)
+        .await
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let shown = PathBuf::from(pg.shown());
+    match &args.action {
+        Some(AuditAction::Verify { key, from: None }) => {
+            let trusted = key
+                .iter()
+                .map(|k| {
+                    audit::key::parse_public_key(k).ok_or_else(|| {
+                        Failure::Usage(anyhow!(
+                            "--key {k}: not an Ed25519 public key (64 hex digits)"
+                        ))
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            let report = audit::shared::verify(&pg, trusted)
+                .await
+                .map_err(|e| Failure::Usage(anyhow!(e)))?;
+            return report_verify(&report, &shown, args.json);
+        }
+        Some(_) => {
+            return Err(Failure::Usage(anyhow!(
+                "with a PostgreSQL store, `moat audit` lists and verifies; export, key and \
+                 verify --from work on SQLite files"
+            )));
+        }
+        None => {}
+    }
+    let since_ms = match &args.since {
+        Some(text) => {
+            let ago = audit::parse_duration(text)
+                .map_err(|e| Failure::Usage(anyhow!("--since {text}: {e}")))?;
+            Some(audit::ms_ago(ago))
+        }
+        None => None,
+    };
+    let query = AuditQuery {
+        since_ms,
+        tool: args.tool.clone(),
+        user: args.user.clone(),
+        limit: Some(args.limit),
+        ..AuditQuery::default()
+    };
+    let records = audit::shared::query(&pg, &query)
+        .await
+        .map_err(|e| Failure::Usage(anyhow!(e)))?;
+    if args.json {
+        let value = serde_json::to_value(&records).map_err(|e| Failure::Connection(e.into()))?;
+        crate::output::print_json(&value);
+    } else {
+        let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        print!("{}", audit::format_table(&records, colour));
+        if records.is_empty() {
+            eprintln!("no calls recorded");
+        }
+    }
+    Ok(())
 }

@@ -59,6 +59,25 @@ pub enum AuditError {
         /// The first failure's message.
         reason: String,
     },
+    /// The shared store (PostgreSQL) failed.
+    #[error("audit store {url}: {detail}")]
+    Store {
+        /// The store's URL, without its password.
+        url: String,
+        /// Why.
+        detail: String,
+    },
+    /// The shared store is unreachable and records wait to be written (none is lost: they
+    /// are written when it is back, while this process runs).
+    #[error("audit store {url}: {count} record(s) wait for the store to come back: {reason}")]
+    Waiting {
+        /// The store's URL, without its password.
+        url: String,
+        /// How many records wait.
+        count: usize,
+        /// The last failure.
+        reason: String,
+    },
     /// The writer thread is gone (it panicked); nothing more can be recorded.
     #[error("the audit writer thread has stopped")]
     WriterGone,

@@ -26,6 +26,7 @@ mod format;
 pub mod key;
 mod record;
 mod redact;
+pub mod shared;
 mod store;
 mod verdict;
 mod writer;
@@ -48,14 +49,23 @@ pub use crate::config::audit::{AuditConfig, DEFAULT_FILE_NAME, DEFAULT_SIGN_EVER
 /// Dropping the last clone lets the writer commit what is queued and waits for it.
 #[derive(Clone)]
 pub struct AuditLog {
-    inner: Arc<writer::Writer>,
+    inner: Arc<Sink>,
+}
+
+/// Where records go: the SQLite file's writer thread, or the shared store's.
+enum Sink {
+    Sqlite(writer::Writer),
+    Shared(shared::SharedWriter),
 }
 
 impl std::fmt::Debug for AuditLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AuditLog")
-            .field("path", &self.inner.path())
-            .finish_non_exhaustive()
+        let mut d = f.debug_struct("AuditLog");
+        match &*self.inner {
+            Sink::Sqlite(w) => d.field("path", &w.path()),
+            Sink::Shared(w) => d.field("store", &w.url()),
+        };
+        d.finish_non_exhaustive()
     }
 }
 
@@ -104,9 +114,17 @@ impl AuditLog {
         AuditLog::open(&path).map(Some)
     }
 
+    /// The log of the shared store `pg` (see [`shared`]): every gateway on it writes one
+    /// chain.
+    pub fn open_shared(pg: crate::store::postgres::Postgres) -> AuditLog {
+        AuditLog {
+            inner: Arc::new(Sink::Shared(shared::SharedWriter::spawn(pg))),
+        }
+    }
+
     fn start(conn: rusqlite::Connection, path: PathBuf, signer: Option<store::Signer>) -> AuditLog {
         AuditLog {
-            inner: Arc::new(writer::Writer::spawn(conn, path, signer)),
+            inner: Arc::new(Sink::Sqlite(writer::Writer::spawn(conn, path, signer))),
         }
     }
 
@@ -114,18 +132,27 @@ impl AuditLog {
     ///
     /// A record that cannot be written is reported by `tracing::warn!` and by the next [`flush`](Self::flush).
     pub fn record(&self, record: AuditRecord) {
-        self.inner.record(record);
+        match &*self.inner {
+            Sink::Sqlite(w) => w.record(record),
+            Sink::Shared(w) => w.record(record),
+        }
     }
 
     /// Waits until every record handed over so far is committed (and, when signing, the
     /// head signed); reports records lost since the last flush. Blocks the calling thread (from async code: at shutdown, or in `spawn_blocking`).
     pub fn flush(&self) -> Result<(), AuditError> {
-        self.inner.flush()
+        match &*self.inner {
+            Sink::Sqlite(w) => w.flush(),
+            Sink::Shared(w) => w.flush(),
+        }
     }
 
     /// Reads records back. Sees every record handed over before the call. Blocks like [`flush`](Self::flush).
     pub fn query(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, AuditError> {
-        self.inner.query(q.clone())
+        match &*self.inner {
+            Sink::Sqlite(w) => w.query(q.clone()),
+            Sink::Shared(w) => w.query(q.clone()),
+        }
     }
 }
 

@@ -434,10 +434,10 @@ fn checkpoint_from_row(row: &Row<'_>) -> rusqlite::Result<Checkpoint> {
 }
 
 /// A compiled [`AuditQuery::tool`] filter.
-struct ToolFilter(GlobMatcher);
+pub(super) struct ToolFilter(GlobMatcher);
 
 impl ToolFilter {
-    fn new(pattern: &str) -> Result<ToolFilter, AuditError> {
+    pub(super) fn new(pattern: &str) -> Result<ToolFilter, AuditError> {
         let glob = Glob::new(pattern).map_err(|e| AuditError::BadPattern {
             pattern: pattern.to_string(),
             reason: e.kind().to_string(),
@@ -445,7 +445,7 @@ impl ToolFilter {
         Ok(ToolFilter(glob.compile_matcher()))
     }
 
-    fn matches(&self, r: &AuditRecord) -> bool {
+    pub(super) fn matches(&self, r: &AuditRecord) -> bool {
         self.0.is_match(&r.exposed_name) || self.0.is_match(format!("{}/{}", r.server, r.tool))
     }
 }

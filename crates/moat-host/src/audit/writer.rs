@@ -22,11 +22,11 @@ use super::record::{AuditQuery, AuditRecord};
 use super::{redact, store};
 
 /// Most records per transaction, so one commit stays short even after a backlog.
-const MAX_BATCH: usize = 512;
+pub(super) const MAX_BATCH: usize = 512;
 
 /// How long the first record of a batch waits for others. While the thread sleeps, sending
 /// a record wakes nobody, which is most of the saving.
-const LINGER: Duration = Duration::from_millis(2);
+pub(super) const LINGER: Duration = Duration::from_millis(2);
 
 /// How long after its last record the thread keeps waking itself instead of waiting to be
 /// woken.
@@ -221,7 +221,7 @@ fn take_lost(lost: &mut Lost, path: &Path) -> Result<(), AuditError> {
 }
 
 /// Last line of defence, off the hot path: token-looking strings in the free-text error.
-fn scrub(mut record: AuditRecord) -> AuditRecord {
+pub(super) fn scrub(mut record: AuditRecord) -> AuditRecord {
     if let Some(error) = record.error.take() {
         record.error = Some(redact::scrub_tokens(&error).into_owned());
     }

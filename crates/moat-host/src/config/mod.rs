@@ -51,6 +51,7 @@ mod reach;
 pub mod search;
 mod server;
 mod source;
+pub mod store;
 pub mod telemetry;
 
 pub use consent::{ConsentConfig, ConsentMode};
@@ -95,6 +96,8 @@ pub struct Config {
     /// Where the audit store, pins and consent decisions live; `None`: the XDG state
     /// directory.
     pub state_dir: Option<PathBuf>,
+    /// `[store]`: the shared store (PostgreSQL) instead of the state directory's files.
+    pub store: store::StoreConfig,
     /// The files `import` pulled servers from (absolute), so a watcher can follow them too.
     pub imports: Vec<PathBuf>,
 }
@@ -198,6 +201,8 @@ struct TomlFile {
     telemetry: telemetry::TelemetryConfig,
     #[serde(default)]
     chat: chat::ChatConfig,
+    #[serde(default)]
+    store: store::StoreConfig,
     state_dir: Option<String>,
     import: Option<OneOrMany>,
 }
@@ -415,6 +420,7 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
         telemetry: raw.telemetry,
         chat: raw.chat,
         state_dir,
+        store: raw.store,
         imports,
     })
 }

@@ -153,7 +153,7 @@
 
 mod args;
 mod explain;
-mod rate;
+pub(crate) mod rate;
 mod select;
 mod unmatched;
 mod who;
@@ -613,6 +613,16 @@ impl Policy {
     /// a bucket per user).
     pub fn check_rate_for(&self, tool: &ToolRef, user: Option<&str>) -> Result<(), RateLimited> {
         self.rates.check(&self.named(tool), user, Instant::now())
+    }
+
+    /// The rate-limit buckets a call of `tool` by `user` takes a token from, for a shared
+    /// store ([`crate::store::rate`]), which takes them instead of this process.
+    pub(crate) fn shared_buckets_for(
+        &self,
+        tool: &ToolRef,
+        user: Option<&str>,
+    ) -> Vec<rate::SharedBucket> {
+        self.rates.shared_buckets(&self.named(tool), user)
     }
 
     /// [`check_rate`](Self::check_rate) at a given instant, for callers (and tests) with their

@@ -21,6 +21,21 @@ pub struct RateLimited {
     pub retry_after: Duration,
 }
 
+/// One token bucket as a shared store keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SharedBucket {
+    /// The limit (its label, burst and rate).
+    pub(crate) limit: String,
+    /// Which bucket of the limit (server, tool, user, as the limit splits).
+    pub(crate) bucket: String,
+    /// Burst: tokens when full.
+    pub(crate) capacity: f64,
+    /// Refill rate.
+    pub(crate) per_second: f64,
+    /// The limit's label, for the refusal.
+    pub(crate) label: String,
+}
+
 #[derive(Debug)]
 struct RateRule {
     label: String,
@@ -107,6 +122,27 @@ impl RateLimiter {
             self.prune(&mut buckets, now);
         }
         Ok(())
+    }
+
+    /// The buckets a call of `tool` takes a token from, for a store that keeps the buckets
+    /// of several gateways ([`crate::store::rate`]).
+    pub(crate) fn shared_buckets(&self, tool: &Named, user: Option<&str>) -> Vec<SharedBucket> {
+        self.rules
+            .iter()
+            .enumerate()
+            .filter(|(_, rule)| rule.selector.matches(tool))
+            .map(|(index, rule)| {
+                let (_, server, tool, user) = rule.key(index, tool.tool(), user);
+                SharedBucket {
+                    // The rate and burst are part of the name: a changed limit starts afresh.
+                    limit: format!("{}|{}|{}", rule.label, rule.capacity, rule.per_second),
+                    bucket: format!("{server}\u{1f}{tool}\u{1f}{user}"),
+                    capacity: rule.capacity,
+                    per_second: rule.per_second,
+                    label: rule.label.clone(),
+                }
+            })
+            .collect()
     }
 
     /// Each limit's label and selector, in file order.
