@@ -7,10 +7,13 @@
 //! - handshake-era sessions stick to the replica that opened them (HAProxy learns each
 //!   `Mcp-Session-Id` from the answer to `initialize`);
 //! - every call completes or fails with an error its client sees; none hangs; and a client
-//!   that starts after the restarts is served.
+//!   that starts after the restarts is served;
+//! - with the replicas sharing a PostgreSQL store (`[store] url`), every completed call is in
+//!   the one audit trail, once, and its hash chain verifies.
 //!
-//! HAProxy comes from Debian's packages (`.ci/run` installs it); without it the test fails
-//! under CI (`CI` set) and is skipped elsewhere, saying why.
+//! HAProxy comes from Debian's packages and PostgreSQL is started by `.ci/run`
+//! (`MOAT_TEST_POSTGRES_URL`); without them the test fails under CI (`CI` set) and is
+//! skipped elsewhere, saying why.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -42,6 +45,18 @@ fn haproxy() -> Option<PathBuf> {
         eprintln!("skipped: haproxy is not installed (apt-get install haproxy)");
     }
     found
+}
+
+fn postgres() -> Option<String> {
+    let url = std::env::var("MOAT_TEST_POSTGRES_URL").ok();
+    if url.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "MOAT_TEST_POSTGRES_URL is not set (.ci/run starts PostgreSQL and sets it)"
+        );
+        eprintln!("skipped: MOAT_TEST_POSTGRES_URL is not set (a PostgreSQL the replicas share)");
+    }
+    url
 }
 
 fn free_port() -> u16 {
@@ -153,10 +168,11 @@ fn modern_call(authority: &str, tool: &str, params: Value) -> Option<Value> {
 }
 
 /// An elicitation round through the balancer: ask, then answer (wherever it lands).
-fn modern_elicitation(authority: &str) -> Result<(), String> {
+fn modern_elicitation(authority: &str, docs: &str) -> Result<(), String> {
+    let tool = format!("{docs}__test_elicitation");
     let asked = modern_call(
         authority,
-        "docs__test_elicitation",
+        &tool,
         json!({"arguments": {"message": "Who are you?"}}),
     )
     .ok_or("no answer to the first round")?;
@@ -167,7 +183,7 @@ fn modern_elicitation(authority: &str) -> Result<(), String> {
         .ok_or_else(|| format!("no input request: {asked}"))?;
     let done = modern_call(
         authority,
-        "docs__test_elicitation",
+        &tool,
         json!({
             "arguments": {"message": "Who are you?"},
             "inputResponses": { key: {"action": "accept", "content": {"username": "ada", "email": "a@example.org"}} },
@@ -201,13 +217,16 @@ async fn session_client(url: String, version: ProtocolVersion) -> moat::Result<C
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
     let Some(haproxy) = haproxy() else { return };
+    let Some(store) = postgres() else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("moat.toml");
+    // The shared trail also holds other tests' calls: this run's server has a name of its own.
+    let docs = format!("docs{}", std::process::id());
     std::fs::write(
         &config,
         format!(
-            "state_dir = {:?}\n[policy]\ndefault = \"allow\"\n\
-             [servers.docs]\ncommand = {MOAT:?}\nargs = [\"serve\", \"everything\"]\nsandbox = false\n",
+            "state_dir = {:?}\n[store]\nurl = {store:?}\n[policy]\ndefault = \"allow\"\n\
+             [servers.{docs}]\ncommand = {MOAT:?}\nargs = [\"serve\", \"everything\"]\nsandbox = false\n",
             dir.path().join("state")
         ),
     )
@@ -248,11 +267,16 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
     let sessions = Arc::new(Tally::default());
     let mut load = Vec::new();
     for _ in 0..2 {
-        let (stop, modern, authority) = (stop.clone(), modern.clone(), authority.clone());
+        let (stop, modern, authority, docs) = (
+            stop.clone(),
+            modern.clone(),
+            authority.clone(),
+            docs.clone(),
+        );
         load.push(tokio::task::spawn_blocking(move || {
             while !stop.load(Ordering::Relaxed) {
                 let started = Instant::now();
-                let outcome = modern_elicitation(&authority);
+                let outcome = modern_elicitation(&authority, &docs);
                 assert!(started.elapsed() < CALL_BOUND * 2, "a call hung");
                 match outcome {
                     Ok(()) => modern.ok.fetch_add(1, Ordering::Relaxed),
@@ -263,6 +287,7 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
     }
     for version in [ProtocolVersion::V2025_06_18, ProtocolVersion::V2025_11_25] {
         let (stop, sessions, url) = (stop.clone(), sessions.clone(), url.clone());
+        let tool = format!("{docs}__test_tool_with_progress");
         load.push(tokio::spawn(async move {
             while !stop.load(Ordering::Relaxed) {
                 // A client whose session went with its replica starts a new one.
@@ -273,10 +298,7 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
                     continue;
                 };
                 while !stop.load(Ordering::Relaxed) {
-                    let call = client.call_tool(
-                        "docs__test_tool_with_progress",
-                        json!({"duration": 0.2, "steps": 2}),
-                    );
+                    let call = client.call_tool(&tool, json!({"duration": 0.2, "steps": 2}));
                     match tokio::time::timeout(CALL_BOUND, call).await {
                         Ok(Ok(r)) if r.is_error != Some(true) => {
                             sessions.ok.fetch_add(1, Ordering::Relaxed);
@@ -331,13 +353,46 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
     assert!(m_failed <= 6, "{m_failed} 2026-07-28 rounds failed");
 
     // After the restarts a new client is served, in either era.
-    modern_elicitation(&authority).expect("a round after the restarts");
+    modern_elicitation(&authority, &docs).expect("a round after the restarts");
     let client = session_client(url.clone(), ProtocolVersion::V2025_11_25)
         .await
         .expect("a session after the restarts");
     let r = client
-        .call_tool("docs__test_simple_text", json!({}))
+        .call_tool(&format!("{docs}__test_simple_text"), json!({}))
         .await
         .expect("a call after the restarts");
     assert_ne!(r.is_error, Some(true), "{r:?}");
+
+    client.close().await;
+    // Stopped, not killed: each replica's audit writer sends what it still holds.
+    for r in replicas.iter_mut().flatten() {
+        let status = r
+            .server
+            .stop_status(libc::SIGTERM, WITHIN)
+            .expect("stopped");
+        assert!(status.success(), "{status:?}\n{}", r.server.log());
+    }
+
+    // One trail for the three replicas: each completed session call once (a call whose
+    // answer was lost with its replica may be there too), and the chain intact.
+    let audit = |args: &[&str]| {
+        let out = Command::new(MOAT)
+            .args(["audit"])
+            .args(args)
+            .args(["--store", &store])
+            .output()
+            .expect("moat audit");
+        assert!(out.status.success(), "{out:?}");
+        out.stdout
+    };
+    let tool = format!("{docs}__test_tool_with_progress");
+    let records: Vec<Value> =
+        serde_json::from_slice(&audit(&["--tool", &tool, "--limit", "100000", "--json"]))
+            .expect("audit JSON");
+    let completed = records.iter().filter(|r| r["outcome"] == "ok").count();
+    assert!(
+        completed >= s_ok && completed <= s_ok + s_failed,
+        "{completed} audited as completed; the clients saw {s_ok} complete and {s_failed} fail"
+    );
+    audit(&["verify"]);
 }
