@@ -1,24 +1,27 @@
 //! Audit records as an aligned table for people (`moat audit` without `--json`).
 //!
-//! Times are shown in UTC, ISO 8601 to the second (`2025-06-01T12:34:56Z`): unambiguous, and no
+//! The user is the record's subject (the token's user over HTTP with `[auth]`, the OS user
+//! over stdio), `-` when nobody vouched for the caller. Times are shown in UTC, ISO 8601 to the second (`2025-06-01T12:34:56Z`): unambiguous, and no
 //! time-zone database needed. Every cell is text a downstream server may have chosen (tool
 //! names, error messages), so control characters are replaced before they reach a terminal.
 
 use super::record::AuditRecord;
 use super::verdict::Decision;
 
-const HEADERS: [&str; 8] = [
-    "TIME", "DECISION", "TOOL", "RULE", "CONSENT", "OUTCOME", "DURATION", "BYTES",
+const HEADERS: [&str; 9] = [
+    "TIME", "USER", "DECISION", "TOOL", "RULE", "CONSENT", "OUTCOME", "DURATION", "BYTES",
 ];
 /// Columns aligned to the right (numbers).
-const RIGHT: [bool; 8] = [false, false, false, false, false, false, true, true];
+const RIGHT: [bool; 9] = [false, false, false, false, false, false, false, true, true];
+/// The column coloured by decision.
+const DECISION_COLUMN: usize = 2;
 const MAX_ERROR_CHARS: usize = 120;
 
 /// Renders `records` as a table with a header line, one line per record, and an `ERROR` column
 /// when any record has an error. `color` colours the decision with ANSI escapes (allow green,
 /// ask yellow, deny red, error magenta). With no records, only the header line.
 pub fn format_table(records: &[AuditRecord], color: bool) -> String {
-    let rows: Vec<[String; 8]> = records.iter().map(cells).collect();
+    let rows: Vec<[String; 9]> = records.iter().map(cells).collect();
     let mut widths = HEADERS.map(|h| h.chars().count());
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -51,8 +54,8 @@ pub fn format_table(records: &[AuditRecord], color: bool) -> String {
 
 fn push_line(
     out: &mut String,
-    cells: &[String; 8],
-    widths: &[usize; 8],
+    cells: &[String; 9],
+    widths: &[usize; 9],
     paint: Option<&str>,
     last: Option<&str>,
 ) {
@@ -64,7 +67,7 @@ fn push_line(
         let pad = " ".repeat(widths[i].saturating_sub(cell.chars().count()));
         // Padding is computed on the plain text so escapes don't shift the columns.
         let text = match (i, paint) {
-            (1, Some(code)) => format!("\x1b[{code}m{cell}\x1b[0m"),
+            (DECISION_COLUMN, Some(code)) => format!("\x1b[{code}m{cell}\x1b[0m"),
             _ => cell.clone(),
         };
         if RIGHT[i] {
@@ -83,9 +86,10 @@ fn push_line(
     out.push('\n');
 }
 
-fn cells(r: &AuditRecord) -> [String; 8] {
+fn cells(r: &AuditRecord) -> [String; 9] {
     [
         utc_iso(r.time_ms),
+        r.subject.as_deref().map_or_else(|| "-".into(), clean),
         clean(&r.decision),
         clean(&r.exposed_name),
         clean(&r.rule),
@@ -201,6 +205,15 @@ mod tests {
         assert_eq!(lines[0].find("RULE").unwrap(), col(lines[1]));
         assert!(!table.contains('\x1b'));
         assert!(lines[1].ends_with("1.5ms  2.0 KiB"));
+        let user = lines[0].find("USER").unwrap();
+        assert_eq!(&lines[1][user..user + 2], "- ", "nobody vouched: {table}");
+        let mut alice = record("allow", "fs__read", None);
+        alice.subject = Some("alice".into());
+        let table = format_table(&[alice], false);
+        assert!(
+            table.lines().nth(1).unwrap().contains("Z  alice  allow"),
+            "{table}"
+        );
     }
 
     #[test]
