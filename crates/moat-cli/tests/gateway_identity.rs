@@ -9,14 +9,13 @@
 //! The requests are 2026-07-28 ones, each a POST of its own (consent is an input request
 //! answered by retrying), written by hand so the test sees the HTTP status and headers.
 
-use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 mod support;
+use support::raw_http::modern_request;
 use support::{HttpGateway, MOAT, Ready, TestIssuer};
 
 const RESOURCE: &str = "http://127.0.0.1/mcp";
@@ -78,51 +77,13 @@ impl Setup {
         name: Option<&str>,
         params: Value,
     ) -> (u16, String, Value) {
-        let mut params = params;
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
-            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}
-        });
-        let body =
-            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
-        let name_header = name
-            .map(|n| format!("Mcp-Name: {n}\r\n"))
-            .unwrap_or_default();
-        let request = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
-             Accept: application/json\r\nAuthorization: Bearer {token}\r\n\
-             MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\n{name_header}\
-             Content-Length: {len}\r\nConnection: close\r\n\r\n{body}",
-            host = self.gateway.authority,
-            len = body.len()
-        );
-        let mut tcp = TcpStream::connect(&self.gateway.authority).unwrap();
-        tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        tcp.write_all(request.as_bytes()).unwrap();
-        let mut out = String::new();
-        tcp.read_to_string(&mut out).unwrap();
-        let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
-        let status: u16 = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let challenge = head
-            .lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                k.eq_ignore_ascii_case("www-authenticate")
-                    .then(|| v.trim().to_owned())
-            })
-            .unwrap_or_default();
-        // A chunked body: the JSON is between the chunk sizes.
-        let json = body
-            .find('{')
-            .and_then(|start| body.rfind('}').map(|end| &body[start..=end]))
-            .and_then(|j| serde_json::from_str(j).ok())
-            .unwrap_or(Value::Null);
-        (status, challenge, json)
+        let reply = modern_request(&self.gateway.authority, method, name, params, Some(token))
+            .expect("the gateway answers");
+        let challenge = reply
+            .header("www-authenticate")
+            .unwrap_or_default()
+            .to_owned();
+        (reply.status, challenge, reply.json)
     }
 
     fn call(&self, token: &str, tool: &str, answers: Option<(&Value, &str)>) -> Value {

@@ -3,28 +3,14 @@
 //! either one cleanly (exit status 0, after draining), as a container runtime or a service
 //! manager expects.
 
-use std::io::{Read, Write};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use moat_test_support::listening::{Listening, mcp_authority};
+use moat_test_support::raw_http::get_status as probe;
 
 const MOAT: &str = env!("CARGO_BIN_EXE_moat");
 const WITHIN: Duration = Duration::from_secs(60);
-
-/// The status line's code of `GET path`, by hand (no client library needed for a probe).
-fn probe(authority: &str, path: &str) -> Option<u16> {
-    let mut tcp = std::net::TcpStream::connect(authority).ok()?;
-    tcp.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(
-        tcp,
-        "GET {path} HTTP/1.1\r\nHost: 10.0.0.7\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    tcp.read_to_string(&mut text).ok()?;
-    text.split_whitespace().nth(1)?.parse().ok()
-}
 
 fn start(args: &[&str], banner: &'static str) -> (Listening, String) {
     let mut cmd = Command::new(MOAT);

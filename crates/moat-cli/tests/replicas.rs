@@ -15,8 +15,6 @@
 //! (`MOAT_TEST_POSTGRES_URL`); without them the test fails under CI (`CI` set) and is
 //! skipped elsewhere, saying why.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -25,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use moat::{Client, HttpOptions, ProtocolVersion, VersionPreference};
 use moat_test_support::listening::{Listening, mcp_authority};
+use moat_test_support::raw_http::{get_status as probe, modern_request};
 use serde_json::{Value, json};
 
 const MOAT: &str = env!("CARGO_BIN_EXE_moat");
@@ -125,46 +124,12 @@ impl Drop for Balancer {
     }
 }
 
-/// The status of `GET path` at `authority`, by hand.
-fn probe(authority: &str, path: &str) -> Option<u16> {
-    let mut tcp = TcpStream::connect(authority).ok()?;
-    tcp.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(
-        tcp,
-        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    tcp.read_to_string(&mut text).ok()?;
-    text.split_whitespace().nth(1)?.parse().ok()
-}
-
 /// One 2026-07-28 `tools/call` by hand (as any HTTP client would), its JSON answer.
 fn modern_call(authority: &str, tool: &str, params: Value) -> Option<Value> {
     let mut params = params;
     params["name"] = json!(tool);
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
-        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}
-    });
-    let body =
-        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).to_string();
-    let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
-         Accept: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\n\
-         Mcp-Method: tools/call\r\nMcp-Name: {tool}\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let mut tcp = TcpStream::connect(authority).ok()?;
-    tcp.set_read_timeout(Some(CALL_BOUND)).ok()?;
-    tcp.write_all(request.as_bytes()).ok()?;
-    let mut out = String::new();
-    tcp.read_to_string(&mut out).ok()?;
-    let body = out.split_once("\r\n\r\n")?.1;
-    let json = &body[body.find('{')?..=body.rfind('}')?];
-    serde_json::from_str(json).ok()
+    let reply = modern_request(authority, "tools/call", Some(tool), params, None)?;
+    (!reply.json.is_null()).then_some(reply.json)
 }
 
 /// An elicitation round through the balancer: ask, then answer (wherever it lands).

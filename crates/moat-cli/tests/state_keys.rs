@@ -4,13 +4,12 @@
 //! different keys the retry is refused; after a rotation the old key, kept on the second
 //! line, still opens what it sealed. A bad key file is a usage error.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use moat_test_support::listening::{Listening, mcp_authority};
+use moat_test_support::raw_http::modern_request;
 use serde_json::{Value, json};
 
 const MOAT: &str = env!("CARGO_BIN_EXE_moat");
@@ -43,40 +42,26 @@ fn replica(keys: &Path) -> (Listening, String) {
     )
 }
 
-/// `tools/call test_elicitation` at `authority`, with `params` merged in; the result.
+/// `tools/call test_elicitation` at `authority`, with `extra` merged into its params; the
+/// answer.
 fn call(authority: &str, extra: Value) -> Value {
     let mut params = json!({
         "name": "test_elicitation",
         "arguments": {"message": "Who are you?"},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
-            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}
-        }
     });
     if let (Some(p), Some(extra)) = (params.as_object_mut(), extra.as_object()) {
         p.extend(extra.clone());
     }
-    let body =
-        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).to_string();
-    let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
-         Accept: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\n\
-         Mcp-Method: tools/call\r\nMcp-Name: test_elicitation\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let mut tcp = TcpStream::connect(authority).expect("connect");
-    tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    tcp.write_all(request.as_bytes()).expect("send");
-    let mut out = String::new();
-    tcp.read_to_string(&mut out).expect("read");
-    let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    let json = body
-        .find('{')
-        .and_then(|start| body.rfind('}').map(|end| &body[start..=end]))
-        .unwrap_or_else(|| panic!("no JSON in {out}"));
-    serde_json::from_str(json).expect("JSON answer")
+    let reply = modern_request(
+        authority,
+        "tools/call",
+        Some("test_elicitation"),
+        params,
+        None,
+    )
+    .expect("an answer");
+    assert!(!reply.json.is_null(), "no JSON in {reply:?}");
+    reply.json
 }
 
 /// The retry of `asked` (an input-required result) with the user's answer.

@@ -11,7 +11,8 @@
 //! - [`listening`]: a server started for a test, ready once its stderr says where it
 //!   listens;
 //! - [`gateway`]: `moat gateway --http` started for a test and ended with everything it ran;
-//! - [`issuer`]: a loopback OAuth issuer that signs access tokens for the users a test names.
+//! - [`issuer`]: a loopback OAuth issuer that signs access tokens for the users a test names;
+//! - [`raw_http`]: HTTP requests written by hand (health probes, 2026-07-28 requests).
 //!
 //! A dev-dependency only (`publish = false`). It does not depend on `moat`, so the SDK's
 //! own suites can use it too; the `moat` binary's path is passed in by each suite
@@ -24,6 +25,7 @@ pub mod json;
 pub mod lines;
 pub mod listening;
 pub mod procs;
+pub mod raw_http;
 pub mod run;
 
 pub use gateway::{HttpGateway, Ready};
