@@ -4,8 +4,10 @@
 //! - 2026-07-28 clients go round-robin to any replica, and a call that asks the user for
 //!   input is retried on whichever replica the balancer picks (the replicas share
 //!   `--state-key-file`);
-//! - handshake-era sessions stick to the replica that opened them (HAProxy learns each
-//!   `Mcp-Session-Id` from the answer to `initialize`);
+//! - handshake-era sessions too go round-robin, with no stickiness: a replica forwards a
+//!   request to the replica holding its session, and takes the session over when that
+//!   replica is gone, so no client has to start its session over (a call in flight on the
+//!   killed replica fails with an error its client sees);
 //! - every call completes or fails with an error its client sees; none hangs; and a client
 //!   that starts after the restarts is served;
 //! - with the replicas sharing a PostgreSQL store (`[store] url`), every completed call is in
@@ -22,12 +24,15 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use moat::{Client, HttpOptions, ProtocolVersion, VersionPreference};
+use moat_test_support::interop::{self, VENV_PYTHON};
 use moat_test_support::listening::{Listening, mcp_authority};
 use moat_test_support::raw_http::{get_status as probe, modern_request};
 use serde_json::{Value, json};
 
 const MOAT: &str = env!("CARGO_BIN_EXE_moat");
 const WITHIN: Duration = Duration::from_secs(60);
+/// Calls the Python SDK's client makes in its one session (about 0.3 s each).
+const PY_CALLS: usize = 40;
 /// How long one call may take before it counts as hung.
 const CALL_BOUND: Duration = Duration::from_secs(30);
 
@@ -104,10 +109,7 @@ fn haproxy_config(front: u16, replicas: &[u16]) -> String {
          frontend mcp\n    bind 127.0.0.1:{front}\n    default_backend moat\n\n\
          backend moat\n    balance roundrobin\n\
          \x20   option httpchk GET /healthz\n    http-check expect status 200\n\
-         \x20   default-server inter 500ms fall 2 rise 1\n\
-         \x20   stick-table type string len 64 size 100k expire 30m\n\
-         \x20   stick on req.hdr(mcp-session-id)\n\
-         \x20   stick store-response res.hdr(mcp-session-id)\n"
+         \x20   default-server inter 500ms fall 2 rise 1\n"
     );
     for (i, port) in replicas.iter().enumerate() {
         text.push_str(&format!("    server r{i} 127.0.0.1:{port} check\n"));
@@ -170,6 +172,8 @@ fn modern_elicitation(authority: &str, docs: &str) -> Result<(), String> {
 struct Tally {
     ok: AtomicUsize,
     failed: AtomicUsize,
+    /// Sessions started over because the old one no longer answered.
+    restarted: AtomicUsize,
 }
 
 async fn session_client(url: String, version: ProtocolVersion) -> moat::Result<Client> {
@@ -183,6 +187,9 @@ async fn session_client(url: String, version: ProtocolVersion) -> moat::Result<C
 async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
     let Some(haproxy) = haproxy() else { return };
     let Some(store) = postgres() else { return };
+    let Some(peers) = interop::peers(&[VENV_PYTHON, "py_client.py"]) else {
+        return;
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("moat.toml");
     // The shared trail also holds other tests' calls: this run's server has a name of its own.
@@ -227,6 +234,36 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
         std::thread::sleep(Duration::from_millis(100));
     }
 
+    // The Python SDK's client: one session for the whole run, through every restart.
+    let python = peers.py_client();
+    let mut py = Command::new(&python[0]);
+    py.args(&python[1..])
+        .args([
+            "--url",
+            &url,
+            "--protocol",
+            "2025-11-25",
+            "--tolerate-errors",
+        ])
+        .args(["--elicit", "approve once", "--timeout", "120"]);
+    for i in 0..PY_CALLS {
+        if i % 5 == 4 {
+            py.args(["--call", &format!("{docs}__test_elicitation"), "{}"]);
+        } else {
+            py.args([
+                "--call",
+                &format!("{docs}__test_tool_with_progress"),
+                r#"{"duration": 0.2, "steps": 2}"#,
+            ]);
+        }
+    }
+    let py = py
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the Python SDK client");
+    let py = tokio::task::spawn_blocking(move || py.wait_with_output());
+
     let stop = Arc::new(AtomicBool::new(false));
     let modern = Arc::new(Tally::default());
     let sessions = Arc::new(Tally::default());
@@ -254,23 +291,31 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
         let (stop, sessions, url) = (stop.clone(), sessions.clone(), url.clone());
         let tool = format!("{docs}__test_tool_with_progress");
         load.push(tokio::spawn(async move {
+            let mut first = true;
             while !stop.load(Ordering::Relaxed) {
-                // A client whose session went with its replica starts a new one.
+                // Only a client whose session no longer answers at all starts a new one.
                 let Ok(Ok(client)) =
                     tokio::time::timeout(CALL_BOUND, session_client(url.clone(), version)).await
                 else {
                     sessions.failed.fetch_add(1, Ordering::Relaxed);
                     continue;
                 };
-                while !stop.load(Ordering::Relaxed) {
+                if !first {
+                    sessions.restarted.fetch_add(1, Ordering::Relaxed);
+                }
+                first = false;
+                let mut failed_in_a_row = 0;
+                while !stop.load(Ordering::Relaxed) && failed_in_a_row < 3 {
                     let call = client.call_tool(&tool, json!({"duration": 0.2, "steps": 2}));
                     match tokio::time::timeout(CALL_BOUND, call).await {
                         Ok(Ok(r)) if r.is_error != Some(true) => {
                             sessions.ok.fetch_add(1, Ordering::Relaxed);
+                            failed_in_a_row = 0;
                         }
-                        Ok(_) => {
+                        Ok(outcome) => {
+                            eprintln!("a session call failed: {outcome:?}");
                             sessions.failed.fetch_add(1, Ordering::Relaxed);
-                            break;
+                            failed_in_a_row += 1;
                         }
                         Err(_) => panic!("a session's call hung"),
                     }
@@ -299,19 +344,70 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
     for task in load {
         task.await.expect("a load task panicked");
     }
+    let py = tokio::time::timeout(WITHIN * 2, py)
+        .await
+        .expect("the Python client finished")
+        .expect("joined")
+        .expect("ran");
+    assert!(
+        py.status.success(),
+        "the Python client failed: {}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    let py: Value = serde_json::from_slice(&py.stdout).expect("the Python client's JSON");
+    let py_calls = py["calls"].as_array().expect("calls");
+    assert_eq!(py_calls.len(), PY_CALLS, "one session made every call");
+    let py_failed = py_calls.iter().filter(|c| c.get("error").is_some()).count();
+    let py_progress_ok = py_calls
+        .iter()
+        .filter(|c| {
+            c["name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("test_tool_with_progress"))
+                && c.get("error").is_none()
+                && c["result"]["isError"] != true
+        })
+        .count();
+    let py_progress_failed = py_calls
+        .iter()
+        .filter(|c| {
+            c["name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("test_tool_with_progress"))
+                && c.get("error").is_some()
+        })
+        .count();
+    eprintln!(
+        "Python SDK session: {} calls, {py_failed} failed: {:?}",
+        py_calls.len(),
+        py_calls
+            .iter()
+            .filter_map(|c| c.get("error"))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        py_failed <= 2,
+        "{py_failed} of the Python client's calls failed"
+    );
 
     let (m_ok, m_failed) = (
         modern.ok.load(Ordering::Relaxed),
         modern.failed.load(Ordering::Relaxed),
     );
-    let (s_ok, s_failed) = (
+    let (s_ok, s_failed, s_restarted) = (
         sessions.ok.load(Ordering::Relaxed),
         sessions.failed.load(Ordering::Relaxed),
+        sessions.restarted.load(Ordering::Relaxed),
     );
     eprintln!(
         "2026-07-28 elicitation rounds: {m_ok} completed, {m_failed} failed; \
-         session calls: {s_ok} completed, {s_failed} failed"
+         session calls: {s_ok} completed, {s_failed} failed; sessions started over: \
+         {s_restarted}"
     );
+    // No stickiness, yet no session started over: the replicas took over the sessions of
+    // the killed and the restarted one. What failed was in flight on those two.
+    assert_eq!(s_restarted, 0, "sessions had to start over");
+    assert!(s_failed <= 4, "{s_failed} session calls failed");
     assert!(m_ok >= 10, "too few 2026-07-28 rounds completed: {m_ok}");
     assert!(s_ok >= 10, "too few session calls completed: {s_ok}");
     // Failures are only those in flight on the killed or drained replica.
@@ -355,9 +451,10 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
         serde_json::from_slice(&audit(&["--tool", &tool, "--limit", "100000", "--json"]))
             .expect("audit JSON");
     let completed = records.iter().filter(|r| r["outcome"] == "ok").count();
+    let (all_ok, all_failed) = (s_ok + py_progress_ok, s_failed + py_progress_failed);
     assert!(
-        completed >= s_ok && completed <= s_ok + s_failed,
-        "{completed} audited as completed; the clients saw {s_ok} complete and {s_failed} fail"
+        completed >= all_ok && completed <= all_ok + all_failed,
+        "{completed} audited as completed; the clients saw {all_ok} complete and {all_failed} fail"
     );
     audit(&["verify"]);
 }

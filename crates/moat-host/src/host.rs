@@ -123,6 +123,17 @@ impl Host {
         })
     }
 
+    /// The HTTP session directory replicas of this gateway share, when the state lives in
+    /// PostgreSQL (`[store] url`); give it to `HttpServerOptions::replication`.
+    pub fn session_directory(
+        &self,
+    ) -> Option<moat::transport::http::server::directory::SharedDirectory> {
+        let mirror = self.inner.shared()?;
+        Some(Arc::new(crate::store::PostgresDirectory::new(
+            mirror.postgres().clone(),
+        )))
+    }
+
     /// Serves the web console at `http://ADDR/` until the returned console is dropped, and
     /// makes it a consent channel (after the client's elicitation, before the terminal)
     /// while a browser has it open. Its one-time login URL is [`Console::login_url`].

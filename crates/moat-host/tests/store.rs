@@ -736,3 +736,86 @@ async fn consent_always_on_one_gateway_applies_on_the_other() {
         host.shutdown().await;
     }
 }
+
+/// The HTTP session directory's contract, on any engine.
+async fn directory_suite(
+    directory: &dyn moat::transport::http::server::directory::SessionDirectory,
+) {
+    use moat::transport::http::server::directory::{
+        Replica, SessionChange, SessionRecord, SessionUser,
+    };
+    let a = Replica::new("http://10.0.0.1:8080");
+    let b = Replica::new("http://10.0.0.2:8080");
+    let c = Replica::new("http://10.0.0.3:8080");
+    let mut record = SessionRecord::new("s1", a.clone());
+    record.version = "2025-11-25".into();
+    record.initialize = r#"{"protocolVersion":"2025-11-25","capabilities":{}}"#.into();
+    record.user = Some(SessionUser {
+        issuer: Some("https://idp".into()),
+        subject: None,
+    });
+    directory.register(&record).await.unwrap();
+    assert_eq!(directory.find("s1").await.unwrap(), Some(record.clone()));
+    assert_eq!(directory.find("s2").await.unwrap(), None);
+
+    // Changes the client makes; subscribing twice keeps one entry.
+    for change in [
+        SessionChange::LogLevel("error".into()),
+        SessionChange::Subscribe("file:///a".into()),
+        SessionChange::Subscribe("file:///b".into()),
+        SessionChange::Subscribe("file:///a".into()),
+        SessionChange::Unsubscribe("file:///b".into()),
+    ] {
+        directory.update("s1", &change).await.unwrap();
+    }
+    let found = directory.find("s1").await.unwrap().unwrap();
+    assert_eq!(found.log_level.as_deref(), Some("error"));
+    assert_eq!(found.subscriptions, vec!["file:///a".to_owned()]);
+
+    // Two replicas take it over from A at once: one wins, and the other learns who.
+    let (won_b, won_c) = tokio::join!(
+        directory.claim("s1", &a.id, &b),
+        directory.claim("s1", &a.id, &c)
+    );
+    let (won_b, won_c) = (won_b.unwrap(), won_c.unwrap());
+    assert!(won_b ^ won_c, "exactly one takeover wins");
+    let owner = directory.find("s1").await.unwrap().unwrap().owner;
+    assert_eq!(owner, if won_b { b.clone() } else { c.clone() });
+
+    // Touched records stay; the rest go once stale.
+    let other = SessionRecord::new("s2", a.clone());
+    directory.register(&other).await.unwrap();
+    directory
+        .touch(&["s1".to_owned()], Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert!(directory.find("s2").await.unwrap().is_some());
+    directory.remove("s1").await.unwrap();
+    assert_eq!(directory.find("s1").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn session_directory_in_memory() {
+    let directory = moat::transport::http::server::MemoryDirectory::default();
+    directory_suite(&directory).await;
+}
+
+#[tokio::test]
+async fn session_directory_on_postgres() {
+    let Some(url) = postgres_url() else { return };
+    let cfg = fresh_schema(&url).await;
+    let pg = Postgres::connect(&cfg).await.unwrap();
+    let directory = moat_host::store::PostgresDirectory::new(pg.clone());
+    directory_suite(&directory).await;
+
+    // A record nobody touches goes after `stale`.
+    use moat::transport::http::server::directory::{Replica, SessionDirectory, SessionRecord};
+    let r = SessionRecord::new("old", Replica::new("http://10.0.0.9:1"));
+    directory.register(&r).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    directory
+        .touch(&[], Duration::from_millis(10))
+        .await
+        .unwrap();
+    assert_eq!(directory.find("old").await.unwrap(), None);
+}

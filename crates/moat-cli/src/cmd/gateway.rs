@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use moat::transport::http::server::{HttpServerOptions, IntrospectionOptions, ResourceOptions};
+use moat::transport::http::server::{
+    HttpServerOptions, IntrospectionOptions, Replica, Replication, ResourceOptions,
+};
 use moat_host::config::auth::AuthConfig;
 use moat_host::{Config, Host, HostOptions};
 
@@ -150,6 +152,13 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
     http_options.allowed_origins = args.allow_origin.clone();
     http_options.drain_timeout = args.drain_timeout;
     http_options.on_response = Some(host.http_response_hook());
+    if let Some(directory) = host.session_directory() {
+        let url = advertised_url(args.advertise_url.as_deref(), addr).map_err(Failure::Usage)?;
+        http_options.replication = Some(Replication {
+            replica: Replica::new(url),
+            directory,
+        });
+    }
     let http = host
         .server()
         .bind_http(addr, http_options)
@@ -172,6 +181,34 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
     host.shutdown().await;
     served?;
     Ok(())
+}
+
+/// How other replicas reach this one: `--advertise-url`, else the address it listens on
+/// when that names one.
+fn advertised_url(given: Option<&str>, addr: std::net::SocketAddr) -> anyhow::Result<String> {
+    if let Some(url) = given {
+        // Only the origin counts: the MCP path is the same on every replica.
+        let authority = url
+            .strip_prefix("http://")
+            .map(|rest| rest.split(['/', '?', '#']).next().unwrap_or(""))
+            .filter(|a| !a.is_empty() && !a.contains('@') && !a.contains(char::is_whitespace));
+        return match authority {
+            Some(a) => Ok(format!("http://{a}")),
+            None => Err(anyhow!(
+                "--advertise-url {url:?}: give an http:// URL with a host, such as \
+                 http://10.0.3.7:8080 (the replicas talk plain HTTP to each other, as the \
+                 balancer does to them)"
+            )),
+        };
+    }
+    if addr.ip().is_unspecified() || addr.port() == 0 {
+        return Err(anyhow!(
+            "with a shared store ([store] url) and --http {addr}, say how the other replicas \
+             reach this one: --advertise-url http://THIS-HOST:PORT (or MOAT_ADVERTISE_URL; on \
+             Kubernetes, the pod IP: docs/deploy.md)"
+        ));
+    }
+    Ok(format!("http://{addr}"))
 }
 
 /// The HTTP server's resource-server settings from `[auth]`.

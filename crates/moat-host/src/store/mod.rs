@@ -16,7 +16,10 @@
 //! call never waits for a PostgreSQL round trip to check a pin or a decision, and a change
 //! made on one gateway is seen by the others within two sync periods.
 //!
-//! Rate limits are the exception: their buckets live in the server ([`rate`]) and a call
+//! The HTTP session directory ([`PostgresDirectory`]) is read and written straight through
+//! the pool: a replica looks a session up only when a request names one it does not hold.
+//!
+//! Rate limits are the exception too: their buckets live in the server ([`rate`]) and a call
 //! under a limit takes its token there, in one statement, so N per minute is N across every
 //! gateway.
 
@@ -24,6 +27,7 @@ pub mod error;
 pub mod mirror;
 pub mod postgres;
 pub mod rate;
+pub mod sessions;
 
 use std::time::Duration;
 
@@ -31,6 +35,7 @@ pub use crate::config::store::StoreConfig;
 pub use error::StoreError;
 pub use mirror::Mirror;
 pub use postgres::Postgres;
+pub use sessions::PostgresDirectory;
 
 /// How often a gateway on PostgreSQL sends its changes and looks for others'.
 pub const SYNC_EVERY: Duration = Duration::from_millis(200);

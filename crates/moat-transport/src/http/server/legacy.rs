@@ -14,12 +14,17 @@ use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 
 use moat_protocol::error::{INTERNAL_ERROR, SESSION_NOT_FOUND, TRANSPORT_ERROR};
 
+use super::directory::{SessionRecord, SharedDirectory};
 use super::session::Sessions;
 use super::stream::{Opening, SseBody};
 use super::{Body, Shared, accepts, empty, error, parse, read_body, sse_response};
 
 /// GET on the SSE path: open a session and its stream.
-pub(super) fn open(shared: &Shared, req: &Request<Incoming>, message_path: &str) -> Response<Body> {
+pub(super) async fn open(
+    shared: &Shared,
+    req: &Request<Incoming>,
+    message_path: &str,
+) -> Response<Body> {
     if !accepts(req).sse {
         return error(
             StatusCode::NOT_ACCEPTABLE,
@@ -50,6 +55,13 @@ pub(super) fn open(shared: &Shared, req: &Request<Incoming>, message_path: &str)
         );
     };
     (shared.on_connection)(conn);
+    // Other replicas forward this session's POSTs here.
+    if let Some(replication) = &shared.replication {
+        let mut record = SessionRecord::new(&session.id, replication.replica.clone());
+        record.legacy = true;
+        record.user = super::session::user_of(caller.as_deref());
+        super::remote::register(shared, record).await;
+    }
     let opening = Opening {
         keepalive: Some(shared.options.keepalive),
         endpoint: Some(format!("{message_path}?sessionId={}", session.id)),
@@ -59,6 +71,7 @@ pub(super) fn open(shared: &Shared, req: &Request<Incoming>, message_path: &str)
         body: stream.body(0, opening),
         sessions: Arc::downgrade(&shared.sessions),
         id: session.id.clone(),
+        directory: shared.replication.as_ref().map(|r| r.directory.clone()),
     };
     sse_response(body)
 }
@@ -98,17 +111,6 @@ pub(super) async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Bo
             None,
         );
     };
-    let Some(session) = shared
-        .sessions
-        .get(&id, super::caller_of(req.extensions()).as_deref())
-    else {
-        return error(
-            StatusCode::NOT_FOUND,
-            SESSION_NOT_FOUND,
-            "Session not found",
-            None,
-        );
-    };
     let (head, body) = req.into_parts();
     let caller = super::caller_of(&head.extensions);
     let text = match read_body(shared, &head.headers, body).await {
@@ -118,6 +120,25 @@ pub(super) async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Bo
     if let Err(r) = parse(&text) {
         return r;
     }
+    let session = match shared.sessions.get(&id, caller.as_deref()) {
+        Some(s) => s,
+        None => {
+            // Held by another replica: forwarded there (its answers go out on the SSE
+            // stream that replica serves).
+            let target = head.uri.path_and_query().map_or("", |p| p.as_str());
+            let away = super::Away {
+                method: http::Method::POST,
+                target,
+                headers: &head.headers,
+                body: &text,
+                awaited: &[],
+            };
+            match super::elsewhere(shared, &id, caller.as_ref(), away).await {
+                super::Elsewhere::Here(s) => s,
+                super::Elsewhere::Answered(r) => return r,
+            }
+        }
+    };
     match session.deliver(text, caller).await {
         Ok(()) => {
             let mut r = empty(StatusCode::ACCEPTED);
@@ -138,6 +159,8 @@ struct EndsSession {
     body: SseBody,
     sessions: Weak<Sessions>,
     id: String,
+    /// Where the session is recorded, for the other replicas.
+    directory: Option<SharedDirectory>,
 }
 
 impl HttpBody for EndsSession {
@@ -160,6 +183,16 @@ impl Drop for EndsSession {
     fn drop(&mut self) {
         if let Some(sessions) = self.sessions.upgrade() {
             sessions.close(&self.id);
+        }
+        if let (Some(directory), Ok(runtime)) =
+            (self.directory.take(), tokio::runtime::Handle::try_current())
+        {
+            let id = std::mem::take(&mut self.id);
+            runtime.spawn(async move {
+                if let Err(e) = directory.remove(&id).await {
+                    tracing::debug!(session = %id, "removing a legacy session's record failed: {e}");
+                }
+            });
         }
     }
 }

@@ -17,9 +17,12 @@
 //! that carry no answer (a client resumes or reconnects elsewhere), lets the requests in
 //! flight finish within [`HttpServerOptions::drain_timeout`], then closes every session.
 
+pub mod directory;
+mod forward;
 mod guard;
 mod legacy;
 mod modern;
+mod remote;
 mod resource;
 mod session;
 mod stream;
@@ -45,6 +48,10 @@ use moat_protocol::{Era, ProtocolVersion, RequestId};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+pub use directory::{
+    DirectoryError, MemoryDirectory, Replica, Replication, SessionDirectory, SessionRecord,
+};
+pub use forward::FORWARDED;
 pub use modern::{SharedToolHeaders, ToolHeaders};
 pub use resource::{
     INSUFFICIENT_SCOPE, Identity, IntrospectionOptions, MAX_SKEW, ResourceError, ResourceOptions,
@@ -120,6 +127,10 @@ pub struct HttpServerOptions {
     pub health: bool,
     /// Told the status code of every response as its head goes out (for metrics).
     pub on_response: Option<ResponseHook>,
+    /// Serve as one of several replicas sharing a session directory: a request for a
+    /// session another replica holds is forwarded there, or the session taken over when
+    /// that replica is gone (see [`directory`]).
+    pub replication: Option<Replication>,
 }
 
 /// Told the status code of each response ([`HttpServerOptions::on_response`]).
@@ -152,6 +163,7 @@ impl Default for HttpServerOptions {
             drain_timeout: Duration::from_secs(10),
             health: true,
             on_response: None,
+            replication: None,
         }
     }
 }
@@ -165,6 +177,7 @@ impl std::fmt::Debug for HttpServerOptions {
             .field("allowed_hosts", &self.allowed_hosts)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("resource", &self.resource)
+            .field("replication", &self.replication)
             .finish_non_exhaustive()
     }
 }
@@ -247,6 +260,11 @@ struct Shared {
     on_connection: OnConnection,
     sessions: Arc<Sessions>,
     bounds: StreamBounds,
+    replication: Option<Replication>,
+    /// Reaches the other replicas (with [`HttpServerOptions::replication`]).
+    forwarder: Option<reqwest::Client>,
+    /// Held while a session is taken over.
+    takeovers: tokio::sync::Mutex<()>,
 }
 
 /// Reports on a running [`HttpServer`].
@@ -319,13 +337,21 @@ impl HttpServer {
             origins: options.allowed_origins.clone(),
             token: options.token.clone(),
         };
+        let replication = options.replication.clone();
+        let tag = match &replication {
+            Some(r) => r.replica.id.clone(),
+            None => format!("{:06x}", rand::random::<u32>() & 0xff_ffff),
+        };
         Ok(HttpServer {
             listener,
             shared: Arc::new(Shared {
                 guard,
                 authorizer,
                 on_connection,
-                sessions: Arc::new(Sessions::default()),
+                sessions: Arc::new(Sessions::new(&tag)),
+                forwarder: replication.as_ref().map(|_| forward::client()),
+                replication,
+                takeovers: tokio::sync::Mutex::new(()),
                 readiness: Readiness::default(),
                 bounds: StreamBounds {
                     max_queued_bytes: options.sse_buffer_bytes.max(1),
@@ -365,7 +391,7 @@ impl HttpServer {
         shutdown: impl std::future::Future<Output = ()>,
     ) -> std::io::Result<()> {
         let shared = self.shared.clone();
-        let reaper = tokio::spawn(reap(Arc::downgrade(&shared.sessions), {
+        let reaper = tokio::spawn(reap(Arc::downgrade(&shared), {
             let idle = shared.options.session_idle_timeout;
             (
                 idle,
@@ -446,13 +472,24 @@ impl HttpServer {
     }
 }
 
-async fn reap(sessions: std::sync::Weak<Sessions>, (idle, every): (Duration, Duration)) {
+async fn reap(shared: std::sync::Weak<Shared>, (idle, every): (Duration, Duration)) {
     loop {
         tokio::time::sleep(every).await;
-        let Some(sessions) = sessions.upgrade() else {
+        let Some(shared) = shared.upgrade() else {
             return;
         };
-        sessions.expire(idle);
+        let expired = shared.sessions.expire(idle);
+        if let Some(replication) = &shared.replication {
+            for id in &expired {
+                remote::forget(&shared, id).await;
+            }
+            // Records no replica has touched for a while belong to sessions nobody took
+            // over after their replica died.
+            let live = shared.sessions.ids();
+            if let Err(e) = replication.directory.touch(&live, idle * 2).await {
+                tracing::warn!("refreshing the session directory failed: {e}");
+            }
+        }
     }
 }
 
@@ -590,8 +627,8 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     if path == opts.endpoint {
         return match *req.method() {
             Method::POST => post(shared, req).await,
-            Method::GET => get(shared, req),
-            Method::DELETE => delete(shared, &req),
+            Method::GET => get(shared, req).await,
+            Method::DELETE => delete(shared, req).await,
             _ => not_allowed(shared),
         };
     }
@@ -599,7 +636,7 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     if let Some((sse, message)) = opts.legacy.as_ref().filter(|_| !opts.stateless) {
         let (on_sse, on_message) = (path == sse, path == message);
         match *req.method() {
-            Method::GET if on_sse => return legacy::open(shared, &req, message),
+            Method::GET if on_sse => return legacy::open(shared, &req, message).await,
             Method::POST if on_message => return legacy::post(shared, req).await,
             // The path exists, the method does not: 405, which is what sends a client
             // POSTing to the SSE URL (the spec's auto-detection) on to the GET.
@@ -856,6 +893,10 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         .map(|v| v.to_str().unwrap_or("").to_owned());
     let (head, body) = req.into_parts();
     let caller = caller_of(&head.extensions);
+    let target = head
+        .uri
+        .path_and_query()
+        .map_or_else(|| head.uri.path().to_owned(), |p| p.as_str().to_owned());
     let headers = head.headers;
     let text = match read_body(shared, &headers, body).await {
         Ok(t) => t,
@@ -914,12 +955,17 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         (Some(id), _) => match shared.sessions.get(id, caller.as_deref()) {
             Some(s) => (s, false),
             None => {
-                return error(
-                    StatusCode::NOT_FOUND,
-                    SESSION_NOT_FOUND,
-                    "Session not found: it ended or expired; initialize a new one",
-                    request_id.as_ref(),
-                );
+                let away = Away {
+                    method: Method::POST,
+                    target: &target,
+                    headers: &headers,
+                    body: &text,
+                    awaited: &parsed.requests,
+                };
+                match elsewhere(shared, id, caller.as_ref(), away).await {
+                    Elsewhere::Here(s) => (s, false),
+                    Elsewhere::Answered(r) => return r,
+                }
             }
         },
         (None, true) => {
@@ -948,6 +994,13 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         }
     };
 
+    if let Some(change) = parsed
+        .single
+        .as_ref()
+        .and_then(|h| remote::change_of(&h.view().method, &text))
+    {
+        remote::record_change(shared, &session.id, change).await;
+    }
     if parsed.requests.is_empty() {
         return match session.deliver(text, caller).await {
             Ok(()) => empty(StatusCode::ACCEPTED),
@@ -970,6 +1023,11 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         stream.allow_hang_up();
     }
     // A single request goes on as the head read above; anything else as its text.
+    // A new session's record needs the client's `initialize` parameters.
+    let init_params = (fresh && shared.replication.is_some())
+        .then(|| params_of(&text))
+        .flatten();
+    let opener = caller.clone();
     let delivered = match parsed.single {
         Some(head) => session.deliver_request(head.with_line(text), caller).await,
         None => session.deliver(text, caller).await,
@@ -1008,6 +1066,16 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     if fresh && response.status() != StatusCode::OK {
         shared.sessions.close(&session.id);
         return response;
+    }
+    if fresh && let Some(replication) = &shared.replication {
+        let mut record = directory::SessionRecord::new(&session.id, replication.replica.clone());
+        record.version = session
+            .version()
+            .map(|v| v.as_str().to_owned())
+            .unwrap_or_default();
+        record.initialize = init_params.unwrap_or_default();
+        record.user = session::user_of(opener.as_deref());
+        remote::register(shared, record).await;
     }
     with_session(response, &session.id)
 }
@@ -1085,8 +1153,86 @@ async fn post_modern(
     }
 }
 
-#[allow(clippy::result_large_err)] // as for `parse`
-fn session_of(
+/// The `params` of a request, as JSON text.
+fn params_of(text: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct WithParams<'a> {
+        #[serde(borrow)]
+        params: Option<&'a serde_json::value::RawValue>,
+    }
+    let parsed: WithParams<'_> = serde_json::from_str(text).ok()?;
+    parsed.params.map(|p| p.get().to_owned())
+}
+
+/// A request for a session this replica does not hold, as [`elsewhere`] needs it.
+struct Away<'a> {
+    method: Method,
+    target: &'a str,
+    headers: &'a http::HeaderMap,
+    body: &'a str,
+    awaited: &'a [RequestId],
+}
+
+/// Where a request for a session this replica does not hold ended up.
+enum Elsewhere {
+    /// Served here: the session was taken over.
+    Here(Arc<session::Session>),
+    /// Answered already: by the owner it was forwarded to, or with an error.
+    Answered(Response<Body>),
+}
+
+/// A request for session `id`, which this replica does not hold: forwarded to the replica
+/// that does, or the session taken over when that replica is gone, or refused.
+async fn elsewhere(
+    shared: &Shared,
+    id: &str,
+    caller: Option<&SharedIdentity>,
+    away: Away<'_>,
+) -> Elsewhere {
+    use remote::Located;
+    let forwarded = away.headers.contains_key(forward::FORWARDED);
+    let mut located = remote::locate(shared, id, caller, forwarded).await;
+    // At most two forwards: to the owner, and to whoever took the session over meanwhile.
+    for _ in 0..2 {
+        let Located::There(record) = located else {
+            break;
+        };
+        let (Some(replication), Some(client)) = (&shared.replication, &shared.forwarder) else {
+            located = Located::Nowhere;
+            break;
+        };
+        let out = forward::Outbound {
+            method: away.method.clone(),
+            target: away.target,
+            headers: away.headers,
+            body: Bytes::copy_from_slice(away.body.as_bytes()),
+            awaited: away.awaited.to_vec(),
+        };
+        let sent = forward::forward(client, &replication.replica, &record.owner, out).await;
+        located = match sent {
+            forward::Forwarded::Answer(r) => return Elsewhere::Answered(r),
+            forward::Forwarded::Unreachable => remote::take_over(shared, record, caller).await,
+        };
+    }
+    match located {
+        Located::Here(s) => Elsewhere::Here(s),
+        Located::Unavailable(why) => Elsewhere::Answered(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            TRANSPORT_ERROR,
+            format!("Service unavailable: the session directory cannot be used ({why}); retry"),
+            None,
+        )),
+        Located::There(_) | Located::Nowhere => Elsewhere::Answered(error(
+            StatusCode::NOT_FOUND,
+            SESSION_NOT_FOUND,
+            "Session not found: it ended or expired; initialize a new one",
+            None,
+        )),
+    }
+}
+
+/// The session a GET or DELETE names: held here, taken over, or answered elsewhere.
+async fn session_for(
     shared: &Shared,
     req: &Request<Incoming>,
 ) -> Result<Arc<session::Session>, Response<Body>> {
@@ -1095,20 +1241,26 @@ fn session_of(
             "Bad request: the Mcp-Session-Id header is required",
         ));
     };
-    shared
-        .sessions
-        .get(
-            id.to_str().unwrap_or(""),
-            caller_of(req.extensions()).as_deref(),
-        )
-        .ok_or_else(|| {
-            error(
-                StatusCode::NOT_FOUND,
-                SESSION_NOT_FOUND,
-                "Session not found: it ended or expired; initialize a new one",
-                None,
-            )
-        })
+    let id = id.to_str().unwrap_or("");
+    let caller = caller_of(req.extensions());
+    if let Some(s) = shared.sessions.get(id, caller.as_deref()) {
+        return Ok(s);
+    }
+    let target = req
+        .uri()
+        .path_and_query()
+        .map_or(shared.options.endpoint.as_str(), |p| p.as_str());
+    let away = Away {
+        method: req.method().clone(),
+        target,
+        headers: req.headers(),
+        body: "",
+        awaited: &[],
+    };
+    match elsewhere(shared, id, caller.as_ref(), away).await {
+        Elsewhere::Here(s) => Ok(s),
+        Elsewhere::Answered(r) => Err(r),
+    }
 }
 
 fn is_modern_header(req: &Request<Incoming>) -> bool {
@@ -1119,7 +1271,7 @@ fn is_modern_header(req: &Request<Incoming>) -> bool {
         .is_some_and(|v| v.era() == Era::Modern)
 }
 
-fn get(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
+async fn get(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     if shared.options.stateless || is_modern_header(&req) {
         return not_allowed(shared);
     }
@@ -1131,7 +1283,7 @@ fn get(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             None,
         );
     }
-    let session = match session_of(shared, &req) {
+    let session = match session_for(shared, &req).await {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -1154,6 +1306,11 @@ fn get(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             };
             Some((stream, from))
         });
+        if resumed.is_none()
+            && let Some(r) = resume_foreign(shared, &session, last, opening.clone())
+        {
+            return r;
+        }
         return match resumed {
             Some((stream, _)) if stream.is_attached() => error(
                 StatusCode::CONFLICT,
@@ -1187,20 +1344,21 @@ fn get(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     }
 }
 
-fn delete(shared: &Shared, req: &Request<Incoming>) -> Response<Body> {
-    if shared.options.stateless || is_modern_header(req) {
+async fn delete(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
+    if shared.options.stateless || is_modern_header(&req) {
         return not_allowed(shared);
     }
-    let Some(id) = req.headers().get(h::SESSION_ID) else {
+    if req.headers().get(h::SESSION_ID).is_none() {
         return bad_request("Bad request: the Mcp-Session-Id header is required");
+    }
+    // Only its user may end a session; one held by another replica ends there (or here,
+    // taken over, when that replica is gone).
+    let session = match session_for(shared, &req).await {
+        Ok(s) => s,
+        Err(r) => return r,
     };
-    let id = id.to_str().unwrap_or("");
-    // Only its owner may end a session.
-    let owned = shared
-        .sessions
-        .get(id, caller_of(req.extensions()).as_deref())
-        .is_some();
-    if owned && shared.sessions.close(id) {
+    if shared.sessions.close(&session.id) {
+        remote::forget(shared, &session.id).await;
         empty(StatusCode::OK)
     } else {
         error(
@@ -1210,4 +1368,45 @@ fn delete(shared: &Shared, req: &Request<Incoming>) -> Response<Body> {
             None,
         )
     }
+}
+
+/// A resume of a stream the session's previous replica opened, after a takeover: its
+/// events died with that replica. A standalone stream starts afresh; a stream awaiting
+/// answers gets, for each request, the error saying it failed (the event ids name them).
+fn resume_foreign(
+    shared: &Shared,
+    session: &session::Session,
+    last: &str,
+    opening: Opening,
+) -> Option<Response<Body>> {
+    let (prefix, _) = stream::parse_event_id(last)?;
+    let (tag, awaited) = session::foreign_stream(prefix)?;
+    if tag == shared.sessions.tag() {
+        return None;
+    }
+    if awaited.is_empty() {
+        let stream = session.standalone(true)?;
+        return Some(with_session(
+            sse_response(stream.body(0, opening)),
+            &session.id,
+        ));
+    }
+    let stream = stream::Stream::new(None, awaited.len(), shared.bounds);
+    for id in &awaited {
+        let err = ErrorObject::new(
+            INTERNAL_ERROR,
+            "the server replica handling this request stopped before answering; the request \
+             may or may not have taken effect",
+        );
+        stream.push(Arc::from(jsonrpc::encode_error(Some(id), &err)), 1);
+    }
+    let opening = Opening {
+        prime: false,
+        retry: None,
+        ..opening
+    };
+    Some(with_session(
+        sse_response(stream.body(0, opening)),
+        &session.id,
+    ))
 }

@@ -12,18 +12,28 @@ use moat_protocol::session::OwnedRequestHead;
 use moat_protocol::{ProtocolVersion, RequestId};
 use tokio::sync::mpsc;
 
+use super::directory::{SessionRecord, SessionUser};
 use super::stream::{Pushed, Stream, StreamBounds};
 use crate::connection::{Closer, Connection, Inbound, Outgoing};
 use crate::framing::Frame;
 use crate::identity::{Identity, SharedIdentity};
 
 /// Live sessions by id.
-#[derive(Default)]
 pub(crate) struct Sessions {
     map: Mutex<HashMap<String, Arc<Session>>>,
+    /// Starts every stream id of this process, so the ids stay unique in a session that
+    /// another replica takes over (it numbers its streams from 1 again).
+    tag: String,
 }
 
 impl Sessions {
+    pub(crate) fn new(tag: &str) -> Sessions {
+        Sessions {
+            map: Mutex::new(HashMap::new()),
+            tag: tag.chars().filter(char::is_ascii_alphanumeric).collect(),
+        }
+    }
+
     fn map(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -40,6 +50,11 @@ impl Sessions {
         Some(session)
     }
 
+    /// The process's part of stream ids.
+    pub(crate) fn tag(&self) -> &str {
+        &self.tag
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.map().len()
     }
@@ -52,7 +67,37 @@ impl Sessions {
         caller: Option<&Identity>,
         legacy: bool,
     ) -> (Arc<Session>, Connection) {
-        let id = new_session_id();
+        self.open_as(new_session_id(), bounds, queue, Owner::of(caller), legacy)
+    }
+
+    /// Open again, under its own id, a session another replica opened (a takeover).
+    pub(crate) fn reopen(
+        self: &Arc<Self>,
+        record: &SessionRecord,
+        bounds: StreamBounds,
+        queue: usize,
+    ) -> (Arc<Session>, Connection) {
+        let owner = Owner(
+            record
+                .user
+                .as_ref()
+                .map(|u| (u.issuer.clone(), u.subject.clone())),
+        );
+        let (session, conn) = self.open_as(record.id.clone(), bounds, queue, owner, false);
+        if let Some(v) = ProtocolVersion::parse(&record.version) {
+            let _ = session.version.set(v);
+        }
+        (session, conn)
+    }
+
+    fn open_as(
+        self: &Arc<Self>,
+        id: String,
+        bounds: StreamBounds,
+        queue: usize,
+        owner: Owner,
+        legacy: bool,
+    ) -> (Arc<Session>, Connection) {
         let (in_tx, in_rx) = mpsc::channel(queue);
         let (out_tx, out_rx) = mpsc::channel(queue);
         let session = Arc::new(Session {
@@ -62,8 +107,9 @@ impl Sessions {
             last_active: Mutex::new(Instant::now()),
             bounds,
             version: std::sync::OnceLock::new(),
-            owner: Owner::of(caller),
+            owner,
             legacy,
+            tag: self.tag.clone(),
         });
         self.map().insert(id.clone(), session.clone());
         tokio::spawn(route(Arc::downgrade(&session), out_rx));
@@ -96,8 +142,13 @@ impl Sessions {
         }
     }
 
-    /// Close sessions idle longer than `idle` with no stream a client is reading.
-    pub(crate) fn expire(&self, idle: std::time::Duration) -> usize {
+    /// The ids of the live sessions.
+    pub(crate) fn ids(&self) -> Vec<String> {
+        self.map().keys().cloned().collect()
+    }
+
+    /// Close sessions idle longer than `idle` with no stream a client is reading; their ids.
+    pub(crate) fn expire(&self, idle: std::time::Duration) -> Vec<String> {
         let now = Instant::now();
         let stale: Vec<String> = self
             .map()
@@ -109,7 +160,7 @@ impl Sessions {
             tracing::debug!(session = %id, "session expired after being idle");
             self.close(id);
         }
-        stale.len()
+        stale
     }
 
     /// For a drain: end every session's stream that carries no answer (the standalone GET
@@ -167,6 +218,8 @@ pub(crate) struct Session {
     owner: Owner,
     /// A legacy HTTP+SSE session, whose one stream carries every answer.
     legacy: bool,
+    /// The process's part of stream ids ([`Sessions::tag`]).
+    tag: String,
 }
 
 /// The user a session belongs to: the issuer and subject of the token that opened it
@@ -178,6 +231,23 @@ impl Owner {
     fn of(caller: Option<&Identity>) -> Owner {
         Owner(caller.map(|c| (c.issuer.clone(), c.subject.clone())))
     }
+}
+
+/// Whether `caller` is the user a directory record says the session belongs to.
+pub(crate) fn belongs_to(record: &SessionRecord, caller: Option<&Identity>) -> bool {
+    let owner = record
+        .user
+        .as_ref()
+        .map(|u| (u.issuer.clone(), u.subject.clone()));
+    Owner(owner) == Owner::of(caller)
+}
+
+/// The user of a session opened by `caller`, for its directory record.
+pub(crate) fn user_of(caller: Option<&Identity>) -> Option<SessionUser> {
+    caller.map(|c| SessionUser {
+        issuer: c.issuer.clone(),
+        subject: c.subject.clone(),
+    })
 }
 
 /// Why a message could not be handed to the session.
@@ -245,7 +315,7 @@ impl Session {
         let mut routes = self.routes();
         let prefix = resumable.then(|| {
             routes.next_stream += 1;
-            format!("{}", routes.next_stream)
+            stream_prefix(&self.tag, routes.next_stream, requests)
         });
         let stream = Stream::new(prefix.clone(), requests.len(), self.bounds);
         if routes.ended {
@@ -274,7 +344,7 @@ impl Session {
         }
         let prefix = resumable.then(|| {
             routes.next_stream += 1;
-            format!("{}", routes.next_stream)
+            stream_prefix(&self.tag, routes.next_stream, &[])
         });
         let stream = Stream::new(prefix.clone(), 0, self.bounds);
         if routes.ended {
@@ -331,7 +401,7 @@ fn prune(routes: &mut Routes) {
             .streams
             .iter()
             .filter(|(_, s)| s.is_finished() && !s.is_attached())
-            .map(|(p, _)| (p.parse().unwrap_or(0), p.clone()))
+            .map(|(p, _)| (stream_number(p), p.clone()))
             .collect();
         finished.sort();
         let excess = routes.streams.len() - KEEP_ABANDONED;
@@ -385,7 +455,7 @@ async fn route(session: Weak<Session>, mut outbound: mpsc::Receiver<Outgoing>) {
                     // No stream yet: keep it for the GET stream the client may open.
                     let prefix = {
                         routes.next_stream += 1;
-                        format!("{}", routes.next_stream)
+                        stream_prefix(&session.tag, routes.next_stream, &[])
                     };
                     let s = Stream::new(Some(prefix.clone()), 0, session.bounds);
                     routes.streams.insert(prefix, s.clone());
@@ -438,5 +508,76 @@ fn answers(msg: &Outgoing) -> usize {
     match Message::parse(text) {
         Ok(Message::Response(_)) | Ok(Message::Error(_)) => 1,
         _ => 0,
+    }
+}
+
+/// A stream's id prefix: `<tag>_<n>` for a stream that awaits no answer, and
+/// `<tag>_<n>_<ids>` for one that awaits the answers to requests, their ids as base64url
+/// JSON when that is short. A replica that takes the session over after its owner died
+/// cannot resume such a stream (its events died too), but can still tell the client which
+/// of its requests failed.
+fn stream_prefix(tag: &str, n: u64, requests: &[RequestId]) -> String {
+    use base64::Engine as _;
+    const MOST_ENCODED: usize = 192;
+    if requests.is_empty() {
+        return format!("{tag}_{n}");
+    }
+    let ids = serde_json::to_string(requests).unwrap_or_default();
+    if ids.len() > MOST_ENCODED {
+        return format!("{tag}_{n}");
+    }
+    let ids = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(ids);
+    format!("{tag}_{n}_{ids}")
+}
+
+/// The number in a stream prefix (0 when there is none).
+fn stream_number(prefix: &str) -> u64 {
+    prefix
+        .split('_')
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// For a stream prefix another process made: its tag, and the requests it awaited.
+pub(crate) fn foreign_stream(prefix: &str) -> Option<(&str, Vec<RequestId>)> {
+    use base64::Engine as _;
+    let mut parts = prefix.splitn(3, '_');
+    let tag = parts.next()?;
+    parts.next()?.parse::<u64>().ok()?;
+    let ids = match parts.next() {
+        None => Vec::new(),
+        Some(encoded) => {
+            let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(encoded)
+                .ok()?;
+            serde_json::from_slice(&json).ok()?
+        }
+    };
+    Some((tag, ids))
+}
+
+#[cfg(test)]
+mod prefix_tests {
+    use super::*;
+
+    #[test]
+    fn a_prefix_names_its_tag_and_requests() {
+        let ids = [RequestId::Number(7), RequestId::String("a_b.c".into())];
+        let p = stream_prefix("ab12", 3, &ids);
+        assert!(!p.contains('.'), "{p}");
+        let (tag, back) = foreign_stream(&p).expect("parses");
+        assert_eq!(tag, "ab12");
+        assert_eq!(back, ids);
+        assert_eq!(stream_number(&p), 3);
+        assert_eq!(foreign_stream("ab12_4"), Some(("ab12", vec![])));
+        assert_eq!(foreign_stream("garbage"), None);
+        assert_eq!(foreign_stream("t_1_!!"), None);
+    }
+
+    #[test]
+    fn long_request_ids_are_not_encoded() {
+        let long = RequestId::String("x".repeat(500).into());
+        assert_eq!(stream_prefix("t", 1, &[long]), "t_1");
     }
 }

@@ -1,0 +1,189 @@
+//! The HTTP session directory in PostgreSQL (`http_sessions`): what lets every gateway
+//! replica on the store serve every handshake-era session (see
+//! `moat::transport::http::server::directory`). One statement per operation, straight
+//! through the pool: a lookup happens only for a session this replica does not hold.
+
+use std::time::Duration;
+
+use moat::transport::http::server::directory::{
+    DirectoryError, DirectoryFuture, Replica, SessionChange, SessionDirectory, SessionRecord,
+    SessionUser,
+};
+
+use super::postgres::Postgres;
+
+/// The store as a session directory.
+#[derive(Debug, Clone)]
+pub struct PostgresDirectory {
+    pg: Postgres,
+}
+
+impl PostgresDirectory {
+    pub fn new(pg: Postgres) -> PostgresDirectory {
+        PostgresDirectory { pg }
+    }
+
+    async fn execute(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<u64, DirectoryError> {
+        let client = self.pg.client().await.map_err(unavailable)?;
+        client
+            .execute(sql, params)
+            .await
+            .map_err(|e| unavailable(self.pg.failed(e)))
+    }
+}
+
+fn unavailable(e: impl std::fmt::Display) -> DirectoryError {
+    DirectoryError(e.to_string())
+}
+
+const REGISTER: &str = "
+INSERT INTO http_sessions (id, owner_id, owner_url, version, initialize, authenticated,
+    issuer, subject, log_level, subscriptions, legacy, touched_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now())
+ON CONFLICT (id) DO UPDATE SET owner_id = EXCLUDED.owner_id, owner_url = EXCLUDED.owner_url,
+    version = EXCLUDED.version, initialize = EXCLUDED.initialize,
+    authenticated = EXCLUDED.authenticated, issuer = EXCLUDED.issuer,
+    subject = EXCLUDED.subject, log_level = EXCLUDED.log_level,
+    subscriptions = EXCLUDED.subscriptions, legacy = EXCLUDED.legacy, touched_at = now()";
+
+const FIND: &str = "
+SELECT id, owner_id, owner_url, version, initialize, authenticated, issuer, subject,
+    log_level, subscriptions, legacy
+FROM http_sessions WHERE id = $1";
+
+impl SessionDirectory for PostgresDirectory {
+    fn register<'a>(&'a self, r: &'a SessionRecord) -> DirectoryFuture<'a, ()> {
+        Box::pin(async move {
+            let (issuer, subject) = match &r.user {
+                Some(u) => (u.issuer.as_deref(), u.subject.as_deref()),
+                None => (None, None),
+            };
+            self.execute(
+                REGISTER,
+                &[
+                    &r.id,
+                    &r.owner.id,
+                    &r.owner.url,
+                    &r.version,
+                    &r.initialize,
+                    &r.user.is_some(),
+                    &issuer,
+                    &subject,
+                    &r.log_level,
+                    &r.subscriptions,
+                    &r.legacy,
+                ],
+            )
+            .await
+            .map(drop)
+        })
+    }
+
+    fn find<'a>(&'a self, id: &'a str) -> DirectoryFuture<'a, Option<SessionRecord>> {
+        Box::pin(async move {
+            let client = self.pg.client().await.map_err(unavailable)?;
+            let row = client
+                .query_opt(FIND, &[&id])
+                .await
+                .map_err(|e| unavailable(self.pg.failed(e)))?;
+            Ok(row.map(|row| {
+                let authenticated: bool = row.get(5);
+                let mut record = SessionRecord::new(
+                    row.get::<_, String>(0),
+                    Replica {
+                        id: row.get(1),
+                        url: row.get(2),
+                    },
+                );
+                record.version = row.get(3);
+                record.initialize = row.get(4);
+                record.user = authenticated.then(|| SessionUser {
+                    issuer: row.get(6),
+                    subject: row.get(7),
+                });
+                record.log_level = row.get(8);
+                record.subscriptions = row.get(9);
+                record.legacy = row.get(10);
+                record
+            }))
+        })
+    }
+
+    fn claim<'a>(
+        &'a self,
+        id: &'a str,
+        previous: &'a str,
+        owner: &'a Replica,
+    ) -> DirectoryFuture<'a, bool> {
+        Box::pin(async move {
+            let changed = self
+                .execute(
+                    "UPDATE http_sessions SET owner_id = $3, owner_url = $4, touched_at = now() \
+                     WHERE id = $1 AND owner_id = $2",
+                    &[&id, &previous, &owner.id, &owner.url],
+                )
+                .await?;
+            Ok(changed == 1)
+        })
+    }
+
+    fn update<'a>(&'a self, id: &'a str, change: &'a SessionChange) -> DirectoryFuture<'a, ()> {
+        Box::pin(async move {
+            let (sql, value) = match change {
+                SessionChange::LogLevel(level) => (
+                    "UPDATE http_sessions SET log_level = $2 WHERE id = $1",
+                    level,
+                ),
+                SessionChange::Subscribe(uri) => (
+                    "UPDATE http_sessions SET subscriptions = array_append(subscriptions, $2) \
+                     WHERE id = $1 AND NOT ($2 = ANY(subscriptions))",
+                    uri,
+                ),
+                SessionChange::Unsubscribe(uri) => (
+                    "UPDATE http_sessions SET subscriptions = array_remove(subscriptions, $2) \
+                     WHERE id = $1",
+                    uri,
+                ),
+                _ => return Ok(()),
+            };
+            self.execute(sql, &[&id, value]).await.map(drop)
+        })
+    }
+
+    fn remove<'a>(&'a self, id: &'a str) -> DirectoryFuture<'a, ()> {
+        Box::pin(async move {
+            self.execute("DELETE FROM http_sessions WHERE id = $1", &[&id])
+                .await
+                .map(drop)
+        })
+    }
+
+    fn touch<'a>(&'a self, ids: &'a [String], stale: Duration) -> DirectoryFuture<'a, ()> {
+        Box::pin(async move {
+            let stale_seconds = stale.as_secs_f64();
+            let client = self.pg.client().await.map_err(unavailable)?;
+            if !ids.is_empty() {
+                client
+                    .execute(
+                        "UPDATE http_sessions SET touched_at = now() WHERE id = ANY($1)",
+                        &[&ids],
+                    )
+                    .await
+                    .map_err(|e| unavailable(self.pg.failed(e)))?;
+            }
+            client
+                .execute(
+                    "DELETE FROM http_sessions \
+                     WHERE touched_at < now() - make_interval(secs => $1)",
+                    &[&stale_seconds],
+                )
+                .await
+                .map_err(|e| unavailable(self.pg.failed(e)))?;
+            Ok(())
+        })
+    }
+}
