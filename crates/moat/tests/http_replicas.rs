@@ -61,6 +61,17 @@ fn server(release: Arc<Notify>, subscribed: Subscribed) -> Server {
             },
         )
         .tool_with_context(
+            "count",
+            "Five progress steps, a little apart",
+            |ctx: RequestContext, _: NoArgs| async move {
+                for step in 1..=5 {
+                    ctx.progress(f64::from(step), Some(5.0), None).await;
+                    tokio::time::sleep(Duration::from_millis(40)).await;
+                }
+                Ok::<_, String>("counted")
+            },
+        )
+        .tool_with_context(
             "ask",
             "Ask the client a question",
             |ctx: RequestContext, _: NoArgs| async move {
@@ -343,6 +354,52 @@ async fn a_session_is_served_by_either_replica() {
         .expect("after DELETE");
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     assert!(directory.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_resumed_through_another_replica_has_no_gap_and_no_duplicate() {
+    let directory = Arc::new(MemoryDirectory::default());
+    let a = ReplicaProcess::start(directory.clone()).await;
+    let b = ReplicaProcess::start(directory.clone()).await;
+    let session = initialize(a.addr).await;
+    let r = post(a.addr, Some(&session), call(2, "count"))
+        .send()
+        .await
+        .expect("count on A");
+    let mut first = Events::new(r);
+    // Read two progress events, then lose the connection.
+    let mut seen = Vec::new();
+    let mut last_id = None;
+    while seen.len() < 2 {
+        let e = first.next().await.expect("an event");
+        if let Some(d) = &e.data {
+            seen.push(d["params"]["progress"].as_f64());
+        }
+        last_id = e.id.or(last_id);
+    }
+    drop(first);
+    let r = reqwest::Client::new()
+        .get(format!("http://{}/mcp", b.addr))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", VERSION)
+        .header("last-event-id", last_id.expect("event ids"))
+        .send()
+        .await
+        .expect("resume through B");
+    assert_eq!(r.status(), StatusCode::OK);
+    let mut rest = Events::new(r);
+    let answer = loop {
+        let e = rest.next().await.expect("the rest of the stream");
+        let Some(d) = e.data else { continue };
+        if d.get("result").is_some() {
+            break d;
+        }
+        seen.push(d["params"]["progress"].as_f64());
+    };
+    let expected: Vec<Option<f64>> = (1..=5).map(|n| Some(f64::from(n))).collect();
+    assert_eq!(seen, expected, "every step once, in order");
+    assert_eq!(text_of(&answer), "counted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
