@@ -9,6 +9,11 @@
 //! it is back; a flush meanwhile reports how many wait. A record is acknowledged when a
 //! flush returns `Ok`: from then on it is in the store. Records still waiting when the
 //! process ends are lost, and logged. Signed heads (`[audit] sign`) are not written here.
+//!
+//! Each record gets a random key when it is queued. A commit whose acknowledgement is lost
+//! (the connection drops as it returns) leaves the writer unsure whether its batch is in;
+//! it sends the batch again, and the records whose keys are already there are skipped, so
+//! each record is in the trail exactly once.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -40,7 +45,34 @@ const CHAIN_LOCK: i64 = 0x6175_6469;
 
 const COLUMNS: &str = "id, time_ms, kind, session, client, server, tool, exposed_name, \
     args_digest, arguments, decision, rule, consent, outcome, duration_us, result_bytes, error, \
-    prev_hash, hash, subject, client_id";
+    prev_hash, hash, subject, client_id, record_key";
+
+/// A record waiting to be written, with its key.
+pub(super) struct Keyed {
+    key: String,
+    record: AuditRecord,
+}
+
+impl Keyed {
+    fn new(record: AuditRecord) -> Keyed {
+        let mut bits = [0u8; 16];
+        if getrandom::fill(&mut bits).is_err() {
+            // Unique enough without the OS's randomness: this process, now, and a count.
+            static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let count = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            bits[..8].copy_from_slice(&now.to_le_bytes());
+            bits[8..12].copy_from_slice(&std::process::id().to_le_bytes());
+            bits[12..].copy_from_slice(&(count as u32).to_le_bytes());
+        }
+        Keyed {
+            key: to_hex(&bits),
+            record,
+        }
+    }
+}
 
 enum Msg {
     Record(Box<AuditRecord>),
@@ -120,7 +152,7 @@ impl Drop for SharedWriter {
 struct Link {
     pg: Postgres,
     client: Option<Client>,
-    waiting: VecDeque<AuditRecord>,
+    waiting: VecDeque<Keyed>,
     dropped: u64,
     last_error: Option<String>,
 }
@@ -141,7 +173,7 @@ impl Link {
                 return;
             };
             let n = self.waiting.len().min(MAX_BATCH);
-            let batch: Vec<&AuditRecord> = self.waiting.iter().take(n).collect();
+            let batch: Vec<&Keyed> = self.waiting.iter().take(n).collect();
             match insert_all(client, &batch).await {
                 Ok(()) => {
                     self.waiting.drain(..n);
@@ -174,7 +206,7 @@ impl Link {
             self.waiting.pop_front();
             self.dropped += 1;
         }
-        self.waiting.push_back(scrub(record));
+        self.waiting.push_back(Keyed::new(scrub(record)));
     }
 
     fn flushed(&mut self) -> Result<(), AuditError> {
@@ -274,13 +306,21 @@ fn run(pg: Postgres, rx: Receiver<Msg>) {
 }
 
 /// One batch, chained after the store's head, under the chain's lock.
-async fn insert_all(
-    client: &mut Client,
-    records: &[&AuditRecord],
-) -> Result<(), tokio_postgres::Error> {
+async fn insert_all(client: &mut Client, records: &[&Keyed]) -> Result<(), tokio_postgres::Error> {
     let tx = client.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&CHAIN_LOCK])
         .await?;
+    // Records of a batch sent before whose commit went through unacknowledged.
+    let keys: Vec<&str> = records.iter().map(|k| k.key.as_str()).collect();
+    let written: std::collections::HashSet<String> = tx
+        .query(
+            "SELECT record_key FROM audit WHERE record_key = ANY($1)",
+            &[&keys],
+        )
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
     let head = tx
         .query_opt("SELECT id, hash FROM audit ORDER BY id DESC LIMIT 1", &[])
         .await?;
@@ -297,10 +337,11 @@ async fn insert_all(
     let insert = tx
         .prepare(&format!(
             "INSERT INTO audit ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
-             $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
+             $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)"
         ))
         .await?;
-    for r in records {
+    for keyed in records.iter().filter(|k| !written.contains(&k.key)) {
+        let r = &keyed.record;
         id += 1;
         let s = StoredRecord::from_record(id, r);
         let hash = s.hash(&prev);
@@ -328,6 +369,7 @@ async fn insert_all(
                 &to_hex(&hash),
                 &s.subject,
                 &s.client_id,
+                &keyed.key,
             ],
         )
         .await?;
@@ -459,5 +501,67 @@ fn error_detail(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => db.message().to_owned(),
         None => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreConfig;
+
+    /// A batch sent again after its commit (the acknowledgement lost) is written once, and
+    /// the chain still verifies; records new in the second batch are written after it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_sent_twice_is_written_once() {
+        let Ok(url) = std::env::var("MOAT_TEST_POSTGRES_URL") else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "MOAT_TEST_POSTGRES_URL is not set: CI must run this test against PostgreSQL"
+            );
+            eprintln!("MOAT_TEST_POSTGRES_URL is not set: test not run");
+            return;
+        };
+        let schema = format!("audit_once_{}", std::process::id());
+        let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(connection);
+        admin
+            .batch_execute(&format!(
+                "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
+            ))
+            .await
+            .expect("schema");
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let cfg = StoreConfig::with_url(format!("{url}{sep}options=-csearch_path%3D{schema}"));
+        let pg = Postgres::connect(&cfg).await.expect("store");
+        let mut client = pg.connect_one().await.expect("client");
+
+        let record = |tool: &str| {
+            Keyed::new(AuditRecord {
+                tool: tool.into(),
+                server: "s".into(),
+                outcome: "ok".into(),
+                ..AuditRecord::default()
+            })
+        };
+        let (a, b, c) = (record("a"), record("b"), record("c"));
+        insert_all(&mut client, &[&a, &b]).await.expect("first");
+        // Sent again, with a record queued since.
+        insert_all(&mut client, &[&a, &b, &c]).await.expect("again");
+        let tools: Vec<String> = client
+            .query("SELECT tool FROM audit ORDER BY id", &[])
+            .await
+            .expect("read")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(tools, ["a", "b", "c"]);
+        let report = verify(&pg, Vec::new()).await.expect("verify");
+        assert!(report.ok(), "{report:?}");
+        admin
+            .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+            .await
+            .expect("drop");
     }
 }
