@@ -63,6 +63,8 @@ fn tool(description: &str) -> Tool {
 }
 
 /// Two views of one store: what one process writes, the other must see after `settle`.
+// Two of these exist per test: their size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Pair {
     Sqlite {
         _dir: tempfile::TempDir,

@@ -78,7 +78,12 @@ pub(crate) async fn client_for_call(
             }
             let broker = inner
                 .downstream()
-                .broker(&inner.downstream_tokens_dir(), server, oauth)
+                .broker(
+                    &inner.downstream_tokens_dir(),
+                    inner.shared().map(|m| m.postgres()),
+                    server,
+                    oauth,
+                )
                 .await
                 .map_err(|e| format!("server {server}: {e}"))?;
             // The user's connection, made when they are first sent to authorize.

@@ -27,6 +27,8 @@ pub(crate) struct Downstream {
     brokers: tokio::sync::Mutex<HashMap<String, Arc<broker::Broker>>>,
     /// Callback listeners by address, shared by the servers that name the same one.
     callbacks: tokio::sync::Mutex<HashMap<String, Arc<broker::Callbacks>>>,
+    /// The shared store's token table, once a vault needs it.
+    shared_tokens: std::sync::OnceLock<crate::store::SharedTokens>,
 }
 
 /// One server's exchanges, tokens and user connections.
@@ -72,6 +74,7 @@ impl Downstream {
     pub(super) async fn broker(
         &self,
         dir: &Path,
+        store: Option<&crate::store::Postgres>,
         name: &str,
         config: &OAuthAuth,
     ) -> Result<Arc<broker::Broker>, String> {
@@ -82,11 +85,27 @@ impl Downstream {
             return Ok(b.clone());
         }
         let key_file = config.key_file.clone().unwrap_or_else(|| dir.join("key"));
-        let vault = vault::Vault::open(
-            dir.join("tokens"),
-            config.key.as_ref().map(|k| k.expose()),
-            &key_file,
-        )
+        let key = config.key.as_ref().map(|k| k.expose());
+        let vault = match store {
+            // Every replica must open what the others sealed: a key of the state
+            // directory's own would be this replica's alone.
+            Some(_) if config.key.is_none() && config.key_file.is_none() => {
+                return Err(
+                    "its users' tokens are kept in the shared store ([store] url), so every \
+                     gateway must seal them with the same key: set key_env or key_file in its \
+                     [servers.NAME.auth] (the same on every replica)"
+                        .into(),
+                );
+            }
+            Some(pg) => {
+                let tokens = self
+                    .shared_tokens
+                    .get_or_init(|| crate::store::SharedTokens::start(pg.clone()))
+                    .clone();
+                vault::Vault::open_shared(tokens, key, &key_file)
+            }
+            None => vault::Vault::open(dir.join("tokens"), key, &key_file),
+        }
         .map_err(|e| e.to_string())?;
         let address = url::Url::parse(&config.callback)
             .ok()

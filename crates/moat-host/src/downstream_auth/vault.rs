@@ -1,11 +1,12 @@
-//! Per-user downstream tokens at rest, encrypted: one file per (server, user) in the state
-//! directory, ChaCha20-Poly1305 with a random nonce, and the record's name (server, issuer,
-//! subject) as associated data, so a file put under another user's name does not decrypt.
+//! Per-user downstream tokens at rest, encrypted: one record per (server, user), a file in
+//! the state directory or, with a shared store, a row of `downstream_tokens` that every
+//! replica reads ([`SharedTokens`]); ChaCha20-Poly1305 with a random nonce, and the record's
+//! name (server, issuer, subject) as associated data, so a record put under another user's
+//! name does not decrypt. The store sees only ciphertext.
 //!
 //! The key is 32 bytes: from the environment (64 hex digits) or a key file, which is made
-//! (random, mode 0600) when missing and refused when others may read it. This is the whole
-//! interface the rest of the gateway sees ([`Vault::load`], [`Vault::save`],
-//! [`Vault::clear`]), so another store (the shared database) can take it over.
+//! (random, mode 0600) when missing and refused when others may read it. Replicas sharing a
+//! store must share the key too (the same `key_env` or `key_file`).
 
 use std::io::Write as _;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use super::user::UserKey;
+use crate::store::SharedTokens;
 
 /// Why the vault cannot be opened or used.
 #[derive(Debug, thiserror::Error)]
@@ -38,8 +40,16 @@ pub enum VaultError {
 
 /// The encrypted tokens of every user of every `oauth` server.
 pub(crate) struct Vault {
-    dir: PathBuf,
+    records: Records,
     key: LessSafeKey,
+}
+
+/// Where sealed records are kept.
+enum Records {
+    /// One file each, in this directory.
+    Files(PathBuf),
+    /// Rows of the shared store.
+    Shared(SharedTokens),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -60,6 +70,68 @@ impl Vault {
         key: Option<&str>,
         key_file: &Path,
     ) -> Result<Vault, VaultError> {
+        let key = vault_key(key, key_file)?;
+        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+        Ok(Vault {
+            records: Records::Files(dir),
+            key,
+        })
+    }
+
+    /// The vault in the shared store, sealed with `key` (64 hex digits) or the key file.
+    pub(crate) fn open_shared(
+        tokens: SharedTokens,
+        key: Option<&str>,
+        key_file: &Path,
+    ) -> Result<Vault, VaultError> {
+        Ok(Vault {
+            records: Records::Shared(tokens),
+            key: vault_key(key, key_file)?,
+        })
+    }
+
+    fn read(&self, name: &str) -> Option<Vec<u8>> {
+        match &self.records {
+            Records::Files(dir) => std::fs::read(dir.join(format!("{name}.tok"))).ok(),
+            Records::Shared(tokens) => match tokens.get(name) {
+                Ok(found) => found,
+                Err(e) => {
+                    tracing::warn!(error = %e, "downstream tokens: reading the store failed");
+                    None
+                }
+            },
+        }
+    }
+
+    fn write(&self, name: &str, sealed: Vec<u8>) -> Result<(), VaultError> {
+        let dir = match &self.records {
+            Records::Files(dir) => dir,
+            Records::Shared(tokens) => {
+                return tokens.put(name, sealed).map_err(|why| VaultError::Io {
+                    path: PathBuf::from(format!("{tokens:?}")),
+                    why,
+                });
+            }
+        };
+        let path = dir.join(format!("{name}.tok"));
+        // Written aside and renamed: a crash leaves the old record or the new, not half.
+        let tmp = path.with_extension("tmp");
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| io(&tmp, e))?;
+        file.write_all(&sealed).map_err(|e| io(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))
+    }
+}
+
+/// The sealing key: 64 hex digits given, else the key file's (made if missing).
+fn vault_key(key: Option<&str>, key_file: &Path) -> Result<LessSafeKey, VaultError> {
+    {
         let bytes = match key {
             Some(hex) => from_hex(hex.trim())
                 .ok_or_else(|| VaultError::Key("it must be 64 hex digits (32 bytes)".into()))?,
@@ -67,18 +139,15 @@ impl Vault {
         };
         let unbound = UnboundKey::new(&CHACHA20_POLY1305, &bytes)
             .map_err(|_| VaultError::Key("it is not a ChaCha20-Poly1305 key".into()))?;
-        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
-        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
-        Ok(Vault {
-            dir,
-            key: LessSafeKey::new(unbound),
-        })
+        Ok(LessSafeKey::new(unbound))
     }
+}
 
+impl Vault {
     /// `user`'s tokens for `server`, if kept (a record that does not decrypt is none).
     pub(crate) fn load(&self, server: &str, user: &UserKey) -> Option<TokenSet> {
-        let (path, aad) = self.place(server, user);
-        let mut data = std::fs::read(&path).ok()?;
+        let (name, aad) = self.place(server, user);
+        let mut data = self.read(&name)?;
         if data.len() < NONCE_LEN {
             return None;
         }
@@ -125,9 +194,9 @@ impl Vault {
             resource: tokens.resource.clone(),
             issuer: tokens.issuer.clone(),
         };
-        let (path, aad) = self.place(server, user);
+        let (name, aad) = self.place(server, user);
         let mut plain = serde_json::to_vec(&record).map_err(|e| VaultError::Io {
-            path: path.clone(),
+            path: PathBuf::from(&name),
             why: e.to_string(),
         })?;
         let mut nonce = [0u8; NONCE_LEN];
@@ -141,32 +210,33 @@ impl Vault {
             .map_err(|_| VaultError::Key("sealing failed".into()))?;
         let mut out = nonce.to_vec();
         out.extend_from_slice(&plain);
-        // Written aside and renamed: a crash leaves the old record or the new, not half.
-        let tmp = path.with_extension("tmp");
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(|e| io(&tmp, e))?;
-        file.write_all(&out).map_err(|e| io(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))
+        self.write(&name, out)
     }
 
     /// Forgets `user`'s tokens for `server`.
     pub(crate) fn clear(&self, server: &str, user: &UserKey) {
-        let _ = std::fs::remove_file(self.place(server, user).0);
+        let name = self.place(server, user).0;
+        match &self.records {
+            Records::Files(dir) => {
+                let _ = std::fs::remove_file(dir.join(format!("{name}.tok")));
+            }
+            Records::Shared(tokens) => {
+                if let Err(e) = tokens.delete(&name) {
+                    tracing::warn!(error = %e, "downstream tokens: forgetting a record failed");
+                }
+            }
+        }
     }
 
-    /// The file of a record and its associated data.
-    fn place(&self, server: &str, user: &UserKey) -> (PathBuf, String) {
+    /// The name of a record (a digest: it says nothing of whose it is) and its associated
+    /// data.
+    fn place(&self, server: &str, user: &UserKey) -> (String, String) {
         let aad = format!("{server}\n{}\n{}", user.issuer, user.subject);
         let name: String = Sha256::digest(aad.as_bytes())
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        (self.dir.join(format!("{name}.tok")), aad)
+        (name, aad)
     }
 }
 
@@ -261,6 +331,76 @@ mod tests {
         assert!(vault.load("api", &alice).is_none());
     }
 
+    /// Two gateways on one store with the same key: a user's tokens saved through one are
+    /// there for the other; the row is ciphertext; another key opens nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn replicas_share_tokens_through_the_store() {
+        let Ok(url) = std::env::var("MOAT_TEST_POSTGRES_URL") else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "MOAT_TEST_POSTGRES_URL is not set: CI must run this test against PostgreSQL"
+            );
+            eprintln!("MOAT_TEST_POSTGRES_URL is not set: test not run");
+            return;
+        };
+        let schema = format!("vault_{}", std::process::id());
+        let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(connection);
+        admin
+            .batch_execute(&format!(
+                "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
+            ))
+            .await
+            .expect("schema");
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let cfg = crate::store::StoreConfig::with_url(format!(
+            "{url}{sep}options=-csearch_path%3D{schema}"
+        ));
+        let pg = crate::store::Postgres::connect(&cfg).await.expect("store");
+        let dir = tempfile::tempdir().unwrap();
+        let unused = dir.path().join("no-key-file");
+        let key = "ab".repeat(32);
+        let open = move |key: &str| {
+            Vault::open_shared(SharedTokens::start(pg.clone()), Some(key), &unused).unwrap()
+        };
+        let (a, b, stranger) = (open(&key), open(&key), open(&"cd".repeat(32)));
+        let alice = UserKey::new("i", "alice");
+        let (a, b, alice) = tokio::task::spawn_blocking(move || {
+            a.save("api", &alice, &tokens("secret-access")).unwrap();
+            let back = b.load("api", &alice).expect("the other gateway reads it");
+            assert_eq!(back.access_token.expose(), "secret-access");
+            assert!(
+                stranger.load("api", &alice).is_none(),
+                "another key opens nothing"
+            );
+            (a, b, alice)
+        })
+        .await
+        .expect("vault ops");
+        let rows = admin
+            .query(
+                &format!("SELECT sealed FROM {schema}.downstream_tokens"),
+                &[],
+            )
+            .await
+            .expect("rows");
+        assert_eq!(rows.len(), 1);
+        let sealed: Vec<u8> = rows[0].get(0);
+        assert!(!String::from_utf8_lossy(&sealed).contains("secret-access"));
+        tokio::task::spawn_blocking(move || {
+            b.clear("api", &alice);
+            assert!(a.load("api", &alice).is_none(), "cleared for both");
+        })
+        .await
+        .expect("vault ops");
+        admin
+            .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+            .await
+            .expect("drop");
+    }
+
     #[test]
     fn a_record_moved_to_another_user_does_not_open() {
         let dir = tempfile::tempdir().unwrap();
@@ -268,9 +408,12 @@ mod tests {
         let (alice, bob) = (UserKey::new("i", "alice"), UserKey::new("i", "bob"));
         vault.save("api", &alice, &tokens("a")).unwrap();
         vault.save("api", &bob, &tokens("b")).unwrap();
-        let (a_path, _) = vault.place("api", &alice);
-        let (b_path, _) = vault.place("api", &bob);
-        std::fs::copy(&a_path, &b_path).unwrap();
+        let file = |user| {
+            dir.path()
+                .join("v")
+                .join(format!("{}.tok", vault.place("api", user).0))
+        };
+        std::fs::copy(file(&alice), file(&bob)).unwrap();
         assert!(vault.load("api", &bob).is_none());
     }
 

@@ -28,6 +28,7 @@ pub mod mirror;
 pub mod postgres;
 pub mod rate;
 pub mod sessions;
+pub mod tokens;
 
 use std::time::Duration;
 
@@ -36,6 +37,7 @@ pub use error::StoreError;
 pub use mirror::Mirror;
 pub use postgres::Postgres;
 pub use sessions::PostgresDirectory;
+pub use tokens::SharedTokens;
 
 /// How often a gateway on PostgreSQL sends its changes and looks for others'.
 pub const SYNC_EVERY: Duration = Duration::from_millis(200);
