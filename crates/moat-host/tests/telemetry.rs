@@ -40,6 +40,8 @@ use tracing_subscriber::prelude::*;
 /// The client's trace: what it sends in `_meta.traceparent`.
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT_ID: &str = "00f067aa0ba902b7";
+/// The trace of a client that sends `traceparent` as an HTTP header.
+const HEADER_TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
 
 /// The downstream server: tools that answer, fail, hang, and one that reports the trace
 /// context it received (and makes a span of its own in that trace).
@@ -98,7 +100,7 @@ async fn serve(server: Server) -> String {
 }
 
 /// The gateway in front of a fresh downstream server, and a client connected to it.
-async fn gateway(telemetry: &str, version: VersionPreference) -> (Host, Client) {
+async fn gateway(telemetry: &str, version: VersionPreference) -> (Host, Client, String) {
     let down = serve(downstream()).await;
     let toml = format!(
         r#"
@@ -133,7 +135,7 @@ async fn gateway(telemetry: &str, version: VersionPreference) -> (Host, Client) 
         .connect_url(&upstream, HttpOptions::default())
         .await
         .unwrap();
-    (host, client)
+    (host, client, upstream)
 }
 
 async fn call(client: &Client, tool: &str) -> (bool, String) {
@@ -293,7 +295,7 @@ async fn scrape(addr: SocketAddr) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_the_calls_made() {
-    let (host, client) = gateway(
+    let (host, client, _) = gateway(
         "[telemetry]\nmetrics = \"127.0.0.1:0\"",
         // A handshake-era client, so that there is a session to count.
         VersionPreference::Exact(ProtocolVersion::V2025_11_25),
@@ -479,7 +481,7 @@ async fn a_call_is_one_trace_from_the_client_to_the_server() {
     tracing_subscriber::registry().with(layer).init();
     let guard = GUARD.get_or_init(|| guard);
 
-    let (host, client) = gateway("", VersionPreference::default()).await;
+    let (host, client, url) = gateway("", VersionPreference::default()).await;
     let mut meta = Map::new();
     meta.insert(
         "traceparent".into(),
@@ -496,6 +498,32 @@ async fn a_call_is_one_trace_from_the_client_to_the_server() {
     let seen = result.content[0].as_text().unwrap().to_owned();
     let read = client.read_resource("doc://readme").await.unwrap();
     assert_eq!(read.contents.len(), 1);
+    // A client that sends its trace context in HTTP headers instead of `_meta`.
+    let by_header = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "down__traced")
+        .header(
+            "traceparent",
+            format!("00-{HEADER_TRACE_ID}-{PARENT_ID}-01"),
+        )
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "down__traced", "arguments": {}, "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientInfo": {"name": "curl", "version": "1"},
+                    "io.modelcontextprotocol/clientCapabilities": {}}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(by_header.status().is_success(), "{by_header:?}");
+    let by_header = by_header.text().await.unwrap();
+    assert!(by_header.contains(HEADER_TRACE_ID), "{by_header}");
     client.close().await;
     host.shutdown().await;
     tokio::task::spawn_blocking(|| guard.flush()).await.unwrap();
@@ -556,6 +584,16 @@ async fn a_call_is_one_trace_from_the_client_to_the_server() {
     );
     let handler = named("server handler");
     assert_eq!(handler.parent_span_id, forwarded.span_id);
+
+    // The call whose trace context came in headers is in that trace, under that parent.
+    let header_call = received
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|s| hex(&s.trace_id) == HEADER_TRACE_ID && s.name == "tools/call down__traced")
+        .cloned()
+        .expect("the gateway's span of the call traced by headers");
+    assert_eq!(hex(&header_call.parent_span_id), PARENT_ID);
 
     // Other forwarded requests have a span too (a trace of their own: their `_meta` is
     // not read).

@@ -55,10 +55,40 @@ pub enum Inbound {
     /// transport authenticated: over HTTP, the identity behind the request's access token.
     /// It holds for that message only; the next request may come with another token.
     Caller(crate::identity::SharedIdentity, Box<Inbound>),
+    /// A message (possibly from a [`Inbound::Caller`]) that arrived with W3C trace context
+    /// outside it: over HTTP, the `traceparent`, `tracestate` and `baggage` headers.
+    Traced(TraceHeaders, Box<Inbound>),
     /// Reading failed; the stream is over. (A clean end of stream just closes the channel.)
     Failed(std::io::Error),
     /// The stream ended, and the transport can say why (e.g. the child process exited).
     Ended(String),
+}
+
+/// W3C trace context a transport read beside a message ([`Inbound::Traced`]), as sent:
+/// validating it is a tracing library's job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TraceHeaders {
+    pub traceparent: String,
+    pub tracestate: Option<String>,
+    pub baggage: Option<String>,
+}
+
+impl TraceHeaders {
+    /// The trace context of HTTP headers, if they carry a `traceparent`.
+    pub fn from_http(headers: &http::HeaderMap) -> Option<TraceHeaders> {
+        let text = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        Some(TraceHeaders {
+            traceparent: text("traceparent")?,
+            tracestate: text("tracestate"),
+            baggage: text("baggage"),
+        })
+    }
 }
 
 /// A message on its way to the peer.

@@ -18,6 +18,8 @@ pub mod identity;
 pub mod stdio;
 
 pub use child::{ChildConfig, ChildProcess};
-pub use connection::{Closer, Connection, Epilogue, Inbound, Limits, Outgoing, OutgoingKind};
+pub use connection::{
+    Closer, Connection, Epilogue, Inbound, Limits, Outgoing, OutgoingKind, TraceHeaders,
+};
 pub use framing::Frame;
 pub use identity::{AccessToken, Identity, SharedIdentity};

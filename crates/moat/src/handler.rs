@@ -91,6 +91,8 @@ pub struct RequestContext {
     pub(crate) request_meta: Option<Arc<RawValue>>,
     /// Who made the request, as the transport vouches.
     pub(crate) identity: Option<moat_transport::SharedIdentity>,
+    /// Trace context the transport read beside the request (HTTP headers).
+    pub(crate) transport_trace: Option<moat_transport::TraceHeaders>,
 }
 
 /// W3C trace context from a request's `_meta` ([`RequestContext::trace_context`]), as
@@ -166,9 +168,21 @@ impl RequestContext {
     }
 
     /// The W3C trace context the request carries in its `_meta` (`traceparent`,
-    /// `tracestate`, `baggage`; SEP-414), for a handler that continues the caller's trace.
-    /// `None` when the request carries no `traceparent`.
+    /// `tracestate`, `baggage`; SEP-414), else in its transport's (over HTTP, the headers
+    /// of the same names), for a handler that continues the caller's trace. `None` when
+    /// neither carries a `traceparent`.
     pub fn trace_context(&self) -> Option<TraceContext> {
+        self.meta_trace_context().or_else(|| {
+            let t = self.transport_trace.as_ref()?;
+            Some(TraceContext {
+                traceparent: t.traceparent.clone(),
+                tracestate: t.tracestate.clone(),
+                baggage: t.baggage.clone(),
+            })
+        })
+    }
+
+    fn meta_trace_context(&self) -> Option<TraceContext> {
         #[derive(serde::Deserialize)]
         struct Keys {
             traceparent: Option<String>,

@@ -40,10 +40,23 @@ pub(crate) fn call(ctx: &RequestContext, exposed: &str) -> Span {
     if let Some(version) = ctx.protocol_version() {
         span.record("mcp.protocol.version", tracing::field::display(version));
     }
-    if let Some(parent) = propagation::extract_raw(ctx.request_meta())
+    // `_meta` first (SEP-414), else the HTTP request's `traceparent` header.
+    let parent = propagation::extract_raw(ctx.request_meta()).or_else(|| {
+        let t = ctx.trace_context()?;
+        let mut keys = serde_json::Map::new();
+        keys.insert("traceparent".into(), t.traceparent.into());
+        if let Some(state) = t.tracestate {
+            keys.insert("tracestate".into(), state.into());
+        }
+        if let Some(baggage) = t.baggage {
+            keys.insert("baggage".into(), baggage.into());
+        }
+        Some(propagation::extract(&keys))
+    });
+    if let Some(parent) = parent
         && let Err(e) = span.set_parent(parent)
     {
-        tracing::debug!(error = %e, "trace context from _meta not used");
+        tracing::debug!(error = %e, "the request's trace context not used");
     }
     span
 }

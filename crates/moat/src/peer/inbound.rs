@@ -44,10 +44,7 @@ async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Ar
         };
         // A message the transport authenticated comes from its caller; any other from
         // whoever the connection as a whole serves (over stdio, the local user).
-        let (caller, item) = match item {
-            Inbound::Caller(identity, item) => (Some(identity), *item),
-            item => (peer.shared.options.identity.clone(), item),
-        };
+        let (caller, item) = unwrap_origin(item, &peer);
         match item {
             Inbound::Frame(Frame::Line(line)) => on_line(&peer, &handler, line, &caller).await,
             Inbound::Request(head) => {
@@ -106,8 +103,40 @@ async fn on_line(peer: &Peer, handler: &Arc<dyn Handler>, line: String, caller: 
     }
 }
 
-/// Who sent the message being acted on, if anyone vouches for it.
-type Caller = Option<moat_transport::SharedIdentity>;
+/// Who sent the message being acted on, if anyone vouches for it, and the trace context
+/// the transport read beside it.
+#[derive(Clone, Default)]
+struct Caller {
+    identity: Option<moat_transport::SharedIdentity>,
+    trace: Option<moat_transport::TraceHeaders>,
+}
+
+/// The message inside what the transport wrapped it in, and what the wrapping said.
+fn unwrap_origin(item: Inbound, peer: &Peer) -> (Caller, Inbound) {
+    let mut caller = Caller::default();
+    let mut item = item;
+    loop {
+        item = match item {
+            Inbound::Caller(identity, inner) => {
+                caller.identity = Some(identity);
+                *inner
+            }
+            Inbound::Traced(trace, inner) => {
+                caller.trace = Some(trace);
+                *inner
+            }
+            other => break (caller_or_default(caller, peer), other),
+        };
+    }
+}
+
+/// Without a caller the transport vouched for, the one the connection serves.
+fn caller_or_default(mut caller: Caller, peer: &Peer) -> Caller {
+    if caller.identity.is_none() {
+        caller.identity = peer.shared.options.identity.clone();
+    }
+    caller
+}
 
 /// Where the answer to a request goes: straight to the wire, or into a batch's answer.
 type BatchSlot = Option<(usize, mpsc::UnboundedSender<(usize, String)>)>;
@@ -322,7 +351,8 @@ fn run_request(
         log_level: meta.log_level,
         round: None,
         request_meta: meta.raw.map(|m| Arc::from(m.to_owned())),
-        identity: caller.clone(),
+        identity: caller.identity.clone(),
+        transport_trace: caller.trace.clone(),
     };
     let incoming = IncomingRequest {
         id: head.id.clone(),

@@ -12,7 +12,7 @@
 //! restarted), the replica that has the request *takes the session over*: it claims the
 //! record, replays the handshake, log level and subscriptions into a new MCP peer, and
 //! serves the request. The client keeps its session id; what was in flight on the dead
-//! replica is reported as failed (see [`super::forward`]).
+//! replica is reported as failed.
 
 use std::future::Future;
 use std::pin::Pin;

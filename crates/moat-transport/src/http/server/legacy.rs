@@ -139,7 +139,8 @@ pub(super) async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Bo
             }
         }
     };
-    match session.deliver(text, caller).await {
+    let origin = super::session::Origin::of(caller, &head.headers);
+    match session.deliver(text, origin).await {
         Ok(()) => {
             let mut r = empty(StatusCode::ACCEPTED);
             *r.body_mut() = super::full(Bytes::from_static(b"Accepted"));

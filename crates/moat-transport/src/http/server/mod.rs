@@ -62,7 +62,7 @@ use super::headers as h;
 use crate::connection::Connection;
 use crate::identity::SharedIdentity;
 use guard::{Guard, Refusal};
-use session::Sessions;
+use session::{Origin, Sessions};
 use stream::{Opening, StreamBounds};
 
 /// Receives each new connection: a handshake-era session, a legacy session, or a single
@@ -1002,7 +1002,7 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         remote::record_change(shared, &session.id, change).await;
     }
     if parsed.requests.is_empty() {
-        return match session.deliver(text, caller).await {
+        return match session.deliver(text, Origin::of(caller, &headers)).await {
             Ok(()) => empty(StatusCode::ACCEPTED),
             Err(_) => error(
                 StatusCode::NOT_FOUND,
@@ -1028,9 +1028,10 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         .then(|| params_of(&text))
         .flatten();
     let opener = caller.clone();
+    let origin = Origin::of(caller, &headers);
     let delivered = match parsed.single {
-        Some(head) => session.deliver_request(head.with_line(text), caller).await,
-        None => session.deliver(text, caller).await,
+        Some(head) => session.deliver_request(head.with_line(text), origin).await,
+        None => session.deliver(text, origin).await,
     };
     if delivered.is_err() {
         return error(
@@ -1122,7 +1123,8 @@ async fn post_modern(
         );
     }
     drop(view);
-    let Some(exchange) = modern::start(head.with_line(text), caller, &shared.on_connection).await
+    let origin = Origin::of(caller, headers);
+    let Some(exchange) = modern::start(head.with_line(text), origin, &shared.on_connection).await
     else {
         return error(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -149,7 +149,7 @@ pub(crate) struct Exchange {
 /// the rest of the exchange. `None`: the MCP side ended without answering.
 pub(crate) async fn start(
     head: OwnedRequestHead,
-    caller: Option<crate::identity::SharedIdentity>,
+    origin: super::session::Origin,
     on_connection: &super::OnConnection,
 ) -> Option<Exchange> {
     let id = head.id().clone();
@@ -162,10 +162,7 @@ pub(crate) async fn start(
         single_request: true,
     });
     in_tx
-        .send(super::session::with_caller(
-            Inbound::Request(Box::new(head)),
-            caller,
-        ))
+        .send(origin.wrap(Inbound::Request(Box::new(head))))
         .await
         .ok()?;
     let cancel = CancelOnDrop {

@@ -129,7 +129,7 @@ async fn replay(
     session
         .deliver(
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
-            caller.cloned(),
+            origin(caller),
         )
         .await
         .map_err(|_| "the session ended".to_owned())?;
@@ -167,7 +167,7 @@ async fn ask(
         serde_json::Value::from(method),
     );
     session
-        .deliver(line, caller.cloned())
+        .deliver(line, origin(caller))
         .await
         .map_err(|_| "the session ended".to_owned())?;
     let answer = tokio::time::timeout(REPLAY_TIMEOUT, stream.take_last())
@@ -178,6 +178,14 @@ async fn ask(
     match value.get("error") {
         Some(e) => Err(format!("{method} failed: {e}")),
         None => Ok(()),
+    }
+}
+
+/// Replayed messages come from the session's user, with no trace of their own.
+fn origin(caller: Option<&SharedIdentity>) -> session::Origin {
+    session::Origin {
+        identity: caller.cloned(),
+        trace: None,
     }
 }
 

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use super::directory::{SessionRecord, SessionUser};
 use super::stream::{Pushed, Stream, StreamBounds};
-use crate::connection::{Closer, Connection, Inbound, Outgoing};
+use crate::connection::{Closer, Connection, Inbound, Outgoing, TraceHeaders};
 use crate::framing::Frame;
 use crate::identity::{Identity, SharedIdentity};
 
@@ -281,12 +281,8 @@ impl Session {
     }
 
     /// Hand one message (or batch) from the client to MCP.
-    pub(crate) async fn deliver(
-        &self,
-        text: String,
-        caller: Option<SharedIdentity>,
-    ) -> Result<(), Closed> {
-        self.hand_on(with_caller(Inbound::Frame(Frame::Line(text)), caller))
+    pub(crate) async fn deliver(&self, text: String, origin: Origin) -> Result<(), Closed> {
+        self.hand_on(origin.wrap(Inbound::Frame(Frame::Line(text))))
             .await
     }
 
@@ -294,9 +290,9 @@ impl Session {
     pub(crate) async fn deliver_request(
         &self,
         head: OwnedRequestHead,
-        caller: Option<SharedIdentity>,
+        origin: Origin,
     ) -> Result<(), Closed> {
-        self.hand_on(with_caller(Inbound::Request(Box::new(head)), caller))
+        self.hand_on(origin.wrap(Inbound::Request(Box::new(head))))
             .await
     }
 
@@ -385,11 +381,33 @@ impl Session {
 
 /// Forget streams nobody can need any more: finished and fully delivered, or (beyond a
 /// few) finished and abandoned.
-/// `item`, marked as coming from `caller` when the request was authenticated.
-pub(super) fn with_caller(item: Inbound, caller: Option<SharedIdentity>) -> Inbound {
-    match caller {
-        Some(identity) => Inbound::Caller(identity, Box::new(item)),
-        None => item,
+/// What the HTTP request a message came in says about it besides the message: who sent it
+/// (when the request was authenticated) and the trace context of its headers.
+#[derive(Clone, Default)]
+pub(crate) struct Origin {
+    pub identity: Option<SharedIdentity>,
+    pub trace: Option<TraceHeaders>,
+}
+
+impl Origin {
+    /// The origin of a request with these headers, from `identity`.
+    pub(crate) fn of(identity: Option<SharedIdentity>, headers: &http::HeaderMap) -> Origin {
+        Origin {
+            identity,
+            trace: TraceHeaders::from_http(headers),
+        }
+    }
+
+    /// `item`, marked with what is known of where it came from.
+    pub(super) fn wrap(self, item: Inbound) -> Inbound {
+        let item = match self.identity {
+            Some(identity) => Inbound::Caller(identity, Box::new(item)),
+            None => item,
+        };
+        match self.trace {
+            Some(trace) => Inbound::Traced(trace, Box::new(item)),
+            None => item,
+        }
     }
 }
 
