@@ -37,7 +37,7 @@ const TOOL: &str = "test_simple_text";
 #[command(
     after_help = "Rows (for --only): floor, direct, gateway, gateway-sandbox, \
     gateway-no-audit, gateway-no-busy-poll, gateway-rate, gateway-postgres, \
-    gateway-postgres-rate, memory.\n\
+    gateway-postgres-rate, gateway-metrics, gateway-traces, memory.\n\
     MOAT_BENCH_STORE_URL=postgres://… runs the gateway-postgres rows (skipped without it).\n\
     MOAT_BIN=PATH uses that moat binary instead of building one (cargo build -p moat-cli)."
 )]
@@ -208,6 +208,18 @@ struct Setup {
     store: bool,
     /// A rate limit on the tool, too high to refuse: what counting a call costs.
     rate: bool,
+    /// Telemetry on: `Metrics` serves /metrics (the counters and histograms kept), `Traces`
+    /// exports a span per call over OTLP (to a port nothing listens on: the spans are
+    /// made and batched, and the batch's export fails once per batch period).
+    telemetry: Telemetry,
+}
+
+/// Which telemetry a row turns on (off in every other row, as by default).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Telemetry {
+    Off,
+    Metrics,
+    Traces,
 }
 
 /// The variable naming the PostgreSQL store of the `gateway-postgres*` rows (skipped
@@ -231,6 +243,13 @@ fn write_config(dir: &Path, label: &str, moat: &Path, servers: usize, setup: Set
             "\n[[policy.rate_limits]]\ntool = {}\nper_second = 1000000\n",
             quoted(Path::new(TOOL))
         ));
+    }
+    match setup.telemetry {
+        Telemetry::Off => {}
+        Telemetry::Metrics => toml.push_str("\n[telemetry]\nmetrics = \"127.0.0.1:0\"\n"),
+        Telemetry::Traces => {
+            toml.push_str("\n[telemetry]\notlp_endpoint = \"http://127.0.0.1:9\"\n");
+        }
     }
     if setup.store {
         let url = std::env::var(STORE_URL_VAR).expect("the row is skipped without the store");
@@ -379,6 +398,8 @@ enum Kind {
     GatewayRate,
     GatewayPostgres,
     GatewayPostgresRate,
+    GatewayMetrics,
+    GatewayTraces,
 }
 
 impl Kind {
@@ -391,6 +412,7 @@ impl Kind {
                 busy_poll: true,
                 store: false,
                 rate: false,
+                telemetry: Telemetry::Off,
             }),
             Kind::GatewaySandbox => Some(Setup {
                 sandbox: true,
@@ -398,6 +420,7 @@ impl Kind {
                 busy_poll: true,
                 store: false,
                 rate: false,
+                telemetry: Telemetry::Off,
             }),
             Kind::GatewayNoAudit => Some(Setup {
                 sandbox: false,
@@ -405,6 +428,7 @@ impl Kind {
                 busy_poll: true,
                 store: false,
                 rate: false,
+                telemetry: Telemetry::Off,
             }),
             Kind::GatewayNoBusyPoll => Some(Setup {
                 sandbox: false,
@@ -412,6 +436,7 @@ impl Kind {
                 busy_poll: false,
                 store: false,
                 rate: false,
+                telemetry: Telemetry::Off,
             }),
             Kind::GatewayRate => Some(Setup {
                 sandbox: false,
@@ -419,6 +444,7 @@ impl Kind {
                 busy_poll: true,
                 store: false,
                 rate: true,
+                telemetry: Telemetry::Off,
             }),
             Kind::GatewayPostgres => Some(Setup {
                 sandbox: false,
@@ -426,6 +452,7 @@ impl Kind {
                 busy_poll: true,
                 store: true,
                 rate: false,
+                telemetry: Telemetry::Off,
             }),
             Kind::GatewayPostgresRate => Some(Setup {
                 sandbox: false,
@@ -433,10 +460,29 @@ impl Kind {
                 busy_poll: true,
                 store: true,
                 rate: true,
+                telemetry: Telemetry::Off,
+            }),
+            Kind::GatewayMetrics => Some(Setup {
+                telemetry: Telemetry::Metrics,
+                ..GATEWAY
+            }),
+            Kind::GatewayTraces => Some(Setup {
+                telemetry: Telemetry::Traces,
+                ..GATEWAY
             }),
         }
     }
 }
+
+/// The `gateway` row's setup, which the telemetry rows vary.
+const GATEWAY: Setup = Setup {
+    sandbox: false,
+    audit: true,
+    busy_poll: true,
+    store: false,
+    rate: false,
+    telemetry: Telemetry::Off,
+};
 
 struct Row {
     id: &'static str,
@@ -489,6 +535,16 @@ const ROWS: &[Row] = &[
         id: "gateway-postgres-rate",
         kind: Kind::GatewayPostgresRate,
         note: "as `gateway-rate`, buckets in PostgreSQL: one round trip per call",
+    },
+    Row {
+        id: "gateway-metrics",
+        kind: Kind::GatewayMetrics,
+        note: "as `gateway`, with [telemetry] metrics on (what counting costs)",
+    },
+    Row {
+        id: "gateway-traces",
+        kind: Kind::GatewayTraces,
+        note: "as `gateway`, with a span per call exported over OTLP (what tracing costs)",
     },
 ];
 
@@ -745,13 +801,7 @@ struct MemoryRow {
 
 async fn measure_memory(s: &Settings, moat: &Path, scratch: &Path, sandbox: bool) -> MemoryRow {
     let label = if sandbox { "mem-sandbox" } else { "mem" };
-    let setup = Setup {
-        sandbox,
-        audit: true,
-        busy_poll: true,
-        store: false,
-        rate: false,
-    };
+    let setup = Setup { sandbox, ..GATEWAY };
     let config = write_config(scratch, label, moat, s.servers, setup);
     let moat_s = moat.to_str().expect("utf-8 path");
     let config_s = config.to_str().expect("utf-8 path");
