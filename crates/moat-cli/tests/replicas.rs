@@ -11,7 +11,9 @@
 //! - every call completes or fails with an error its client sees; none hangs; and a client
 //!   that starts after the restarts is served;
 //! - with the replicas sharing a PostgreSQL store (`[store] url`), every completed call is in
-//!   the one audit trail, once, and its hash chain verifies.
+//!   the one audit trail, once (but for those the killed replica answered in its last
+//!   milliseconds, whose records were still being batched), and its hash chain verifies;
+//! - a session subscribed to a resource keeps getting its updates after the restarts.
 //!
 //! HAProxy comes from Debian's packages and PostgreSQL is started by `.ci/run`
 //! (`MOAT_TEST_POSTGRES_URL`); without them the test fails under CI (`CI` set) and is
@@ -264,6 +266,31 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
         .expect("start the Python SDK client");
     let py = tokio::task::spawn_blocking(move || py.wait_with_output());
 
+    // A session subscribed to a resource that changes every 3 s: its updates must keep
+    // coming after the replicas holding sessions were killed and restarted.
+    let subscriber = session_client(url.clone(), ProtocolVersion::V2025_11_25)
+        .await
+        .expect("the subscriber's session");
+    let updates = Arc::new(std::sync::Mutex::new(Vec::<Instant>::new()));
+    {
+        let mut notes = subscriber.notifications();
+        let updates = updates.clone();
+        tokio::spawn(async move {
+            while let Ok(n) = notes.recv().await {
+                if n.method == "notifications/resources/updated" {
+                    updates
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(Instant::now());
+                }
+            }
+        });
+    }
+    subscriber
+        .subscribe("test://watched-resource")
+        .await
+        .expect("subscribe");
+
     let stop = Arc::new(AtomicBool::new(false));
     let modern = Arc::new(Tally::default());
     let sessions = Arc::new(Tally::default());
@@ -339,6 +366,7 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
         assert!(status.success(), "{status:?}\n{}", r.server.log());
         replicas[1] = Some(start_replica(&config, &keys, r.port));
     }
+    let restarted = Instant::now();
     tokio::time::sleep(Duration::from_secs(4)).await;
     stop.store(true, Ordering::Relaxed);
     for task in load {
@@ -413,6 +441,25 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
     // Failures are only those in flight on the killed or drained replica.
     assert!(m_failed <= 6, "{m_failed} 2026-07-28 rounds failed");
 
+    // The subscription outlived the restarts, on whichever replica holds its session now.
+    let updated_since = |t: Instant| {
+        updates
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|u| *u > t)
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !updated_since(restarted) {
+        assert!(
+            Instant::now() < deadline,
+            "no resource update reached the subscriber after the restarts ({} before)",
+            updates.lock().unwrap_or_else(|e| e.into_inner()).len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    subscriber.close().await;
+
     // After the restarts a new client is served, in either era.
     modern_elicitation(&authority, &docs).expect("a round after the restarts");
     let client = session_client(url.clone(), ProtocolVersion::V2025_11_25)
@@ -452,8 +499,15 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
             .expect("audit JSON");
     let completed = records.iter().filter(|r| r["outcome"] == "ok").count();
     let (all_ok, all_failed) = (s_ok + py_progress_ok, s_failed + py_progress_failed);
+    eprintln!(
+        "audited as completed: {completed}; the clients saw {all_ok} complete, {all_failed} fail"
+    );
+    // Records are batched off the call path (a few milliseconds): the replica killed with
+    // SIGKILL may take the records of the calls it answered in its last milliseconds with
+    // it (docs/deploy.md, "Known limits"). Nothing else may be missing, nor anything twice.
+    const LOST_TO_SIGKILL: usize = 2;
     assert!(
-        completed >= all_ok && completed <= all_ok + all_failed,
+        completed + LOST_TO_SIGKILL >= all_ok && completed <= all_ok + all_failed,
         "{completed} audited as completed; the clients saw {all_ok} complete and {all_failed} fail"
     );
     audit(&["verify"]);
