@@ -213,12 +213,7 @@ pub struct GatewayArgs {
     /// With --http and a shared store ([store] url): the URL other replicas reach this one
     /// at, to forward the requests of sessions it holds (http://10.0.3.7:8080). Default:
     /// the --http address, when it names one (not 0.0.0.0, not port 0).
-    #[arg(
-        long,
-        value_name = "URL",
-        env = "MOAT_ADVERTISE_URL",
-        requires = "http"
-    )]
+    #[arg(long, value_name = "URL", env = "MOAT_ADVERTISE_URL")]
     pub advertise_url: Option<String>,
     /// Keep pins, consent decisions and the audit trail in memory only.
     #[arg(long)]
