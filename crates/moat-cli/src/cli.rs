@@ -138,6 +138,7 @@ Examples:
   moat gateway --config moat.toml --metrics 127.0.0.1:9464  # Prometheus /metrics
 
 Observability (metrics, traces, JSON logs, the console): docs/observability.md.
+Replicas behind a load balancer (a PostgreSQL [store], no stickiness needed): docs/deploy.md.
 
 In Claude Desktop (claude_desktop_config.json), in place of the servers it wraps:
   {\"mcpServers\": {\"moat\": {\"command\": \"moat\", \"args\": [\"gateway\", \"--config\", \"/path/to/moat.toml\"]}}}";
