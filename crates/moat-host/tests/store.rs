@@ -792,8 +792,13 @@ async fn directory_suite(
         .await
         .unwrap();
     assert!(directory.find("s2").await.unwrap().is_some());
-    directory.remove("s1").await.unwrap();
+    // A replica whose copy expired does not take the record from the one that owns it.
+    directory.remove("s1", Some(&a.id)).await.unwrap();
+    assert!(directory.find("s1").await.unwrap().is_some());
+    directory.remove("s1", Some(&owner.id)).await.unwrap();
     assert_eq!(directory.find("s1").await.unwrap(), None);
+    directory.remove("s2", None).await.unwrap();
+    assert_eq!(directory.find("s2").await.unwrap(), None);
 }
 
 #[tokio::test]

@@ -154,11 +154,14 @@ impl SessionDirectory for PostgresDirectory {
         })
     }
 
-    fn remove<'a>(&'a self, id: &'a str) -> DirectoryFuture<'a, ()> {
+    fn remove<'a>(&'a self, id: &'a str, owner: Option<&'a str>) -> DirectoryFuture<'a, ()> {
         Box::pin(async move {
-            self.execute("DELETE FROM http_sessions WHERE id = $1", &[&id])
-                .await
-                .map(drop)
+            self.execute(
+                "DELETE FROM http_sessions WHERE id = $1 AND ($2::TEXT IS NULL OR owner_id = $2)",
+                &[&id, &owner],
+            )
+            .await
+            .map(drop)
         })
     }
 

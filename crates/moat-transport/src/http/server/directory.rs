@@ -119,8 +119,10 @@ pub trait SessionDirectory: Send + Sync + 'static {
     ) -> DirectoryFuture<'a, bool>;
     /// Apply a change the client made to its session.
     fn update<'a>(&'a self, id: &'a str, change: &'a SessionChange) -> DirectoryFuture<'a, ()>;
-    /// Forget a session (it was deleted, or expired).
-    fn remove<'a>(&'a self, id: &'a str) -> DirectoryFuture<'a, ()>;
+    /// Forget a session (it was deleted, or expired); with `owner` (a replica id), only
+    /// while that replica owns it: a replica whose copy of a session expired must not take
+    /// the record from the replica that took the session over meanwhile.
+    fn remove<'a>(&'a self, id: &'a str, owner: Option<&'a str>) -> DirectoryFuture<'a, ()>;
     /// Say the sessions `ids` are alive; records nobody has touched for `stale` may go.
     fn touch<'a>(&'a self, ids: &'a [String], stale: Duration) -> DirectoryFuture<'a, ()>;
 }
@@ -201,8 +203,11 @@ impl SessionDirectory for MemoryDirectory {
         Box::pin(async { Ok(()) })
     }
 
-    fn remove<'a>(&'a self, id: &'a str) -> DirectoryFuture<'a, ()> {
-        self.records().remove(id);
+    fn remove<'a>(&'a self, id: &'a str, owner: Option<&'a str>) -> DirectoryFuture<'a, ()> {
+        let mut records = self.records();
+        if owner.is_none_or(|o| records.get(id).is_some_and(|r| r.owner.id == o)) {
+            records.remove(id);
+        }
         Box::pin(async { Ok(()) })
     }
 

@@ -190,7 +190,7 @@ impl Drop for EndsSession {
         {
             let id = std::mem::take(&mut self.id);
             runtime.spawn(async move {
-                if let Err(e) = directory.remove(&id).await {
+                if let Err(e) = directory.remove(&id, None).await {
                     tracing::debug!(session = %id, "removing a legacy session's record failed: {e}");
                 }
             });

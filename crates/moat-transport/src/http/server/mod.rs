@@ -481,7 +481,7 @@ async fn reap(shared: std::sync::Weak<Shared>, (idle, every): (Duration, Duratio
         let expired = shared.sessions.expire(idle);
         if let Some(replication) = &shared.replication {
             for id in &expired {
-                remote::forget(&shared, id).await;
+                remote::forget(&shared, id, true).await;
             }
             // Records no replica has touched for a while belong to sessions nobody took
             // over after their replica died.
@@ -1360,7 +1360,7 @@ async fn delete(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         Err(r) => return r,
     };
     if shared.sessions.close(&session.id) {
-        remote::forget(shared, &session.id).await;
+        remote::forget(shared, &session.id, false).await;
         empty(StatusCode::OK)
     } else {
         error(

@@ -229,12 +229,14 @@ pub(super) async fn register(shared: &Shared, record: SessionRecord) {
     }
 }
 
-/// Forget a session everywhere.
-pub(super) async fn forget(shared: &Shared, id: &str) {
+/// Forget a session everywhere: it was deleted (`expired` false), or this replica's copy
+/// expired (then the record goes only if this replica still owns it).
+pub(super) async fn forget(shared: &Shared, id: &str, expired: bool) {
     let Some(replication) = &shared.replication else {
         return;
     };
-    if let Err(e) = replication.directory.remove(id).await {
+    let owner = expired.then_some(replication.replica.id.as_str());
+    if let Err(e) = replication.directory.remove(id, owner).await {
         tracing::warn!(session = %id, "removing a session from the directory failed: {e}");
     }
 }
