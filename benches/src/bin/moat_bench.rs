@@ -10,6 +10,7 @@
 //! cargo run --release -p moat-bench --bin moat-bench -- spawn [--json] [--rounds N]
 //! cargo run --release -p moat-bench --bin moat-bench -- reload [--json] [--rounds N]
 //! cargo run --release -p moat-bench --bin moat-bench -- crash [--json] [--rounds N]
+//! cargo run --release -p moat-bench --bin moat-bench -- replicas [--json] [--calls N] [--rounds N] [--clients N] (see --help)
 //! ```
 //!
 //! `all` runs every comparison in one go — moat, rmcp, the TypeScript and the Python SDK —
@@ -19,7 +20,8 @@
 //! `spawn` a sandboxed command started by `moat sandbox` and by `moat serve exec` against
 //! bubblewrap (see `spawn_table`); `reload` how long a running gateway takes to act on an
 //! edited configuration or a pin approval (see `reload_table`); `crash` how fast a client
-//! learns that its server died (see `crash_table`).
+//! learns that its server died (see `crash_table`); `replicas` `moat gateway --http` with 1,
+//! 2 and 3 replicas behind HAProxy sharing a PostgreSQL store (see `replicas_table`).
 //!
 //! The arguments are parsed by clap: each table declares its own in an `Args` struct, whose
 //! doc comments are the `--help` text.
@@ -77,6 +79,10 @@ enum Table {
     /// handshake, and through a gateway.
     #[command(after_help = crash_table::ROWS)]
     Crash(EventArgs),
+    /// `moat gateway --http` with 1, 2 and 3 replicas behind HAProxy (round-robin, no
+    /// stickiness) sharing a PostgreSQL store: sessions, whose requests are forwarded to
+    /// the replica holding them, and 2026-07-28 requests, served where they land.
+    Replicas(replicas_table::Args),
 }
 
 /// The options of the default table (stdio round trips and decoding).
@@ -192,6 +198,7 @@ fn main() {
         Some(Table::All(args)) => return all_table::main(args),
         Some(Table::Reload(args)) => return reload_table::main(args),
         Some(Table::Crash(args)) => return crash_table::main(args),
+        Some(Table::Replicas(args)) => return replicas_table::main(args),
         None => {}
     }
     let s = cli.stdio;
@@ -464,5 +471,7 @@ mod gateway_table;
 mod http_table;
 #[path = "../reload_table.rs"]
 mod reload_table;
+#[path = "../replicas_table.rs"]
+mod replicas_table;
 #[path = "../spawn_table.rs"]
 mod spawn_table;
