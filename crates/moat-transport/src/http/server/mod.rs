@@ -265,6 +265,8 @@ struct Shared {
     forwarder: Option<reqwest::Client>,
     /// Held while a session is taken over.
     takeovers: tokio::sync::Mutex<()>,
+    /// Where sessions forwarded to lately live.
+    owners: remote::Owners,
 }
 
 /// Reports on a running [`HttpServer`].
@@ -352,6 +354,7 @@ impl HttpServer {
                 forwarder: replication.as_ref().map(|_| forward::client()),
                 replication,
                 takeovers: tokio::sync::Mutex::new(()),
+                owners: remote::Owners::default(),
                 readiness: Readiness::default(),
                 bounds: StreamBounds {
                     max_queued_bytes: options.sse_buffer_bytes.max(1),
@@ -1183,6 +1186,17 @@ enum Elsewhere {
     Answered(Response<Body>),
 }
 
+/// The request as it goes on to another replica.
+fn outbound<'a>(away: &Away<'a>) -> forward::Outbound<'a> {
+    forward::Outbound {
+        method: away.method.clone(),
+        target: away.target,
+        headers: away.headers,
+        body: Bytes::copy_from_slice(away.body.as_bytes()),
+        awaited: away.awaited.to_vec(),
+    }
+}
+
 /// A request for session `id`, which this replica does not hold: forwarded to the replica
 /// that does, or the session taken over when that replica is gone, or refused.
 async fn elsewhere(
@@ -1193,6 +1207,21 @@ async fn elsewhere(
 ) -> Elsewhere {
     use remote::Located;
     let forwarded = away.headers.contains_key(forward::FORWARDED);
+    // Where it was lately: no directory round trip for each request of a session.
+    if let (Some(replication), Some(client), Some(owner), false) = (
+        &shared.replication,
+        &shared.forwarder,
+        shared.owners.get(id, caller),
+        forwarded,
+    ) {
+        match forward::forward(client, &replication.replica, &owner, outbound(&away)).await {
+            forward::Forwarded::Answer(r) if r.status() != StatusCode::NOT_FOUND => {
+                return Elsewhere::Answered(r);
+            }
+            // Gone from there, or unreachable: ask the directory.
+            _ => shared.owners.forget(id),
+        }
+    }
     let mut located = remote::locate(shared, id, caller, forwarded).await;
     // At most two forwards: to the owner, and to whoever took the session over meanwhile.
     for _ in 0..2 {
@@ -1203,17 +1232,17 @@ async fn elsewhere(
             located = Located::Nowhere;
             break;
         };
-        let out = forward::Outbound {
-            method: away.method.clone(),
-            target: away.target,
-            headers: away.headers,
-            body: Bytes::copy_from_slice(away.body.as_bytes()),
-            awaited: away.awaited.to_vec(),
-        };
-        let sent = forward::forward(client, &replication.replica, &record.owner, out).await;
+        let sent =
+            forward::forward(client, &replication.replica, &record.owner, outbound(&away)).await;
         located = match sent {
-            forward::Forwarded::Answer(r) => return Elsewhere::Answered(r),
-            forward::Forwarded::Unreachable => remote::take_over(shared, record, caller).await,
+            forward::Forwarded::Answer(r) => {
+                shared.owners.remember(&record);
+                return Elsewhere::Answered(r);
+            }
+            forward::Forwarded::Unreachable => {
+                shared.owners.forget(id);
+                remote::take_over(shared, record, caller).await
+            }
         };
     }
     match located {

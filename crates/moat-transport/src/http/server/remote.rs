@@ -7,12 +7,66 @@ use std::time::Duration;
 use moat_protocol::RequestId;
 
 use super::Shared;
-use super::directory::{SessionChange, SessionRecord};
+use super::directory::{Replica, SessionChange, SessionRecord, SessionUser};
 use super::session::{self, Session};
 use crate::identity::SharedIdentity;
 
 /// How long replaying a session's handshake into a new peer may take.
 const REPLAY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How long where a session lives is remembered without asking the directory again.
+const REMEMBER_OWNER: Duration = Duration::from_secs(10);
+
+/// Sessions remembered at most; beyond, the memory starts over.
+const MOST_REMEMBERED: usize = 65_536;
+
+/// Where the sessions this replica forwarded to lately live, so that each of their
+/// requests is not a directory round trip. Forgotten when the owner cannot be reached or
+/// no longer has the session, and after [`REMEMBER_OWNER`] (a takeover elsewhere is
+/// learned within that time).
+#[derive(Default)]
+pub(super) struct Owners {
+    known: std::sync::Mutex<std::collections::HashMap<String, Known>>,
+}
+
+struct Known {
+    owner: Replica,
+    user: Option<SessionUser>,
+    at: std::time::Instant,
+}
+
+impl Owners {
+    fn known(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Known>> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The replica session `id` lived on lately, if `caller` may use the session.
+    pub(super) fn get(&self, id: &str, caller: Option<&SharedIdentity>) -> Option<Replica> {
+        let known = self.known();
+        let k = known.get(id)?;
+        let fresh = k.at.elapsed() < REMEMBER_OWNER;
+        (fresh && k.user == session::user_of(caller.map(|c| &**c))).then(|| k.owner.clone())
+    }
+
+    pub(super) fn remember(&self, record: &SessionRecord) {
+        let mut known = self.known();
+        if known.len() >= MOST_REMEMBERED {
+            known.clear();
+        }
+        known.insert(
+            record.id.clone(),
+            Known {
+                owner: record.owner.clone(),
+                user: record.user.clone(),
+                at: std::time::Instant::now(),
+            },
+        );
+    }
+
+    pub(super) fn forget(&self, id: &str) {
+        self.known().remove(id);
+    }
+}
 
 /// Where a session the request names is.
 pub(super) enum Located {
@@ -27,7 +81,7 @@ pub(super) enum Located {
 }
 
 /// Find session `id`, which this replica does not hold. `forwarded`: another replica sent
-/// the request here, believing this replica the owner, so it is not sent on again.
+/// the request here, believing this replica the owner; it is never sent on again.
 pub(super) async fn locate(
     shared: &Shared,
     id: &str,
@@ -46,8 +100,14 @@ pub(super) async fn locate(
         return Located::Nowhere;
     }
     let me = &replication.replica;
-    if forwarded || record.owner.id == me.id || record.owner.url == me.url {
+    // Recorded here: this process, or the one it replaced at this address (a restart).
+    if record.owner.id == me.id || record.owner.url == me.url {
         return take_over(shared, record, caller).await;
+    }
+    if forwarded {
+        // The sender's idea of where the session lives is out of date: it learns so from
+        // the 404 and asks the directory (a forwarded request is never sent on again).
+        return Located::Nowhere;
     }
     Located::There(record)
 }
