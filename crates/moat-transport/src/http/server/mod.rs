@@ -267,6 +267,8 @@ struct Shared {
     takeovers: tokio::sync::Mutex<()>,
     /// Where sessions forwarded to lately live.
     owners: remote::Owners,
+    /// Turns true when the server drains (relayed streams end with it).
+    draining: tokio::sync::watch::Sender<bool>,
 }
 
 /// Reports on a running [`HttpServer`].
@@ -355,6 +357,7 @@ impl HttpServer {
                 replication,
                 takeovers: tokio::sync::Mutex::new(()),
                 owners: remote::Owners::default(),
+                draining: tokio::sync::watch::Sender::new(false),
                 readiness: Readiness::default(),
                 bounds: StreamBounds {
                     max_queued_bytes: options.sse_buffer_bytes.max(1),
@@ -459,6 +462,7 @@ impl HttpServer {
         drop(self.listener);
         shared.readiness.drain();
         shared.sessions.end_idle_streams();
+        shared.draining.send_replace(true);
         let in_flight = shared.sessions.len();
         let drained = tokio::time::timeout(shared.options.drain_timeout, connections.shutdown())
             .await
@@ -1187,13 +1191,14 @@ enum Elsewhere {
 }
 
 /// The request as it goes on to another replica.
-fn outbound<'a>(away: &Away<'a>) -> forward::Outbound<'a> {
+fn outbound<'a>(shared: &Shared, away: &Away<'a>) -> forward::Outbound<'a> {
     forward::Outbound {
         method: away.method.clone(),
         target: away.target,
         headers: away.headers,
         body: Bytes::copy_from_slice(away.body.as_bytes()),
         awaited: away.awaited.to_vec(),
+        drain: Some(shared.draining.subscribe()),
     }
 }
 
@@ -1214,7 +1219,14 @@ async fn elsewhere(
         shared.owners.get(id, caller),
         forwarded,
     ) {
-        match forward::forward(client, &replication.replica, &owner, outbound(&away)).await {
+        match forward::forward(
+            client,
+            &replication.replica,
+            &owner,
+            outbound(shared, &away),
+        )
+        .await
+        {
             forward::Forwarded::Answer(r) if r.status() != StatusCode::NOT_FOUND => {
                 return Elsewhere::Answered(r);
             }
@@ -1232,8 +1244,13 @@ async fn elsewhere(
             located = Located::Nowhere;
             break;
         };
-        let sent =
-            forward::forward(client, &replication.replica, &record.owner, outbound(&away)).await;
+        let sent = forward::forward(
+            client,
+            &replication.replica,
+            &record.owner,
+            outbound(shared, &away),
+        )
+        .await;
         located = match sent {
             forward::Forwarded::Answer(r) => {
                 shared.owners.remember(&record);
