@@ -107,11 +107,11 @@ fn haproxy_config(front: u16, replicas: &[u16]) -> String {
     let mut text = format!(
         "global\n    maxconn 1024\n\n\
          defaults\n    mode http\n    timeout connect 2s\n    timeout client 60s\n    timeout server 60s\n\
-         \x20   retries 3\n    option redispatch\n\n\
+         \x20   timeout check 2s\n    retries 3\n    option redispatch\n\n\
          frontend mcp\n    bind 127.0.0.1:{front}\n    default_backend moat\n\n\
          backend moat\n    balance roundrobin\n\
          \x20   option httpchk GET /healthz\n    http-check expect status 200\n\
-         \x20   default-server inter 500ms fall 2 rise 1\n"
+         \x20   default-server inter 500ms fall 3 rise 1\n"
     );
     for (i, port) in replicas.iter().enumerate() {
         text.push_str(&format!("    server r{i} 127.0.0.1:{port} check\n"));
