@@ -161,6 +161,15 @@ fn post(addr: SocketAddr, session: Option<&str>, body: Value) -> reqwest::Reques
     r
 }
 
+/// A GET of the session's stream (add `last-event-id` to resume one).
+fn get(addr: SocketAddr, session: &str) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .get(format!("http://{addr}/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", VERSION)
+}
+
 async fn initialize(addr: SocketAddr) -> String {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": VERSION, "capabilities": {"elicitation": {}},
@@ -328,14 +337,7 @@ async fn a_session_is_served_by_either_replica() {
     assert_eq!(text_of(&answer), r#"{"name":"Ada"}"#);
 
     // The standalone GET stream through B, forwarded.
-    let r = reqwest::Client::new()
-        .get(format!("http://{}/mcp", b.addr))
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", VERSION)
-        .send()
-        .await
-        .expect("GET through B");
+    let r = get(b.addr, &session).send().await.expect("GET through B");
     assert_eq!(r.status(), StatusCode::OK);
     drop(r);
 
@@ -378,11 +380,7 @@ async fn a_stream_resumed_through_another_replica_has_no_gap_and_no_duplicate() 
         last_id = e.id.or(last_id);
     }
     drop(first);
-    let r = reqwest::Client::new()
-        .get(format!("http://{}/mcp", b.addr))
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", VERSION)
+    let r = get(b.addr, &session)
         .header("last-event-id", last_id.expect("event ids"))
         .send()
         .await
@@ -490,11 +488,7 @@ async fn a_dead_replicas_session_is_taken_over_and_its_calls_fail_visibly() {
     );
 
     // The client of the direct call resumes on B and learns that call failed.
-    let r = reqwest::Client::new()
-        .get(format!("http://{}/mcp", b.addr))
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", VERSION)
+    let r = get(b.addr, &session)
         .header("last-event-id", &last_event)
         .send()
         .await
@@ -504,14 +498,7 @@ async fn a_dead_replicas_session_is_taken_over_and_its_calls_fail_visibly() {
     assert!(failed["error"].is_object(), "{failed}");
 
     // And a new stream of the session is served on B, whose replica it now is.
-    let r = reqwest::Client::new()
-        .get(format!("http://{}/mcp", b.addr))
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", VERSION)
-        .send()
-        .await
-        .expect("GET on B");
+    let r = get(b.addr, &session).send().await.expect("GET on B");
     assert_eq!(r.status(), StatusCode::OK);
 }
 

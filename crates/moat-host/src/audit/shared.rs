@@ -507,34 +507,15 @@ fn error_detail(e: &tokio_postgres::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::StoreConfig;
 
     /// A batch sent again after its commit (the acknowledgement lost) is written once, and
     /// the chain still verifies; records new in the second batch are written after it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_batch_sent_twice_is_written_once() {
-        let Ok(url) = std::env::var("MOAT_TEST_POSTGRES_URL") else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "MOAT_TEST_POSTGRES_URL is not set: CI must run this test against PostgreSQL"
-            );
-            eprintln!("MOAT_TEST_POSTGRES_URL is not set: test not run");
+        let Some(store) = crate::store::postgres::TestStore::open("audit_once").await else {
             return;
         };
-        let schema = format!("audit_once_{}", std::process::id());
-        let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
-            .expect("connect");
-        tokio::spawn(connection);
-        admin
-            .batch_execute(&format!(
-                "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
-            ))
-            .await
-            .expect("schema");
-        let sep = if url.contains('?') { '&' } else { '?' };
-        let cfg = StoreConfig::with_url(format!("{url}{sep}options=-csearch_path%3D{schema}"));
-        let pg = Postgres::connect(&cfg).await.expect("store");
+        let pg = store.pg.clone();
         let mut client = pg.connect_one().await.expect("client");
 
         let record = |tool: &str| {
@@ -559,9 +540,6 @@ mod tests {
         assert_eq!(tools, ["a", "b", "c"]);
         let report = verify(&pg, Vec::new()).await.expect("verify");
         assert!(report.ok(), "{report:?}");
-        admin
-            .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
-            .await
-            .expect("drop");
+        store.close().await;
     }
 }

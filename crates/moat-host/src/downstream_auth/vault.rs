@@ -335,30 +335,10 @@ mod tests {
     /// there for the other; the row is ciphertext; another key opens nothing.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn replicas_share_tokens_through_the_store() {
-        let Ok(url) = std::env::var("MOAT_TEST_POSTGRES_URL") else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "MOAT_TEST_POSTGRES_URL is not set: CI must run this test against PostgreSQL"
-            );
-            eprintln!("MOAT_TEST_POSTGRES_URL is not set: test not run");
+        let Some(store) = crate::store::postgres::TestStore::open("vault").await else {
             return;
         };
-        let schema = format!("vault_{}", std::process::id());
-        let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
-            .expect("connect");
-        tokio::spawn(connection);
-        admin
-            .batch_execute(&format!(
-                "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
-            ))
-            .await
-            .expect("schema");
-        let sep = if url.contains('?') { '&' } else { '?' };
-        let cfg = crate::store::StoreConfig::with_url(format!(
-            "{url}{sep}options=-csearch_path%3D{schema}"
-        ));
-        let pg = crate::store::Postgres::connect(&cfg).await.expect("store");
+        let pg = store.pg.clone();
         let dir = tempfile::tempdir().unwrap();
         let unused = dir.path().join("no-key-file");
         let key = "ab".repeat(32);
@@ -379,9 +359,10 @@ mod tests {
         })
         .await
         .expect("vault ops");
-        let rows = admin
+        let rows = store
+            .admin
             .query(
-                &format!("SELECT sealed FROM {schema}.downstream_tokens"),
+                &format!("SELECT sealed FROM {}.downstream_tokens", store.schema),
                 &[],
             )
             .await
@@ -395,10 +376,7 @@ mod tests {
         })
         .await
         .expect("vault ops");
-        admin
-            .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
-            .await
-            .expect("drop");
+        store.close().await;
     }
 
     #[test]

@@ -320,6 +320,54 @@ impl StoreError {
     }
 }
 
+/// For this crate's tests: a store in a fresh schema of the server `MOAT_TEST_POSTGRES_URL`
+/// names, and a connection of the test's own to look into it (its tables are in `schema`).
+/// `None`, outside CI, when the variable is not set (the test says it did not run); under
+/// CI a missing server is a failure.
+#[cfg(test)]
+pub(crate) struct TestStore {
+    pub pg: Postgres,
+    pub admin: tokio_postgres::Client,
+    pub schema: String,
+}
+
+#[cfg(test)]
+impl TestStore {
+    pub(crate) async fn open(name: &str) -> Option<TestStore> {
+        let Ok(url) = std::env::var("MOAT_TEST_POSTGRES_URL") else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "MOAT_TEST_POSTGRES_URL is not set: CI must run this test against PostgreSQL"
+            );
+            eprintln!("MOAT_TEST_POSTGRES_URL is not set: test not run");
+            return None;
+        };
+        let schema = format!("{name}_{}", std::process::id());
+        let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .expect("connect to MOAT_TEST_POSTGRES_URL");
+        tokio::spawn(connection);
+        admin
+            .batch_execute(&format!(
+                "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
+            ))
+            .await
+            .expect("a schema of the test's own");
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let cfg = StoreConfig::with_url(format!("{url}{sep}options=-csearch_path%3D{schema}"));
+        let pg = Postgres::connect(&cfg).await.expect("the store");
+        Some(TestStore { pg, admin, schema })
+    }
+
+    /// Drops the schema.
+    pub(crate) async fn close(self) {
+        self.admin
+            .batch_execute(&format!("DROP SCHEMA {} CASCADE", self.schema))
+            .await
+            .expect("drop the test's schema");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
