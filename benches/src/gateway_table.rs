@@ -406,61 +406,31 @@ impl Kind {
     fn setup(self) -> Option<Setup> {
         match self {
             Kind::Floor | Kind::Direct => None,
-            Kind::Gateway => Some(Setup {
-                sandbox: false,
-                audit: true,
-                busy_poll: true,
-                store: false,
-                rate: false,
-                telemetry: Telemetry::Off,
-            }),
+            Kind::Gateway => Some(GATEWAY),
             Kind::GatewaySandbox => Some(Setup {
                 sandbox: true,
-                audit: true,
-                busy_poll: true,
-                store: false,
-                rate: false,
-                telemetry: Telemetry::Off,
+                ..GATEWAY
             }),
             Kind::GatewayNoAudit => Some(Setup {
-                sandbox: false,
                 audit: false,
-                busy_poll: true,
-                store: false,
-                rate: false,
-                telemetry: Telemetry::Off,
+                ..GATEWAY
             }),
             Kind::GatewayNoBusyPoll => Some(Setup {
-                sandbox: false,
-                audit: true,
                 busy_poll: false,
-                store: false,
-                rate: false,
-                telemetry: Telemetry::Off,
+                ..GATEWAY
             }),
             Kind::GatewayRate => Some(Setup {
-                sandbox: false,
-                audit: true,
-                busy_poll: true,
-                store: false,
                 rate: true,
-                telemetry: Telemetry::Off,
+                ..GATEWAY
             }),
             Kind::GatewayPostgres => Some(Setup {
-                sandbox: false,
-                audit: true,
-                busy_poll: true,
                 store: true,
-                rate: false,
-                telemetry: Telemetry::Off,
+                ..GATEWAY
             }),
             Kind::GatewayPostgresRate => Some(Setup {
-                sandbox: false,
-                audit: true,
-                busy_poll: true,
                 store: true,
                 rate: true,
-                telemetry: Telemetry::Off,
+                ..GATEWAY
             }),
             Kind::GatewayMetrics => Some(Setup {
                 telemetry: Telemetry::Metrics,

@@ -216,8 +216,8 @@ impl SessionDirectory for MemoryDirectory {
     }
 }
 
-/// `change` applied to `record` (for directories that keep records whole).
-pub fn apply(record: &mut SessionRecord, change: &SessionChange) {
+/// `change` applied to `record`.
+fn apply(record: &mut SessionRecord, change: &SessionChange) {
     match change {
         SessionChange::LogLevel(level) => record.log_level = Some(level.clone()),
         SessionChange::Subscribe(uri) => {
