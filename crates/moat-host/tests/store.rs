@@ -799,6 +799,67 @@ async fn directory_suite(
     assert_eq!(directory.find("s1").await.unwrap(), None);
     directory.remove("s2", None).await.unwrap();
     assert_eq!(directory.find("s2").await.unwrap(), None);
+
+    events_suite(directory).await;
+}
+
+/// The events of resumable streams: kept in order, once; bounded; gone with the session.
+async fn events_suite(directory: &dyn moat::transport::http::server::directory::SessionDirectory) {
+    use moat::transport::http::server::directory::{
+        KEPT_EVENTS, Replica, SessionRecord, StoredEvent,
+    };
+    let owner = Replica::new("http://10.0.0.1:8080");
+    directory
+        .register(&SessionRecord::new("e1", owner.clone()))
+        .await
+        .unwrap();
+    let event = |seq: u64, answers: bool| {
+        StoredEvent::new("e1", "t_1_MQ", seq, answers, format!("{{\"n\":{seq}}}"))
+    };
+    // Two batches, the second repeating an event of the first (a re-sent batch).
+    directory
+        .append_events(&[event(0, false), event(1, false)])
+        .await
+        .unwrap();
+    directory
+        .append_events(&[
+            event(1, false),
+            event(2, true),
+            StoredEvent::new("e1", "t_2", 0, false, "{}"),
+        ])
+        .await
+        .unwrap();
+    let kept = directory.events("e1", "t_1_MQ").await.unwrap();
+    assert_eq!(kept, vec![event(0, false), event(1, false), event(2, true)]);
+    assert_eq!(directory.events("e1", "t_2").await.unwrap().len(), 1);
+    assert!(directory.events("e1", "t_3").await.unwrap().is_empty());
+
+    // A long stream keeps its latest events, and its answers whatever their age.
+    let long: Vec<StoredEvent> = (3..KEPT_EVENTS + 103).map(|n| event(n, false)).collect();
+    for chunk in long.chunks(64) {
+        directory.append_events(chunk).await.unwrap();
+    }
+    let kept = directory.events("e1", "t_1_MQ").await.unwrap();
+    let newest = KEPT_EVENTS + 102;
+    assert_eq!(
+        kept.len() as u64,
+        KEPT_EVENTS + 1,
+        "the bound, and the answer"
+    );
+    assert_eq!(kept[0], event(2, true));
+    assert_eq!(kept[1].seq, newest + 1 - KEPT_EVENTS);
+    assert_eq!(kept.last().map(|e| e.seq), Some(newest));
+
+    // A replica whose copy expired leaves the events of a session it no longer owns.
+    directory
+        .claim("e1", &owner.id, &Replica::new("http://10.0.0.2:8080"))
+        .await
+        .unwrap();
+    directory.remove("e1", Some(&owner.id)).await.unwrap();
+    assert!(!directory.events("e1", "t_2").await.unwrap().is_empty());
+    directory.remove("e1", None).await.unwrap();
+    assert!(directory.events("e1", "t_1_MQ").await.unwrap().is_empty());
+    assert!(directory.events("e1", "t_2").await.unwrap().is_empty());
 }
 
 #[tokio::test]

@@ -6,7 +6,9 @@
 //! - when the replica that held a session dies, the other takes the session over (same id,
 //!   same client info, same log level), the call that was in flight on the dead replica is
 //!   answered with an error through the stream it was forwarded on, and a client resuming a
-//!   dead replica's stream learns which of its requests failed.
+//!   dead replica's stream learns which of its requests failed;
+//! - the events of a dead replica's stream that the client had not seen are replayed from
+//!   the directory on the replica that took the session over, each once, in order.
 //!
 //! A replica "dies" by having its runtime shut down: its sockets close mid-stream, as when
 //! the process is killed.
@@ -29,6 +31,7 @@ const VERSION: &str = "2025-11-25";
 type Subscribed = Arc<std::sync::Mutex<Vec<(String, bool)>>>;
 
 fn server(release: Arc<Notify>, subscribed: Subscribed) -> Server {
+    let never = release.clone();
     Server::new("replicated", "1.0")
         .resource("x://watched", "Watched", || async { Ok::<_, String>("v1") })
         .on_subscribe(move |uri, on| {
@@ -55,6 +58,20 @@ fn server(release: Arc<Notify>, subscribed: Subscribed) -> Server {
                 let release = release.clone();
                 async move {
                     ctx.progress(0.0, None, Some("started".into())).await;
+                    release.notified().await;
+                    Ok::<_, String>("released")
+                }
+            },
+        )
+        .tool_with_context(
+            "steps",
+            "Five progress steps at once, then wait to be released",
+            move |ctx: RequestContext, _: NoArgs| {
+                let release = never.clone();
+                async move {
+                    for step in 1..=5 {
+                        ctx.progress(f64::from(step), Some(5.0), None).await;
+                    }
                     release.notified().await;
                     Ok::<_, String>("released")
                 }
@@ -500,6 +517,76 @@ async fn a_dead_replicas_session_is_taken_over_and_its_calls_fail_visibly() {
     // And a new stream of the session is served on B, whose replica it now is.
     let r = get(b.addr, &session).send().await.expect("GET on B");
     assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_replicas_unseen_events_are_replayed_then_its_call_fails() {
+    use moat::transport::http::server::SessionDirectory;
+    let directory = Arc::new(MemoryDirectory::default());
+    let mut a = ReplicaProcess::start(directory.clone()).await;
+    let b = ReplicaProcess::start(directory.clone()).await;
+    let session = initialize(a.addr).await;
+    let r = post(a.addr, Some(&session), call(2, "steps"))
+        .send()
+        .await
+        .expect("steps on A");
+    let mut events = Events::new(r);
+    // The first step, then the connection is lost.
+    let last_id = loop {
+        let e = events.next().await.expect("an event");
+        if e.data
+            .is_some_and(|d| d["params"]["progress"].as_f64() == Some(1.0))
+        {
+            break e.id.expect("events have ids");
+        }
+    };
+    drop(events);
+    // A writes its stream's events to the directory: wait until all five are there.
+    let (prefix, _) = last_id.rsplit_once('.').expect("an id of ours");
+    let written = async {
+        while directory.events(&session, prefix).await.unwrap().len() < 5 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(WITHIN, written)
+        .await
+        .expect("the events are written");
+
+    a.kill();
+
+    let r = get(b.addr, &session)
+        .header("last-event-id", &last_id)
+        .send()
+        .await
+        .expect("resume on B");
+    assert_eq!(r.status(), StatusCode::OK);
+    let mut rest = Events::new(r);
+    let mut steps = Vec::new();
+    let mut ids = Vec::new();
+    let failed = loop {
+        let e = rest.next().await.expect("the rest of the stream");
+        let Some(d) = e.data else { continue };
+        if d.get("error").is_some() {
+            break d;
+        }
+        steps.push(d["params"]["progress"].as_f64());
+        ids.push(e.id);
+    };
+    assert_eq!(
+        steps,
+        vec![Some(2.0), Some(3.0), Some(4.0), Some(5.0)],
+        "every unseen step once, in order"
+    );
+    let expected: Vec<Option<String>> = (1..=4).map(|n| Some(format!("{prefix}.{n}"))).collect();
+    assert_eq!(ids, expected, "each with the id it had");
+    assert_eq!(failed["id"], 2);
+    assert!(
+        failed["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("stopped before answering")),
+        "{failed}"
+    );
+    assert!(rest.next().await.is_none(), "and the stream ends");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,12 +2,14 @@
 //! replica on the store serve every handshake-era session (see
 //! `moat::transport::http::server::directory`). One statement per operation, straight
 //! through the pool: a lookup happens only for a session this replica does not hold.
+//! The events of resumable SSE streams (`sse_events`) come in batches, one transaction
+//! each, from the server's journal task.
 
 use std::time::Duration;
 
 use moat::transport::http::server::directory::{
-    DirectoryError, DirectoryFuture, Replica, SessionChange, SessionDirectory, SessionRecord,
-    SessionUser,
+    DirectoryError, DirectoryFuture, KEPT_EVENTS, Replica, SessionChange, SessionDirectory,
+    SessionRecord, SessionUser, StoredEvent,
 };
 
 use super::postgres::Postgres;
@@ -49,6 +51,20 @@ ON CONFLICT (id) DO UPDATE SET owner_id = EXCLUDED.owner_id, owner_url = EXCLUDE
     authenticated = EXCLUDED.authenticated, issuer = EXCLUDED.issuer,
     subject = EXCLUDED.subject, log_level = EXCLUDED.log_level,
     subscriptions = EXCLUDED.subscriptions, legacy = EXCLUDED.legacy, touched_at = now()";
+
+/// A batch of events, as arrays: one statement whatever the batch's size.
+const APPEND_EVENTS: &str = "
+INSERT INTO sse_events (session_id, stream, seq, answers, message)
+SELECT * FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[], $4::BOOLEAN[], $5::TEXT[])
+ON CONFLICT DO NOTHING";
+
+/// All but the latest events other than answers of the streams a batch wrote to go.
+const TRIM_EVENTS: &str = "
+DELETE FROM sse_events e
+USING (SELECT s, st, max(n) AS newest
+       FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[]) AS t(s, st, n)
+       GROUP BY s, st) AS w
+WHERE e.session_id = w.s AND e.stream = w.st AND NOT e.answers AND e.seq <= w.newest - $4";
 
 const FIND: &str = "
 SELECT id, owner_id, owner_url, version, initialize, authenticated, issuer, subject,
@@ -156,12 +172,23 @@ impl SessionDirectory for PostgresDirectory {
 
     fn remove<'a>(&'a self, id: &'a str, owner: Option<&'a str>) -> DirectoryFuture<'a, ()> {
         Box::pin(async move {
-            self.execute(
-                "DELETE FROM http_sessions WHERE id = $1 AND ($2::TEXT IS NULL OR owner_id = $2)",
-                &[&id, &owner],
-            )
-            .await
-            .map(drop)
+            let mut client = self.pg.client().await.map_err(unavailable)?;
+            let failed = |e| unavailable(self.pg.failed(e));
+            let tx = client.transaction().await.map_err(failed)?;
+            let removed = tx
+                .execute(
+                    "DELETE FROM http_sessions \
+                     WHERE id = $1 AND ($2::TEXT IS NULL OR owner_id = $2)",
+                    &[&id, &owner],
+                )
+                .await
+                .map_err(failed)?;
+            if removed > 0 || owner.is_none() {
+                tx.execute("DELETE FROM sse_events WHERE session_id = $1", &[&id])
+                    .await
+                    .map_err(failed)?;
+            }
+            tx.commit().await.map_err(failed)
         })
     }
 
@@ -178,15 +205,75 @@ impl SessionDirectory for PostgresDirectory {
                     .await
                     .map_err(|e| unavailable(self.pg.failed(e)))?;
             }
-            client
-                .execute(
-                    "DELETE FROM http_sessions \
-                     WHERE touched_at < now() - make_interval(secs => $1)",
-                    &[&stale_seconds],
+            for sql in [
+                "DELETE FROM http_sessions WHERE touched_at < now() - make_interval(secs => $1)",
+                "DELETE FROM sse_events WHERE written_at < now() - make_interval(secs => $1)",
+            ] {
+                client
+                    .execute(sql, &[&stale_seconds])
+                    .await
+                    .map_err(|e| unavailable(self.pg.failed(e)))?;
+            }
+            Ok(())
+        })
+    }
+
+    fn append_events<'a>(&'a self, events: &'a [StoredEvent]) -> DirectoryFuture<'a, ()> {
+        Box::pin(async move {
+            let sessions: Vec<&str> = events.iter().map(|e| e.session.as_str()).collect();
+            let streams: Vec<&str> = events.iter().map(|e| e.stream.as_str()).collect();
+            // PostgreSQL has no unsigned integers; a stream's event number stays far below.
+            let seqs: Vec<i64> = events
+                .iter()
+                .map(|e| i64::try_from(e.seq).unwrap_or(i64::MAX))
+                .collect();
+            let answers: Vec<bool> = events.iter().map(|e| e.answers).collect();
+            let messages: Vec<&str> = events.iter().map(|e| e.json.as_str()).collect();
+            let kept = i64::try_from(KEPT_EVENTS).unwrap_or(i64::MAX);
+            let mut client = self.pg.client().await.map_err(unavailable)?;
+            let failed = |e| unavailable(self.pg.failed(e));
+            let tx = client.transaction().await.map_err(failed)?;
+            tx.execute(
+                APPEND_EVENTS,
+                &[&sessions, &streams, &seqs, &answers, &messages],
+            )
+            .await
+            .map_err(failed)?;
+            tx.execute(TRIM_EVENTS, &[&sessions, &streams, &seqs, &kept])
+                .await
+                .map_err(failed)?;
+            tx.commit().await.map_err(failed)
+        })
+    }
+
+    fn events<'a>(
+        &'a self,
+        session: &'a str,
+        stream: &'a str,
+    ) -> DirectoryFuture<'a, Vec<StoredEvent>> {
+        Box::pin(async move {
+            let client = self.pg.client().await.map_err(unavailable)?;
+            let rows = client
+                .query(
+                    "SELECT seq, answers, message FROM sse_events \
+                     WHERE session_id = $1 AND stream = $2 ORDER BY seq",
+                    &[&session, &stream],
                 )
                 .await
                 .map_err(|e| unavailable(self.pg.failed(e)))?;
-            Ok(())
+            Ok(rows
+                .iter()
+                .map(|row| {
+                    let seq: i64 = row.get(0);
+                    StoredEvent::new(
+                        session,
+                        stream,
+                        u64::try_from(seq).unwrap_or(0),
+                        row.get(1),
+                        row.get::<_, String>(2),
+                    )
+                })
+                .collect())
         })
     }
 }

@@ -13,6 +13,11 @@
 //! record, replays the handshake, log level and subscriptions into a new MCP peer, and
 //! serves the request. The client keeps its session id; what was in flight on the dead
 //! replica is reported as failed.
+//!
+//! The events of resumable SSE streams are written to the directory too, in batches off
+//! the call path (see [`super::journal`]): a client that resumes a dead replica's stream
+//! on the replica that took its session over gets the events it had not seen, then an
+//! error for each request whose answer died with the replica.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -94,6 +99,45 @@ pub enum SessionChange {
     Unsubscribe(String),
 }
 
+/// One event of a resumable SSE stream, as kept for a replica that takes the session over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoredEvent {
+    pub session: String,
+    /// The stream's id prefix (the part of its event ids before the `.`).
+    pub stream: String,
+    /// The event's number in its stream (the part after the `.`).
+    pub seq: u64,
+    /// Whether the event answers a request (answers are kept for as long as their
+    /// stream; of the other events only the latest [`KEPT_EVENTS`] are).
+    pub answers: bool,
+    /// The JSON-RPC message.
+    pub json: String,
+}
+
+impl StoredEvent {
+    pub fn new(
+        session: impl Into<String>,
+        stream: impl Into<String>,
+        seq: u64,
+        answers: bool,
+        json: impl Into<String>,
+    ) -> StoredEvent {
+        StoredEvent {
+            session: session.into(),
+            stream: stream.into(),
+            seq,
+            answers,
+            json: json.into(),
+        }
+    }
+}
+
+/// How many of a stream's events other than answers a directory keeps: the latest ones.
+/// A resume needs those the client had not seen, which are few unless it stopped reading
+/// (and then its stream overflows and ends anyway); the bound keeps the table small.
+pub const KEPT_EVENTS: u64 = 256;
+
 /// The directory could not be read or written.
 #[derive(Debug, thiserror::Error)]
 #[error("session directory: {0}")]
@@ -123,8 +167,19 @@ pub trait SessionDirectory: Send + Sync + 'static {
     /// while that replica owns it: a replica whose copy of a session expired must not take
     /// the record from the replica that took the session over meanwhile.
     fn remove<'a>(&'a self, id: &'a str, owner: Option<&'a str>) -> DirectoryFuture<'a, ()>;
-    /// Say the sessions `ids` are alive; records nobody has touched for `stale` may go.
+    /// Say the sessions `ids` are alive; records nobody has touched for `stale` may go,
+    /// and so may stream events older than `stale`.
     fn touch<'a>(&'a self, ids: &'a [String], stale: Duration) -> DirectoryFuture<'a, ()>;
+    /// Keep `events` (in the order given; an event already kept is kept once), and let go
+    /// of all but the latest [`KEPT_EVENTS`] non-answers of each stream they belong to.
+    fn append_events<'a>(&'a self, events: &'a [StoredEvent]) -> DirectoryFuture<'a, ()>;
+    /// The events kept of one stream of a session, in order. Removing a session removes
+    /// its events.
+    fn events<'a>(
+        &'a self,
+        session: &'a str,
+        stream: &'a str,
+    ) -> DirectoryFuture<'a, Vec<StoredEvent>>;
 }
 
 /// A shared directory.
@@ -149,13 +204,22 @@ impl std::fmt::Debug for Replication {
 #[derive(Debug, Default)]
 pub struct MemoryDirectory {
     records: std::sync::Mutex<std::collections::HashMap<String, SessionRecord>>,
+    /// Stream events by session, then by stream, in order.
+    events: std::sync::Mutex<EventsBySession>,
 }
+
+type EventsBySession =
+    std::collections::HashMap<String, std::collections::HashMap<String, Vec<StoredEvent>>>;
 
 impl MemoryDirectory {
     fn records(
         &self,
     ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, SessionRecord>> {
         self.records.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn stored(&self) -> std::sync::MutexGuard<'_, EventsBySession> {
+        self.events.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// How many sessions it holds.
@@ -207,12 +271,45 @@ impl SessionDirectory for MemoryDirectory {
         let mut records = self.records();
         if owner.is_none_or(|o| records.get(id).is_some_and(|r| r.owner.id == o)) {
             records.remove(id);
+            self.stored().remove(id);
         }
         Box::pin(async { Ok(()) })
     }
 
     fn touch<'a>(&'a self, _ids: &'a [String], _stale: Duration) -> DirectoryFuture<'a, ()> {
         Box::pin(async { Ok(()) })
+    }
+
+    fn append_events<'a>(&'a self, events: &'a [StoredEvent]) -> DirectoryFuture<'a, ()> {
+        let mut stored = self.stored();
+        for e in events {
+            let stream = stored
+                .entry(e.session.clone())
+                .or_default()
+                .entry(e.stream.clone())
+                .or_default();
+            if stream.iter().all(|kept| kept.seq != e.seq) {
+                stream.push(e.clone());
+            }
+            let newest = stream.iter().map(|kept| kept.seq).max().unwrap_or(0);
+            stream.retain(|kept| kept.answers || kept.seq + KEPT_EVENTS > newest);
+        }
+        Box::pin(async { Ok(()) })
+    }
+
+    fn events<'a>(
+        &'a self,
+        session: &'a str,
+        stream: &'a str,
+    ) -> DirectoryFuture<'a, Vec<StoredEvent>> {
+        let mut found = self
+            .stored()
+            .get(session)
+            .and_then(|streams| streams.get(stream))
+            .cloned()
+            .unwrap_or_default();
+        found.sort_by_key(|e| e.seq);
+        Box::pin(async move { Ok(found) })
     }
 }
 

@@ -20,6 +20,7 @@
 pub mod directory;
 mod forward;
 mod guard;
+mod journal;
 mod legacy;
 mod modern;
 mod remote;
@@ -50,12 +51,13 @@ use tokio::sync::Semaphore;
 
 pub use directory::{
     DirectoryError, MemoryDirectory, Replica, Replication, SessionDirectory, SessionRecord,
+    StoredEvent,
 };
 pub use forward::FORWARDED;
 pub use modern::{SharedToolHeaders, ToolHeaders};
 pub use resource::{
-    INSUFFICIENT_SCOPE, Identity, IntrospectionOptions, MAX_SKEW, ResourceError, ResourceOptions,
-    insufficient_scope,
+    INSUFFICIENT_SCOPE, Identity, IntrospectionOptions, IssuerOptions, MAX_SKEW, ResourceError,
+    ResourceOptions, insufficient_scope,
 };
 
 use super::headers as h;
@@ -269,6 +271,8 @@ struct Shared {
     owners: remote::Owners,
     /// Turns true when the server drains (relayed streams end with it).
     draining: tokio::sync::watch::Sender<bool>,
+    /// Writes resumable streams' events to the directory (with replication).
+    journal: Option<Arc<journal::Journal>>,
 }
 
 /// Reports on a running [`HttpServer`].
@@ -346,13 +350,17 @@ impl HttpServer {
             Some(r) => r.replica.id.clone(),
             None => format!("{:06x}", rand::random::<u32>() & 0xff_ffff),
         };
+        let journal = replication
+            .as_ref()
+            .map(|r| journal::Journal::start(r.directory.clone()));
         Ok(HttpServer {
             listener,
             shared: Arc::new(Shared {
                 guard,
                 authorizer,
                 on_connection,
-                sessions: Arc::new(Sessions::new(&tag)),
+                sessions: Arc::new(Sessions::new(&tag, journal.clone())),
+                journal,
                 forwarder: replication.as_ref().map(|_| forward::client()),
                 replication,
                 takeovers: tokio::sync::Mutex::new(()),
@@ -475,6 +483,10 @@ impl HttpServer {
         }
         reaper.abort();
         shared.sessions.close_all();
+        if let Some(journal) = &shared.journal {
+            // The replicas taking these sessions over replay from what is written.
+            journal.flush().await;
+        }
         Ok(())
     }
 }
@@ -1056,7 +1068,7 @@ async fn post(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             prime: negotiated_new,
             retry: negotiated_new.then_some(shared.options.sse_retry),
             keepalive: Some(shared.options.keepalive),
-            endpoint: None,
+            ..Opening::default()
         };
         sse_response(stream.body(0, opening))
     } else {
@@ -1342,7 +1354,7 @@ async fn get(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
         prime: new_revision,
         retry: new_revision.then_some(shared.options.sse_retry),
         keepalive: Some(shared.options.keepalive),
-        endpoint: None,
+        ..Opening::default()
     };
     if let Some(last) = req.headers().get(h::LAST_EVENT_ID) {
         let last = last.to_str().unwrap_or("");
@@ -1355,7 +1367,7 @@ async fn get(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             Some((stream, from))
         });
         if resumed.is_none()
-            && let Some(r) = resume_foreign(shared, &session, last, opening.clone())
+            && let Some(r) = resume_foreign(shared, &session, last, opening.clone()).await
         {
             return r;
         }
@@ -1418,29 +1430,71 @@ async fn delete(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     }
 }
 
-/// A resume of a stream the session's previous replica opened, after a takeover: its
-/// events died with that replica. A standalone stream starts afresh; a stream awaiting
-/// answers gets, for each request, the error saying it failed (the event ids name them).
-fn resume_foreign(
+/// A resume of a stream the session's previous replica opened, after a takeover. The
+/// events of it that were written to the directory and that the client has not seen come
+/// first, with their own ids. Then a standalone stream goes on afresh; a stream awaiting
+/// answers gets, for each request not answered in those events, the error saying it
+/// failed (the stream's event ids name the requests it awaited).
+async fn resume_foreign(
     shared: &Shared,
     session: &session::Session,
     last: &str,
     opening: Opening,
 ) -> Option<Response<Body>> {
-    let (prefix, _) = stream::parse_event_id(last)?;
+    let (prefix, after) = stream::parse_event_id(last)?;
     let (tag, awaited) = session::foreign_stream(prefix)?;
     if tag == shared.sessions.tag() {
         return None;
     }
+    let kept = match &shared.replication {
+        Some(r) => r
+            .directory
+            .events(&session.id, prefix)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(session = %session.id, "reading a stream's events failed: {e}");
+                Vec::new()
+            }),
+        None => Vec::new(),
+    };
+    let unseen: Vec<_> = kept
+        .iter()
+        .filter(|e| after.is_none_or(|a| e.seq > a))
+        .collect();
+    if let Some(first) = unseen.first()
+        && first.seq != after.map_or(0, |a| a + 1)
+    {
+        tracing::warn!(
+            session = %session.id,
+            stream = %prefix,
+            "resuming a stream another replica served: events between {last} and {} are gone",
+            first.seq
+        );
+    }
+    let replayed: String = unseen
+        .iter()
+        .map(|e| stream::encode_event(Some(&format!("{prefix}.{}", e.seq)), &e.json))
+        .collect();
+    let replayed = (!replayed.is_empty()).then_some(replayed);
     if awaited.is_empty() {
         let stream = session.standalone(true)?;
+        let opening = Opening {
+            replayed,
+            ..opening
+        };
         return Some(with_session(
             sse_response(stream.body(0, opening)),
             &session.id,
         ));
     }
-    let stream = stream::Stream::new(None, awaited.len(), shared.bounds);
-    for id in &awaited {
+    let answered: std::collections::HashSet<RequestId> = kept
+        .iter()
+        .filter(|e| e.answers)
+        .flat_map(|e| answered_ids(&e.json))
+        .collect();
+    let failed: Vec<&RequestId> = awaited.iter().filter(|id| !answered.contains(id)).collect();
+    let stream = stream::Stream::new(None, failed.len(), shared.bounds);
+    for id in &failed {
         let err = ErrorObject::new(
             INTERNAL_ERROR,
             "the server replica handling this request stopped before answering; the request \
@@ -1448,13 +1502,36 @@ fn resume_foreign(
         );
         stream.push(Arc::from(jsonrpc::encode_error(Some(id), &err)), 1);
     }
+    if failed.is_empty() {
+        stream.finish();
+    }
     let opening = Opening {
         prime: false,
         retry: None,
+        replayed,
         ..opening
     };
     Some(with_session(
         sse_response(stream.body(0, opening)),
         &session.id,
     ))
+}
+
+/// The ids a response (or a batch of them) answers.
+fn answered_ids(json: &str) -> Vec<RequestId> {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        id: Option<RequestId>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Answers {
+        One(Answer),
+        Batch(Vec<Answer>),
+    }
+    match serde_json::from_str::<Answers>(json) {
+        Ok(Answers::One(a)) => a.id.into_iter().collect(),
+        Ok(Answers::Batch(all)) => all.into_iter().filter_map(|a| a.id).collect(),
+        Err(_) => Vec::new(),
+    }
 }

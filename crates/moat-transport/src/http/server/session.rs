@@ -13,6 +13,7 @@ use moat_protocol::{ProtocolVersion, RequestId};
 use tokio::sync::mpsc;
 
 use super::directory::{SessionRecord, SessionUser};
+use super::journal::{Journal, StreamJournal};
 use super::stream::{Pushed, Stream, StreamBounds};
 use crate::connection::{Closer, Connection, Inbound, Outgoing, TraceHeaders};
 use crate::framing::Frame;
@@ -24,13 +25,16 @@ pub(crate) struct Sessions {
     /// Starts every stream id of this process, so the ids stay unique in a session that
     /// another replica takes over (it numbers its streams from 1 again).
     tag: String,
+    /// Where resumable streams' events are written for the other replicas.
+    journal: Option<Arc<Journal>>,
 }
 
 impl Sessions {
-    pub(crate) fn new(tag: &str) -> Sessions {
+    pub(crate) fn new(tag: &str, journal: Option<Arc<Journal>>) -> Sessions {
         Sessions {
             map: Mutex::new(HashMap::new()),
             tag: tag.chars().filter(char::is_ascii_alphanumeric).collect(),
+            journal,
         }
     }
 
@@ -110,6 +114,15 @@ impl Sessions {
             owner,
             legacy,
             tag: self.tag.clone(),
+            // A legacy session is never taken over: its streams need no journal.
+            journal: self
+                .journal
+                .as_ref()
+                .filter(|_| !legacy)
+                .map(|journal| StreamJournal {
+                    journal: journal.clone(),
+                    session: Arc::from(id.as_str()),
+                }),
         });
         self.map().insert(id.clone(), session.clone());
         tokio::spawn(route(Arc::downgrade(&session), out_rx));
@@ -220,6 +233,7 @@ pub(crate) struct Session {
     legacy: bool,
     /// The process's part of stream ids ([`Sessions::tag`]).
     tag: String,
+    journal: Option<StreamJournal>,
 }
 
 /// The user a session belongs to: the issuer and subject of the token that opened it
@@ -306,6 +320,10 @@ impl Session {
         tx.send(item).await.map_err(|_| Closed::Gone)
     }
 
+    fn new_stream(&self, prefix: Option<String>, awaiting: usize) -> Stream {
+        Stream::journaled(prefix, awaiting, self.bounds, self.journal.clone())
+    }
+
     /// A new stream for the answers to `requests` (which must not be in flight already).
     pub(crate) fn post_stream(&self, requests: &[RequestId], resumable: bool) -> Stream {
         let mut routes = self.routes();
@@ -313,7 +331,7 @@ impl Session {
             routes.next_stream += 1;
             stream_prefix(&self.tag, routes.next_stream, requests)
         });
-        let stream = Stream::new(prefix.clone(), requests.len(), self.bounds);
+        let stream = self.new_stream(prefix.clone(), requests.len());
         if routes.ended {
             stream.finish();
         }
@@ -342,7 +360,7 @@ impl Session {
             routes.next_stream += 1;
             stream_prefix(&self.tag, routes.next_stream, &[])
         });
-        let stream = Stream::new(prefix.clone(), 0, self.bounds);
+        let stream = self.new_stream(prefix.clone(), 0);
         if routes.ended {
             stream.finish();
         }
@@ -475,7 +493,7 @@ async fn route(session: Weak<Session>, mut outbound: mpsc::Receiver<Outgoing>) {
                         routes.next_stream += 1;
                         stream_prefix(&session.tag, routes.next_stream, &[])
                     };
-                    let s = Stream::new(Some(prefix.clone()), 0, session.bounds);
+                    let s = session.new_stream(Some(prefix.clone()), 0);
                     routes.streams.insert(prefix, s.clone());
                     routes.standalone = Some(s.clone());
                     s

@@ -15,6 +15,8 @@ use http_body_util::StreamBody;
 use hyper::body::Frame;
 use tokio::sync::watch;
 
+use super::journal::StreamJournal;
+
 /// Bounds on what one stream keeps.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StreamBounds {
@@ -37,6 +39,8 @@ impl Default for StreamBounds {
 
 struct Event {
     seq: u64,
+    /// Whether it answers a request.
+    answers: bool,
     json: Arc<str>,
 }
 
@@ -59,6 +63,8 @@ struct State {
     hang_up_pending: bool,
     /// Whether the client can resume after a hang-up (it was told event ids and `retry`).
     may_hang_up: bool,
+    /// Whether events go to the journal (from the first SSE body on).
+    journaling: bool,
 }
 
 /// A stream's shared state; cheap to clone.
@@ -71,6 +77,8 @@ struct Inner {
     /// Prefix of this stream's event ids (`<prefix>.<seq>`); `None`: events carry no id.
     prefix: Option<String>,
     bounds: StreamBounds,
+    /// Where the events of a resumable stream are written for other replicas.
+    journal: Option<StreamJournal>,
     state: Mutex<State>,
     /// Bumped on every change, so a waiting body wakes up.
     version: watch::Sender<u64>,
@@ -91,10 +99,23 @@ pub(crate) enum Pushed {
 impl Stream {
     /// A stream awaiting `awaiting` responses (0 for a standalone stream, which stays open).
     pub(crate) fn new(prefix: Option<String>, awaiting: usize, bounds: StreamBounds) -> Stream {
+        Stream::journaled(prefix, awaiting, bounds, None)
+    }
+
+    /// A stream whose events, once it is read as SSE, are written to `journal` too (when it
+    /// has a prefix: only a stream with event ids can be resumed).
+    pub(crate) fn journaled(
+        prefix: Option<String>,
+        awaiting: usize,
+        bounds: StreamBounds,
+        journal: Option<StreamJournal>,
+    ) -> Stream {
+        let journal = journal.filter(|_| prefix.is_some());
         Stream {
             inner: Arc::new(Inner {
                 prefix,
                 bounds,
+                journal,
                 state: Mutex::new(State {
                     events: VecDeque::new(),
                     queued_bytes: 0,
@@ -107,6 +128,7 @@ impl Stream {
                     generation: 0,
                     hang_up_pending: false,
                     may_hang_up: false,
+                    journaling: false,
                 }),
                 version: watch::channel(0).0,
             }),
@@ -146,7 +168,11 @@ impl Stream {
                 let seq = st.next_seq;
                 st.next_seq += 1;
                 st.queued_bytes += json.len();
-                st.events.push_back(Event { seq, json });
+                let answers = responses > 0;
+                if st.journaling {
+                    self.journal(seq, answers, &json);
+                }
+                st.events.push_back(Event { seq, answers, json });
                 st.awaiting = st.awaiting.saturating_sub(responses);
                 if responses > 0 && st.awaiting == 0 && !st.open_ended {
                     st.finished = true;
@@ -263,6 +289,14 @@ impl Stream {
         (oldest == 0).then_some(0)
     }
 
+    /// Write one event to the journal, if the stream has one. (Called under the state
+    /// lock, so events are queued in their order; queueing never waits.)
+    fn journal(&self, seq: u64, answers: bool, json: &str) {
+        if let (Some(journal), Some(prefix)) = (&self.inner.journal, &self.inner.prefix) {
+            journal.record(prefix, seq, answers, json);
+        }
+    }
+
     fn event_id(&self, seq: u64) -> Option<String> {
         self.inner.prefix.as_ref().map(|p| format!("{p}.{seq}"))
     }
@@ -274,6 +308,13 @@ impl Stream {
         let generation = {
             let mut st = self.state();
             st.attached = true;
+            if self.inner.journal.is_some() && !std::mem::replace(&mut st.journaling, true) {
+                // Read as SSE from now on, so resumable: what came before is written too.
+                // (Nothing was delivered before the first body, so nothing was trimmed.)
+                for e in &st.events {
+                    self.journal(e.seq, e.answers, &e.json);
+                }
+            }
             if std::mem::take(&mut st.hang_up_pending) {
                 // Hung up before anyone read it: this body gets its opening (the priming
                 // event and `retry`) and ends; the client comes back for the rest.
@@ -286,6 +327,14 @@ impl Stream {
         let mut first = String::new();
         if let Some(retry) = opening.retry {
             first.push_str(&format!("retry: {}\n", retry.as_millis()));
+        }
+        if let Some(replayed) = &opening.replayed {
+            // Events of a stream another replica served, each with its own id: they come
+            // before the priming event, so the client's last id then names this stream.
+            if !first.is_empty() {
+                first.push('\n');
+            }
+            first.push_str(replayed);
         }
         if opening.prime
             && let Some(prefix) = &self.inner.prefix
@@ -322,6 +371,8 @@ pub(crate) struct Opening {
     pub keepalive: Option<Duration>,
     /// The legacy transport's first event: `event: endpoint` with this URL.
     pub endpoint: Option<String>,
+    /// Encoded events to send first (a resume of a stream another replica served).
+    pub replayed: Option<String>,
 }
 
 /// The body type of an SSE response.
