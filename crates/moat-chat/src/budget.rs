@@ -1,8 +1,13 @@
 //! The context budget: when the provider's count of the last request's input tokens passes
 //! the budget, the results of older tool calls are cut to their start, each with a marker
 //! saying so (and an event for the user) — never silently. The latest results stay whole.
+//!
+//! The count is the provider's (`usage` in its answer); a server that reports none (some
+//! OpenAI-compatible local servers) is counted here with `o200k_base` (moat-search's
+//! tokenizer), so the budget still holds there.
 
-use crate::message::Turn;
+use crate::message::{Reply, ToolDef, Turn};
+use crate::provider::Request;
 
 /// What an old tool result is cut to.
 pub const KEEP_CHARS: usize = 2000;
@@ -37,6 +42,55 @@ pub fn trim(turns: &mut [Turn]) -> usize {
     cut
 }
 
+/// The request's input tokens under `o200k_base`: the system prompt, every turn's text,
+/// calls and results, and the tool definitions as JSON. Providers add a few tokens of framing
+/// per message; this leaves them out, so it counts a little low, not high.
+pub fn count_request(request: &Request<'_>) -> u64 {
+    let mut text = String::new();
+    if let Some(system) = request.system {
+        text.push_str(system);
+        text.push('\n');
+    }
+    for turn in request.turns {
+        match turn {
+            Turn::User { text: t } => text.push_str(t),
+            Turn::Assistant {
+                text: t,
+                tool_calls,
+            } => {
+                text.push_str(t);
+                for call in tool_calls {
+                    text.push_str(&call.name);
+                    text.push_str(&call.arguments.to_string());
+                }
+            }
+            Turn::Tool { results } => {
+                for r in results {
+                    text.push_str(&r.content);
+                    text.push('\n');
+                }
+            }
+        }
+        text.push('\n');
+    }
+    let tools: Vec<serde_json::Value> = request
+        .tools
+        .iter()
+        .filter_map(|t: &ToolDef| serde_json::to_value(t).ok())
+        .collect();
+    (moat_search::tokens::count(&text) + moat_search::tokens::tools_cost(&tools)) as u64
+}
+
+/// The reply's output tokens under `o200k_base`: its text and its calls.
+pub fn count_reply(reply: &Reply) -> u64 {
+    let mut text = reply.text.clone();
+    for call in &reply.tool_calls {
+        text.push_str(&call.name);
+        text.push_str(&call.arguments.to_string());
+    }
+    moat_search::tokens::count(&text) as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,5 +122,29 @@ mod tests {
         };
         assert_eq!(results[0].content, long);
         assert_eq!(trim(&mut turns), 0, "a cut result is not cut again");
+    }
+
+    #[test]
+    fn requests_are_counted_with_o200k_base() {
+        let turns = vec![Turn::User {
+            text: "hello world".into(),
+        }];
+        let request = Request {
+            model: "m",
+            system: None,
+            turns: &turns,
+            tools: &[],
+            max_tokens: None,
+        };
+        // "hello world" is 2 tokens, the turn's separator 1, an empty tool list "[]" 1.
+        assert_eq!(count_request(&request), 4);
+        let long = vec![Turn::User {
+            text: "word ".repeat(1000),
+        }];
+        let request = Request {
+            turns: &long,
+            ..request
+        };
+        assert!((1000..=1010).contains(&count_request(&request)));
     }
 }

@@ -59,19 +59,28 @@ pub enum Event {
         /// How long until the next one.
         wait_ms: u64,
     },
-    /// Tokens the provider counted for one model turn.
+    /// Tokens one model turn read and wrote.
     Usage {
         /// Tokens read.
         input_tokens: u64,
         /// Tokens written.
         output_tokens: u64,
+        /// Who counted: `provider` (its `usage`), or `o200k_base` when it reported none.
+        counted_by: String,
     },
     /// Old tool results were cut to keep the conversation within the context budget.
     Trimmed {
         /// How many results were cut.
         results: usize,
-        /// The provider's count of the last request's input tokens.
+        /// The count of the last request's input tokens (the provider's, else `o200k_base`).
         input_tokens: u64,
+    },
+    /// The model refused: the prompt's last event instead of an answer. The prompt and the
+    /// refused turn are left out of the conversation (as Anthropic asks before going on).
+    Refusal {
+        /// The model's refusal message (OpenAI's refusal content); with Anthropic, which
+        /// refuses by stop reason only, the text it wrote before stopping, if any.
+        text: String,
     },
     /// The final answer to the prompt.
     Answer {

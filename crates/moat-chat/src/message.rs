@@ -77,6 +77,8 @@ pub enum StopReason {
     ToolUse,
     /// It ran out of output tokens.
     MaxTokens,
+    /// It refused to answer (Anthropic's `refusal` stop reason, or OpenAI's refusal content).
+    Refusal,
     /// Something else the provider named.
     Other(String),
 }
@@ -99,6 +101,9 @@ pub struct Reply {
     pub tool_calls: Vec<ToolCall>,
     /// Why it stopped.
     pub stop: StopReason,
+    /// The model's refusal message, when it refused with one (OpenAI's `refusal` content;
+    /// Anthropic refuses by stop reason only, so there it is `None` and `stop` says it).
+    pub refusal: Option<String>,
     /// Token counts.
     pub usage: Usage,
 }

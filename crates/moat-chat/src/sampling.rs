@@ -64,18 +64,23 @@ pub async fn answer(
         .complete(request, &quiet)
         .await
         .map_err(|e| ErrorObject::new(-32603, format!("the model: {e}")))?;
-    events(&Event::Sampled {
-        text: reply.text.clone(),
-    });
+    // A refusal is the model's answer too; the server is told by the stop reason.
+    let text = match &reply.refusal {
+        Some(r) if reply.text.is_empty() => r.clone(),
+        Some(r) => format!("{}\n{r}", reply.text),
+        None => reply.text.clone(),
+    };
+    events(&Event::Sampled { text: text.clone() });
     let stop = match reply.stop {
         StopReason::EndTurn => "endTurn",
         StopReason::MaxTokens => "maxTokens",
         StopReason::ToolUse => "toolUse",
+        StopReason::Refusal => "refusal",
         _ => "endTurn",
     };
     Ok(CreateMessageResult {
         role: Role::Assistant,
-        content: SamplingMessageContentBlock::text(reply.text).into(),
+        content: SamplingMessageContentBlock::text(text).into(),
         model,
         stop_reason: Some(stop.to_owned()),
         meta: None,

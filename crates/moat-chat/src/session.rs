@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::ChatError;
 use crate::consent::{Prompt, Question};
 use crate::event::{Event, EventSink};
-use crate::message::{ToolCall, ToolDef, ToolResult, Turn};
+use crate::message::{StopReason, ToolCall, ToolDef, ToolResult, Turn};
 use crate::provider::{Provider, Request};
 use crate::transcript::Transcript;
 
@@ -57,7 +57,7 @@ pub struct Session {
     names: BTreeMap<String, String>,
     events: EventSink,
     transcript: Option<Transcript>,
-    /// The provider's count of the last request's input tokens.
+    /// The count of the last request's input tokens (the provider's, else `o200k_base`).
     last_input_tokens: u64,
 }
 
@@ -239,11 +239,34 @@ impl Session {
                     return Err(e);
                 }
             };
+            // A server that reports no usage is counted here, so the budget still holds.
+            let (input_tokens, output_tokens, counted_by) = if reply.usage.input_tokens > 0 {
+                (
+                    reply.usage.input_tokens,
+                    reply.usage.output_tokens,
+                    "provider",
+                )
+            } else {
+                (
+                    crate::budget::count_request(&request),
+                    crate::budget::count_reply(&reply),
+                    "o200k_base",
+                )
+            };
             (self.events)(&Event::Usage {
-                input_tokens: reply.usage.input_tokens,
-                output_tokens: reply.usage.output_tokens,
+                input_tokens,
+                output_tokens,
+                counted_by: counted_by.to_owned(),
             });
-            self.last_input_tokens = reply.usage.input_tokens;
+            self.last_input_tokens = input_tokens;
+            if reply.stop == StopReason::Refusal {
+                // The refused exchange is dropped, so the next prompt starts from a
+                // conversation every provider takes up again (Anthropic asks for it).
+                self.turns.truncate(before);
+                let text = reply.refusal.clone().unwrap_or_else(|| reply.text.clone());
+                (self.events)(&Event::Refusal { text: text.clone() });
+                return Ok(text);
+            }
             self.turns.push(Turn::Assistant {
                 text: reply.text.clone(),
                 tool_calls: reply.tool_calls.clone(),

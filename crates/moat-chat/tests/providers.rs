@@ -405,3 +405,43 @@ async fn a_schema_the_provider_rejects_fails_the_request() {
         );
     }
 }
+
+/// Each service's refusal is read as one: Anthropic's `refusal` stop reason (its text
+/// streamed as text), the Responses API's `refusal` content part and Chat Completions'
+/// `delta.refusal` (neither streamed as the answer's text).
+#[tokio::test]
+async fn a_refusal_is_read_as_a_refusal() {
+    for kind in ALL {
+        let model = ScriptedModel::start(vec![Step::refusal("I can't help with that.")])
+            .await
+            .expect("model");
+        let (reply, events) = send(&*provider(kind, &model), &user("something bad")).await;
+        let reply = reply.unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        assert_eq!(reply.stop, StopReason::Refusal, "{kind:?}");
+        assert!(reply.tool_calls.is_empty(), "{kind:?}");
+        let streamed: String = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Text { delta } => Some(delta.as_str()),
+                _ => None,
+            })
+            .collect();
+        match kind {
+            Kind::Anthropic => {
+                assert_eq!(reply.refusal, None);
+                assert_eq!(reply.text, "I can't help with that.");
+                assert_eq!(streamed, reply.text);
+            }
+            Kind::Responses | Kind::Chat => {
+                assert_eq!(
+                    reply.refusal.as_deref(),
+                    Some("I can't help with that."),
+                    "{kind:?}"
+                );
+                assert_eq!(reply.text, "", "{kind:?}");
+                assert_eq!(streamed, "", "{kind:?}: a refusal is not streamed as text");
+            }
+        }
+        assert_eq!(model.violations(), Vec::<String>::new(), "{kind:?}");
+    }
+}

@@ -946,3 +946,91 @@ async fn past_the_context_budget_old_results_are_cut_with_a_marker() {
         "{second}"
     );
 }
+
+/// A server that reports no usage (some OpenAI-compatible local servers) is counted with
+/// o200k_base: the usage events say so, and the context budget still cuts old results.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_provider_usage_tokens_are_counted_with_o200k_base() {
+    let project = Project::new("allow");
+    let path = project.root().join("moat.toml");
+    let config = std::fs::read_to_string(&path)
+        .expect("config")
+        .replace("max_steps = 6", "max_steps = 6\ncontext_tokens = 2000");
+    std::fs::write(&path, config).expect("config");
+    let model = ScriptedModel::start(vec![
+        Step::call("exec__run_command", json!({"argv": ["seq", "1", "3000"]})),
+        Step::call("exec__run_command", json!({"argv": ["echo", "short"]})),
+        Step::text("Done."),
+    ])
+    .await
+    .expect("model")
+    .without_usage();
+    let out = chat(
+        &project,
+        &model,
+        "openai-chat",
+        &["-p", "count", "--json"],
+        "",
+    )
+    .await;
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(model.violations(), Vec::<String>::new());
+    let events = events(&out);
+    let usage = of_type(&events, "usage");
+    assert_eq!(usage.len(), 3, "{}", show(&out));
+    for u in &usage {
+        assert_eq!(u["counted_by"], "o200k_base", "{u}");
+        assert!(u["input_tokens"].as_u64().unwrap_or(0) > 0, "{u}");
+    }
+    // The 3000-line listing (some 7000 tokens) pushed the second request past the budget.
+    let second = usage[1]["input_tokens"].as_u64().unwrap_or(0);
+    assert!(second > 2000, "{}", show(&out));
+    let trimmed = of_type(&events, "trimmed");
+    assert_eq!(trimmed.len(), 1, "{}", show(&out));
+    assert_eq!(trimmed[0]["input_tokens"], second);
+    let third = model.requests()[2]["messages"].to_string();
+    assert!(third.contains("cut by moat chat"), "{third}");
+}
+
+/// A refusal is its own event (not an answer) with each provider, and `-p` marks it; the
+/// refused exchange is left out of the transcript, so the conversation goes on cleanly.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refusal_is_marked_as_one() {
+    let project = Project::new("allow");
+    for provider in ["anthropic", "openai", "openai-chat"] {
+        let model = ScriptedModel::start(vec![Step::refusal("I can't help with that.")])
+            .await
+            .expect("model");
+        let out = chat(
+            &project,
+            &model,
+            provider,
+            &["-p", "something bad", "--json"],
+            "",
+        )
+        .await;
+        assert!(out.status.success(), "{provider}: {}", show(&out));
+        assert_eq!(model.violations(), Vec::<String>::new(), "{provider}");
+        let events = events(&out);
+        let refusal = of_type(&events, "refusal");
+        assert_eq!(refusal.len(), 1, "{provider}: {}", show(&out));
+        assert_eq!(refusal[0]["text"], "I can't help with that.", "{provider}");
+        assert!(of_type(&events, "answer").is_empty(), "{provider}");
+        assert_eq!(events.last().map(|e| &e["type"]), Some(&json!("refusal")));
+        if provider != "anthropic" {
+            // OpenAI's refusal message is not streamed as the answer's text.
+            assert!(of_type(&events, "text").is_empty(), "{provider}");
+        }
+    }
+    let model = ScriptedModel::start(vec![Step::refusal("No.")])
+        .await
+        .expect("model");
+    let out = chat(&project, &model, "openai", &["-p", "something bad"], "").await;
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "No.");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("[refused]"),
+        "{}",
+        show(&out)
+    );
+}

@@ -221,6 +221,7 @@ impl Provider for Anthropic {
                                 "end_turn" | "stop_sequence" => StopReason::EndTurn,
                                 "tool_use" => StopReason::ToolUse,
                                 "max_tokens" => StopReason::MaxTokens,
+                                "refusal" => StopReason::Refusal,
                                 other => StopReason::Other(other.to_owned()),
                             });
                         }
@@ -264,6 +265,7 @@ impl Provider for Anthropic {
                 text,
                 tool_calls,
                 stop: stop.unwrap_or(StopReason::EndTurn),
+                refusal: None,
                 usage,
             })
         })

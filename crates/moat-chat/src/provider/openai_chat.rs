@@ -127,6 +127,8 @@ impl Provider for OpenAiChat {
             let mut events = self.endpoint.stream(&body(&request), on_event).await?;
             let mut text = String::new();
             let mut calls: Vec<(u64, Call)> = Vec::new();
+            // OpenAI's refusal message comes in `delta.refusal`, apart from the content.
+            let mut refusal: Option<String> = None;
             let mut usage = Usage::default();
             let mut stop = None;
             let mut done = false;
@@ -166,6 +168,9 @@ impl Provider for OpenAiChat {
                     on_event(&Event::Text {
                         delta: piece.to_owned(),
                     });
+                }
+                if let Some(piece) = delta["refusal"].as_str() {
+                    refusal.get_or_insert_default().push_str(piece);
                 }
                 for part in delta["tool_calls"].as_array().into_iter().flatten() {
                     let index = part["index"].as_u64().unwrap_or(calls.len() as u64);
@@ -222,7 +227,10 @@ impl Provider for OpenAiChat {
                     arguments,
                 });
             }
-            let stop = if tool_calls.is_empty() || stop != StopReason::EndTurn {
+            let refusal = refusal.filter(|r| !r.is_empty());
+            let stop = if refusal.is_some() {
+                StopReason::Refusal
+            } else if tool_calls.is_empty() || stop != StopReason::EndTurn {
                 stop
             } else {
                 StopReason::ToolUse
@@ -231,6 +239,7 @@ impl Provider for OpenAiChat {
                 text,
                 tool_calls,
                 stop,
+                refusal,
                 usage,
             })
         })

@@ -115,6 +115,8 @@ impl Provider for OpenAiResponses {
             let mut events = self.endpoint.stream(&body(&request), on_event).await?;
             let mut text = String::new();
             let mut calls: Vec<Call> = Vec::new();
+            // A `refusal` content part: its own deltas, apart from the output text.
+            let mut refusal: Option<String> = None;
             let mut usage = Usage::default();
             let mut stop = None;
             while let Some(sse) = events.next().await {
@@ -139,6 +141,16 @@ impl Provider for OpenAiResponses {
                         on_event(&Event::Text {
                             delta: piece.to_owned(),
                         });
+                    }
+                    "response.refusal.delta" => {
+                        refusal
+                            .get_or_insert_default()
+                            .push_str(value["delta"].as_str().unwrap_or_default());
+                    }
+                    "response.refusal.done" => {
+                        if let Some(all) = value["refusal"].as_str() {
+                            refusal = Some(all.to_owned());
+                        }
                     }
                     "response.output_item.added" if value["item"]["type"] == "function_call" => {
                         let item = &value["item"];
@@ -226,10 +238,17 @@ impl Provider for OpenAiResponses {
                     arguments,
                 });
             }
+            let refusal = refusal.filter(|r| !r.is_empty());
+            let stop = if refusal.is_some() {
+                StopReason::Refusal
+            } else {
+                stop
+            };
             Ok(Reply {
                 text,
                 tool_calls,
                 stop,
+                refusal,
                 usage,
             })
         })

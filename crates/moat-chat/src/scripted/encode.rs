@@ -25,12 +25,13 @@ fn event(name: &str, data: &Value) -> String {
     format!("event: {name}\ndata: {data}\n\n")
 }
 
-/// The whole event stream for an answer of `text` and `calls`.
-pub fn stream(wire: Wire, text: &str, calls: &[Call<'_>], n: u64) -> String {
+/// The whole event stream for an answer of `text` and `calls`; without `usage`, the token
+/// counts are left out, as some OpenAI-compatible servers do (Anthropic always sends them).
+pub fn stream(wire: Wire, text: &str, calls: &[Call<'_>], n: u64, usage: bool) -> String {
     match wire {
         Wire::Anthropic => anthropic(text, calls, n),
-        Wire::OpenAiResponses => responses(text, calls, n),
-        Wire::OpenAiChat => chat(text, calls, n),
+        Wire::OpenAiResponses => responses(text, calls, n, usage),
+        Wire::OpenAiChat => chat(text, calls, n, usage),
     }
 }
 
@@ -83,7 +84,7 @@ fn anthropic(text: &str, calls: &[Call<'_>], n: u64) -> String {
     out
 }
 
-fn responses(text: &str, calls: &[Call<'_>], n: u64) -> String {
+fn responses(text: &str, calls: &[Call<'_>], n: u64, usage: bool) -> String {
     let id = format!("resp_{n:04}");
     let mut seq = 0;
     let mut next = |mut v: Value| {
@@ -131,12 +132,19 @@ fn responses(text: &str, calls: &[Call<'_>], n: u64) -> String {
         output.push(item);
         index += 1;
     }
-    out.push_str(&next(json!({"type": "response.completed", "response": {"id": id, "object": "response", "status": "completed",
-        "output": output, "usage": {"input_tokens": 100 + n, "output_tokens": 20, "total_tokens": 120 + n}}})));
+    let mut response =
+        json!({"id": id, "object": "response", "status": "completed", "output": output});
+    if usage {
+        response["usage"] =
+            json!({"input_tokens": 100 + n, "output_tokens": 20, "total_tokens": 120 + n});
+    }
+    out.push_str(&next(
+        json!({"type": "response.completed", "response": response}),
+    ));
     out
 }
 
-fn chat(text: &str, calls: &[Call<'_>], n: u64) -> String {
+fn chat(text: &str, calls: &[Call<'_>], n: u64, usage: bool) -> String {
     let id = format!("chatcmpl-{n:04}");
     let chunk = |delta: Value, finish: Value| {
         let c = json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": "scripted",
@@ -167,11 +175,72 @@ fn chat(text: &str, calls: &[Call<'_>], n: u64) -> String {
         "tool_calls"
     };
     out.push_str(&chunk(json!({}), json!(finish)));
-    let usage = json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": "scripted", "choices": [],
-        "usage": {"prompt_tokens": 100 + n, "completion_tokens": 20, "total_tokens": 120 + n}});
-    out.push_str(&format!("data: {usage}\n\n"));
+    if usage {
+        let usage = json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": "scripted", "choices": [],
+            "usage": {"prompt_tokens": 100 + n, "completion_tokens": 20, "total_tokens": 120 + n}});
+        out.push_str(&format!("data: {usage}\n\n"));
+    }
     out.push_str("data: [DONE]\n\n");
     out
+}
+
+/// The whole event stream of a refusal of `text`.
+pub fn refusal(wire: Wire, text: &str, n: u64) -> String {
+    let (a, b) = halves(text);
+    match wire {
+        Wire::Anthropic => {
+            // Streamed as text; only the stop reason says it was a refusal.
+            let whole = anthropic(text, &[], n);
+            whole.replace(r#""stop_reason":"end_turn""#, r#""stop_reason":"refusal""#)
+        }
+        Wire::OpenAiResponses => {
+            let id = format!("resp_{n:04}");
+            let item_id = format!("msg_{n:04}");
+            let mut seq = 0;
+            let mut next = |mut v: Value| {
+                v["sequence_number"] = json!(seq);
+                seq += 1;
+                event(v["type"].as_str().unwrap_or_default(), &v)
+            };
+            let part = json!({"type": "refusal", "refusal": text});
+            let item = json!({"id": item_id, "type": "message", "status": "completed", "role": "assistant", "content": [part]});
+            let mut out = next(
+                json!({"type": "response.created", "response": {"id": id, "object": "response", "status": "in_progress", "output": []}}),
+            );
+            out.push_str(&next(json!({"type": "response.output_item.added", "output_index": 0,
+                "item": {"id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}})));
+            out.push_str(&next(json!({"type": "response.content_part.added", "item_id": item_id, "output_index": 0, "content_index": 0, "part": {"type": "refusal", "refusal": ""}})));
+            for piece in [a, b] {
+                out.push_str(&next(json!({"type": "response.refusal.delta", "item_id": item_id, "output_index": 0, "content_index": 0, "delta": piece})));
+            }
+            out.push_str(&next(json!({"type": "response.refusal.done", "item_id": item_id, "output_index": 0, "content_index": 0, "refusal": text})));
+            out.push_str(&next(json!({"type": "response.content_part.done", "item_id": item_id, "output_index": 0, "content_index": 0, "part": part})));
+            out.push_str(&next(
+                json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+            ));
+            out.push_str(&next(json!({"type": "response.completed", "response": {"id": id, "object": "response", "status": "completed",
+                "output": [item], "usage": {"input_tokens": 100 + n, "output_tokens": 20, "total_tokens": 120 + n}}})));
+            out
+        }
+        Wire::OpenAiChat => {
+            let id = format!("chatcmpl-{n:04}");
+            let chunk = |delta: Value, finish: Value| {
+                let c = json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": "scripted",
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+                format!("data: {c}\n\n")
+            };
+            let mut out = chunk(
+                json!({"role": "assistant", "content": null, "refusal": ""}),
+                Value::Null,
+            );
+            for piece in [a, b] {
+                out.push_str(&chunk(json!({"refusal": piece}), Value::Null));
+            }
+            out.push_str(&chunk(json!({}), json!("stop")));
+            out.push_str("data: [DONE]\n\n");
+            out
+        }
+    }
 }
 
 /// An error body as the provider writes it.

@@ -74,6 +74,10 @@ pub enum Step {
     ContextTooLong,
     /// A streamed answer whose connection breaks in the middle of an event.
     Cut(String),
+    /// A refusal as each service sends one: Anthropic streams the text and stops with
+    /// `stop_reason: "refusal"`; the Responses API streams a `refusal` content part; Chat
+    /// Completions streams `delta.refusal`.
+    Refusal(String),
 }
 
 impl Step {
@@ -90,6 +94,11 @@ impl Step {
         }
     }
 
+    /// A refusal.
+    pub fn refusal(text: &str) -> Step {
+        Step::Refusal(text.to_owned())
+    }
+
     /// An error status.
     pub fn status(status: u16, retry_after: Option<u64>) -> Step {
         Step::Status {
@@ -103,6 +112,8 @@ impl Step {
 #[derive(Default)]
 struct State {
     steps: VecDeque<Step>,
+    /// Leave the token counts out of answers (as some local servers do).
+    no_usage: bool,
     requests: Vec<Value>,
     violations: Vec<String>,
     served: u64,
@@ -150,6 +161,13 @@ impl ScriptedModel {
     /// The base URL for `--provider openai` and `openai-chat`.
     pub fn openai_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// From now on, answers carry no token counts (Responses and Chat Completions), as
+    /// some OpenAI-compatible local servers send none.
+    pub fn without_usage(self) -> ScriptedModel {
+        self.lock().no_usage = true;
+        self
     }
 
     /// Every request body received, in order.
@@ -224,16 +242,17 @@ async fn answer(state: &Mutex<State>, req: Request<Incoming>) -> Response<Body> 
         }
     };
     let problems = validate::check(wire, &headers, &body);
-    let (step, n) = {
+    let (step, n, usage) = {
         let mut s = lock();
         s.requests.push(body);
+        let usage = !s.no_usage;
         if !problems.is_empty() {
             s.violations.extend(problems.iter().cloned());
-            (None, 0)
+            (None, 0, usage)
         } else {
             s.served += 1;
             let n = s.served;
-            (Some(s.steps.pop_front()), n)
+            (Some(s.steps.pop_front()), n, usage)
         }
     };
     let step = match step {
@@ -260,7 +279,8 @@ async fn answer(state: &Mutex<State>, req: Request<Incoming>) -> Response<Body> 
     };
     let sse = "text/event-stream";
     match step {
-        Step::Text(text) => full(200, sse, encode::stream(wire, &text, &[], n), None),
+        Step::Text(text) => full(200, sse, encode::stream(wire, &text, &[], n, usage), None),
+        Step::Refusal(text) => full(200, sse, encode::refusal(wire, &text, n), None),
         Step::Tools { text, calls } => {
             let calls: Vec<encode::Call<'_>> = calls
                 .iter()
@@ -274,7 +294,12 @@ async fn answer(state: &Mutex<State>, req: Request<Incoming>) -> Response<Body> 
                     arguments,
                 })
                 .collect();
-            full(200, sse, encode::stream(wire, &text, &calls, n), None)
+            full(
+                200,
+                sse,
+                encode::stream(wire, &text, &calls, n, usage),
+                None,
+            )
         }
         Step::Status {
             status,
@@ -302,7 +327,7 @@ async fn answer(state: &Mutex<State>, req: Request<Incoming>) -> Response<Body> 
             )
         }
         Step::Cut(text) => {
-            let whole = encode::stream(wire, &text, &[], n);
+            let whole = encode::stream(wire, &text, &[], n, usage);
             // Up to the middle of the event that carries the text's second half.
             let cut = whole
                 .find(&text[text.len() / 2..])

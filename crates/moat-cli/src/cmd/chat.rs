@@ -119,7 +119,10 @@ fn consent_prompt(args: &ChatArgs, interactive: bool) -> Arc<dyn Prompt> {
 /// Where events go: JSON lines on stdout; else text streamed to stdout (interactive only)
 /// and tool calls, decisions and retries on stderr.
 fn sink(json: bool, interactive: bool) -> moat_chat::event::EventSink {
+    // Whether this turn's text was streamed already (a refusal then only adds its marker).
+    let streamed = std::sync::atomic::AtomicBool::new(false);
     Arc::new(move |event: &Event| {
+        use std::sync::atomic::Ordering::Relaxed;
         if json {
             if let Ok(value) = serde_json::to_value(event) {
                 print_line(&value);
@@ -128,9 +131,24 @@ fn sink(json: bool, interactive: bool) -> moat_chat::event::EventSink {
         }
         match event {
             Event::Text { delta } if interactive => {
+                streamed.store(true, Relaxed);
                 print!("{delta}");
                 let _ = std::io::stdout().flush();
             }
+            Event::Refusal { text } => {
+                let marker = refusal_marker();
+                if !interactive {
+                    // -p prints the refusal's text on stdout as the answer; the marker goes
+                    // where the user looks, beside the other notes.
+                    eprintln!("{marker}");
+                } else if streamed.load(Relaxed) || text.is_empty() {
+                    println!("\n{marker}");
+                } else {
+                    println!("{marker} {text}");
+                }
+                streamed.store(false, Relaxed);
+            }
+            Event::Answer { .. } | Event::Error { .. } => streamed.store(false, Relaxed),
             Event::ToolCall {
                 name, arguments, ..
             } => {
@@ -173,6 +191,17 @@ fn sink(json: bool, interactive: bool) -> moat_chat::event::EventSink {
             _ => {}
         }
     })
+}
+
+/// How a refusal is marked: on a terminal in reverse video, so it is not read as an answer.
+fn refusal_marker() -> String {
+    let text =
+        "[refused] the model declined to answer (the prompt is left out of the conversation)";
+    if crate::output::colour() {
+        format!("\x1b[1;7;33m[refused]\x1b[0m{}", &text["[refused]".len()..])
+    } else {
+        text.to_owned()
+    }
 }
 
 fn print_line(value: &serde_json::Value) {
