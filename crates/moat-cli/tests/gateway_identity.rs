@@ -4,7 +4,10 @@
 //! names, what a user is listed matches what they may call, a per-user rate limit counts
 //! each user apart, user A's "always approve" does not approve user B's call, a tool in
 //! `[auth.tool_scopes]` answers a token without its scope with 403 `insufficient_scope`,
-//! and the audit trail names each call's user and client (`moat audit --user`).
+//! and the audit trail names each call's user and client (`moat audit --user`). With
+//! several issuers in `[auth]`, each issuer's tokens are checked by its own keys and mapped
+//! by its own claims, and a token of an issuer not configured, or signed by one issuer's
+//! key while claiming another, is refused.
 //!
 //! The requests are 2026-07-28 ones, each a POST of its own (consent is an input request
 //! answered by retrying), written by hand so the test sees the HTTP status and headers.
@@ -306,4 +309,108 @@ fn audit(config: &Path, args: &[&str]) -> Vec<Value> {
         std::thread::sleep(Duration::from_millis(200));
     }
     Vec::new()
+}
+
+#[test]
+fn several_issuers_each_with_its_keys_and_claims() {
+    let a = TestIssuer::start();
+    let b = TestIssuer::start_other();
+    // Not configured; it signs with A's key, so only its `iss` tells it apart.
+    let stranger = TestIssuer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("moat.toml");
+    let text = format!(
+        "state_dir = {state}\n\n[servers.ev]\ncommand = {moat}\nargs = [\"serve\", \"everything\"]\n\
+         sandbox = false\n\n[auth]\nresource = {resource}\n\n\
+         [[auth.issuers]]\nissuer = {a}\n\n\
+         [[auth.issuers]]\nissuer = {b}\nuser_claim = \"email\"\n\n\
+         [policy]\ndefault = \"allow\"\n\n[[policy.rules]]\nname = \"no-bob\"\n\
+         decision = \"deny\"\ntool = {tool}\nuser = \"bob@b.example\"\n",
+        state = toml_str(&dir.path().join("state").to_string_lossy()),
+        moat = toml_str(MOAT),
+        resource = toml_str(RESOURCE),
+        a = toml_str(&a.url),
+        b = toml_str(&b.url),
+        tool = toml_str(TOOL),
+    );
+    std::fs::write(&config, text).unwrap();
+    let gateway = HttpGateway::start(MOAT, &config, &[], Ready::Listed, Duration::from_secs(60));
+    let call = |token: &str| {
+        let reply = modern_request(
+            &gateway.authority,
+            "tools/call",
+            Some(TOOL),
+            json!({"name": TOOL, "arguments": {}}),
+            Some(token),
+        )
+        .expect("the gateway answers");
+        let challenge = reply
+            .header("www-authenticate")
+            .unwrap_or_default()
+            .to_owned();
+        (reply.status, challenge, reply.json)
+    };
+    let token = |issuer: &TestIssuer, sub: &str, extra: Value| {
+        issuer.token(RESOURCE, sub, "client", "mcp:tools", extra)
+    };
+
+    // Both issuers' tokens are taken, each user named by the claim of their issuer.
+    let (status, _, v) = call(&token(&a, "alice", json!({})));
+    assert_eq!(status, 200, "{v}");
+    assert!(ran(&v["result"]), "{v}");
+    let (status, _, v) = call(&token(&b, "b-1", json!({"email": "carol@b.example"})));
+    assert_eq!(status, 200, "{v}");
+    assert!(ran(&v["result"]), "{v}");
+    let (status, _, v) = call(&token(&b, "b-2", json!({"email": "bob@b.example"})));
+    assert_eq!(status, 200, "{v}");
+    assert!(refused_by(&v["result"], "no-bob"), "{v}");
+    // Issuer A names users by `sub`: an A user whose email is bob's is not bob.
+    let (_, _, v) = call(&token(&a, "alice", json!({"email": "bob@b.example"})));
+    assert!(ran(&v["result"]), "{v}");
+
+    // The metadata names both.
+    let reply = moat_test_support::raw_http::exchange(
+        &gateway.authority,
+        &format!(
+            "GET /.well-known/oauth-protected-resource/mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            gateway.authority
+        ),
+    )
+    .expect("the metadata");
+    assert_eq!(reply.status, 200, "{}", reply.head);
+    assert_eq!(
+        reply.json["authorization_servers"],
+        json!([a.url, b.url]),
+        "{}",
+        reply.json
+    );
+
+    // A token of an issuer not configured is refused, though signed by a key A uses.
+    let (status, challenge, v) = call(&token(&stranger, "alice", json!({})));
+    assert_eq!(status, 401, "{v}");
+    assert!(challenge.contains("another issuer"), "{challenge}");
+    // Signed by A's key, claiming to be B's: B's keys do not verify it.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let forged = a.sign(&json!({"iss": b.url, "aud": RESOURCE, "sub": "b-1",
+        "email": "carol@b.example", "scope": "mcp:tools", "iat": now, "exp": now + 600}));
+    let (status, challenge, v) = call(&forged);
+    assert_eq!(status, 401, "{v}");
+    assert!(
+        challenge.contains(r#"error="invalid_token""#),
+        "{challenge}"
+    );
+    // Nothing of the refused ones ran or was audited: the trail holds the four calls that
+    // got through, and no more.
+    for _ in 0..50 {
+        if audit(&config, &[]).len() >= 4 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let records = audit(&config, &[]);
+    assert_eq!(records.len(), 4, "{records:?}");
 }

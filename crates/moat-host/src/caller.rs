@@ -26,7 +26,7 @@ impl Caller {
             return Caller::default();
         };
         let (user_claim, groups_claim) = match auth {
-            Some(a) => (a.user_claim.as_str(), a.groups_claim.as_str()),
+            Some(a) => a.claims_of(identity.issuer.as_deref()),
             None => ("sub", "groups"),
         };
         Caller {

@@ -59,6 +59,14 @@ impl TestIssuer {
         TestIssuer { url, published }
     }
 
+    /// Start one that publishes and signs with the second key alone: an issuer whose keys
+    /// are not [`TestIssuer::start`]'s (for tests of several issuers).
+    pub fn start_other() -> TestIssuer {
+        let issuer = TestIssuer::start();
+        *issuer.published.lock().unwrap_or_else(|e| e.into_inner()) = vec![1];
+        issuer
+    }
+
     /// Sign with the second key from now on, publishing both (a rotation).
     pub fn rotate(&self) {
         *self.published.lock().unwrap_or_else(|e| e.into_inner()) = vec![1, 0];

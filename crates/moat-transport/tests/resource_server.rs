@@ -20,8 +20,8 @@ use http_body_util::{BodyExt, Full};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use moat_protocol::RequestId;
 use moat_transport::http::server::{
-    HttpServer, HttpServerError, HttpServerOptions, IntrospectionOptions, OnConnection,
-    ResourceError, ResourceOptions,
+    HttpServer, HttpServerError, HttpServerOptions, IntrospectionOptions, IssuerOptions,
+    OnConnection, ResourceError, ResourceOptions,
 };
 use moat_transport::{Connection, Inbound, Outgoing};
 use p256::ecdsa::SigningKey;
@@ -619,5 +619,92 @@ async fn a_static_token_and_an_issuer_are_not_both_accepted() {
     assert!(
         matches!(err, HttpServerError::Resource(ResourceError::Url { .. })),
         "an http issuer off loopback is refused: {err}"
+    );
+}
+
+#[tokio::test]
+async fn several_issuers_each_checked_by_its_own_keys_and_audiences() {
+    let (key_a, key_b) = (Key::new("k-a"), Key::new("k-b"));
+    let a = Issuer::start(&[&key_a]).await;
+    let b = Issuer::start(&[&key_b]).await;
+    let stranger = Issuer::start(&[&key_a]).await;
+    {
+        let mut s = b.state.lock().unwrap();
+        s.opaque.insert(
+            "opaque-of-b".into(),
+            json!({"active": true, "sub": "bea", "scope": "mcp:tools",
+                   "aud": "urn:b-aud", "iss": b.url, "exp": now() + 3600}),
+        );
+    }
+    a.state.lock().unwrap().opaque.insert(
+        "opaque-of-a-elsewhere".into(),
+        json!({"active": true, "sub": "al", "scope": "mcp:tools",
+               "aud": "https://other.test/mcp", "exp": now() + 3600}),
+    );
+    let mut options = resource_options(&a);
+    options.introspection = Some(IntrospectionOptions::new("rs", "rs-secret"));
+    let mut more = IssuerOptions::new(b.url.clone());
+    more.audiences = vec!["urn:b-aud".into()];
+    more.introspection = Some(IntrospectionOptions::new("rs", "rs-secret"));
+    options.issuers = vec![more];
+    let served = serve(options.clone()).await;
+
+    // Each issuer's own tokens, each with the audience configured for it.
+    assert_eq!(
+        call(&served, Some(&key_a.sign(&a.claims("mcp:tools"))))
+            .await
+            .0,
+        200
+    );
+    let mut claims_b = b.claims("mcp:tools");
+    claims_b["aud"] = json!("urn:b-aud");
+    assert_eq!(call(&served, Some(&key_b.sign(&claims_b))).await.0, 200);
+    // B's audience is not A's: an A token naming it is for another resource.
+    let mut a_to_b_aud = a.claims("mcp:tools");
+    a_to_b_aud["aud"] = json!("urn:b-aud");
+    refused(&served, &key_a.sign(&a_to_b_aud), "another resource").await;
+    // An issuer not configured, signing with A's very key: refused for its `iss`.
+    refused(
+        &served,
+        &key_a.sign(&stranger.claims("mcp:tools")),
+        "another issuer",
+    )
+    .await;
+    // A's key claiming to be B: checked with B's keys, where A's kid is not.
+    let fetches_of_a = a.fetches();
+    refused(&served, &key_a.sign(&claims_b), "k-a").await;
+    assert_eq!(
+        a.fetches(),
+        fetches_of_a,
+        "A's keys are not asked about B's token"
+    );
+
+    // Opaque: A (first) does not know it, B does.
+    let before = (
+        a.state.lock().unwrap().introspections,
+        b.state.lock().unwrap().introspections,
+    );
+    assert_eq!(call(&served, Some("opaque-of-b")).await.0, 200);
+    assert_eq!(a.state.lock().unwrap().introspections, before.0 + 1);
+    assert_eq!(b.state.lock().unwrap().introspections, before.1 + 1);
+    // Active at A for another resource: refused there, B is not asked.
+    refused(&served, "opaque-of-a-elsewhere", "another resource").await;
+    assert_eq!(b.state.lock().unwrap().introspections, before.1 + 1);
+    refused(&served, "opaque-unknown", "not active").await;
+    assert_eq!(served.reached.load(Ordering::SeqCst), 3);
+
+    // The same issuer twice is a configuration error.
+    options.issuers.push(IssuerOptions::new(a.url.clone()));
+    let mut http = HttpServerOptions::default();
+    http.resource = Some(options);
+    let err = HttpServer::bind("127.0.0.1:0".parse().unwrap(), http, Arc::new(|_| {}))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            HttpServerError::Resource(ResourceError::DuplicateIssuer(_))
+        ),
+        "{err}"
     );
 }

@@ -5,9 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use moat::transport::http::server::{
-    HttpServerOptions, IntrospectionOptions, Replica, Replication, ResourceOptions,
-};
+use moat::transport::http::server::{HttpServerOptions, Replica, Replication, ResourceOptions};
 use moat_host::config::auth::AuthConfig;
 use moat_host::{Config, Host, HostOptions};
 
@@ -38,7 +36,7 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
             .auth
             .take()
             .unwrap_or_else(|| AuthConfig::new(issuer.clone(), resource.clone()));
-        auth.issuer = issuer.clone();
+        auth.only_issuer(issuer);
         auth.resource = resource.clone();
         if !args.scope.is_empty() {
             auth.scopes = args.scope.clone();
@@ -213,35 +211,7 @@ fn advertised_url(given: Option<&str>, addr: std::net::SocketAddr) -> anyhow::Re
 
 /// The HTTP server's resource-server settings from `[auth]`.
 fn resource_options(auth: &AuthConfig) -> anyhow::Result<ResourceOptions> {
-    let mut r = ResourceOptions::new(auth.issuer.clone(), auth.resource.clone());
-    r.scopes = auth.scopes.clone();
-    // The claims policy reads: the user's and the groups', and those rules name.
-    r.claims = auth.claims.clone();
-    for claim in [&auth.user_claim, &auth.groups_claim] {
-        if !r.claims.contains(claim) {
-            r.claims.push(claim.clone());
-        }
-    }
-    if !auth.algorithms.is_empty() {
-        r.algorithms = auth
-            .algorithms
-            .iter()
-            .map(|a| {
-                a.parse()
-                    .map_err(|_| anyhow!("[auth] algorithms: unknown algorithm {a:?}"))
-            })
-            .collect::<anyhow::Result<_>>()?;
-    }
-    if let Some(skew) = auth.skew {
-        r.skew = skew;
-    }
-    r.jwks_uri = auth.jwks_uri.clone();
-    if let Some(i) = &auth.introspection {
-        let mut options = IntrospectionOptions::new(i.client_id.clone(), i.client_secret.clone());
-        options.endpoint = i.endpoint.clone();
-        r.introspection = Some(options);
-    }
-    Ok(r)
+    auth.resource_options().map_err(|e| anyhow!(e))
 }
 
 /// Hands the heap pages that start-up used and freed (each server's tool list as parsed

@@ -1,6 +1,7 @@
 //! The `[auth]` table: the gateway as an OAuth resource server — whose access tokens it
 //! takes over HTTP, which claims name the user and their groups, and which tools need
-//! which scopes. Plain data; the host turns it into the HTTP server's resource options.
+//! which scopes. Plain data; [`AuthConfig::resource_options`] turns it into the HTTP
+//! server's resource options.
 //!
 //! ```toml
 //! [auth]
@@ -21,12 +22,25 @@
 //!
 //! [auth.tool_scopes]                           # scopes a tool needs: 403 insufficient_scope
 //! "db__*" = ["db:write"]                       #   (step-up) for a token without them
+//!
+//! [[auth.issuers]]                             # more issuers, each with its own settings
+//! issuer = "https://login.partner.example"
+//! audiences = ["https://gw.example/mcp", "moat-gateway"]  # default: `resource` alone
+//! user_claim = "email"                         # default: the top-level user_claim
+//! groups_claim = "roles"                       # default: the top-level groups_claim
 //! ```
+//!
+//! The top-level `issuer` (with its `jwks_uri`, `audiences` and `[auth.introspection]`) is
+//! the first issuer; `[[auth.issuers]]` adds others, or all of them when there is no
+//! top-level `issuer`. A JWT is checked by the issuer its `iss` names; an opaque token is
+//! introspected at the issuers with `introspection`, in this order, and the first that
+//! calls it active decides.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use moat::transport::http::server::{IntrospectionOptions, IssuerOptions, ResourceOptions};
 use serde::Deserialize;
 
 use super::duration::DurationValue;
@@ -38,15 +52,16 @@ use super::source::Source;
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct AuthConfig {
-    /// The authorization server's issuer identifier.
-    pub issuer: String,
+    /// The authorization servers trusted, in the order configured (never empty).
+    pub issuers: Vec<IssuerConfig>,
     /// This gateway's resource URL, which tokens must name in `aud`.
     pub resource: String,
     /// Scopes every token must carry.
     pub scopes: Vec<String>,
-    /// The claim whose value is the user policy rules name (`sub` by default).
+    /// The claim whose value is the user policy rules name (`sub` by default), for the
+    /// issuers that name none of their own.
     pub user_claim: String,
-    /// The claim listing the user's groups (`groups` by default).
+    /// The claim listing the user's groups (`groups` by default), likewise.
     pub groups_claim: String,
     /// More claims kept for policy rules' `claims` conditions.
     pub claims: Vec<String>,
@@ -54,19 +69,47 @@ pub struct AuthConfig {
     pub algorithms: Vec<String>,
     /// Clock skew allowed on `exp`/`nbf` (`None`: the default).
     pub skew: Option<Duration>,
+    /// Scopes a tool needs, by glob on the name clients see, in file order.
+    pub tool_scopes: Vec<(Globs, Vec<String>)>,
+}
+
+/// One trusted authorization server of `[auth]`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct IssuerConfig {
+    /// Its issuer identifier: its tokens' `iss`.
+    pub issuer: String,
     /// The JWKS URL, for an issuer that publishes no metadata.
     pub jwks_uri: Option<String>,
     /// Opaque tokens by introspection.
     pub introspection: Option<IntrospectionConfig>,
-    /// Scopes a tool needs, by glob on the name clients see, in file order.
-    pub tool_scopes: Vec<(Globs, Vec<String>)>,
+    /// The audiences its tokens may name (empty: the resource alone).
+    pub audiences: Vec<String>,
+    /// The claim naming the user in its tokens (`None`: `[auth]`'s `user_claim`).
+    pub user_claim: Option<String>,
+    /// The claim listing the groups in its tokens (`None`: `[auth]`'s `groups_claim`).
+    pub groups_claim: Option<String>,
+}
+
+impl IssuerConfig {
+    /// Tokens of `issuer`, found through its metadata, with `[auth]`'s claim mappings.
+    pub fn new(issuer: impl Into<String>) -> IssuerConfig {
+        IssuerConfig {
+            issuer: issuer.into(),
+            jwks_uri: None,
+            introspection: None,
+            audiences: Vec::new(),
+            user_claim: None,
+            groups_claim: None,
+        }
+    }
 }
 
 impl AuthConfig {
     /// Tokens of `issuer` for `resource`, with the defaults.
     pub fn new(issuer: impl Into<String>, resource: impl Into<String>) -> AuthConfig {
         AuthConfig {
-            issuer: issuer.into(),
+            issuers: vec![IssuerConfig::new(issuer)],
             resource: resource.into(),
             scopes: Vec::new(),
             user_claim: "sub".into(),
@@ -74,11 +117,88 @@ impl AuthConfig {
             claims: Vec::new(),
             algorithms: Vec::new(),
             skew: None,
-            jwks_uri: None,
-            introspection: None,
             tool_scopes: Vec::new(),
         }
     }
+
+    /// The claims naming the user and their groups in the tokens of `issuer`.
+    pub fn claims_of(&self, issuer: Option<&str>) -> (&str, &str) {
+        let own = self
+            .issuers
+            .iter()
+            .find(|i| Some(i.issuer.as_str()) == issuer);
+        (
+            own.and_then(|i| i.user_claim.as_deref())
+                .unwrap_or(&self.user_claim),
+            own.and_then(|i| i.groups_claim.as_deref())
+                .unwrap_or(&self.groups_claim),
+        )
+    }
+
+    /// Trust `issuer` alone (as `--oauth-issuer` says): its entry if configured, with its
+    /// settings, else a new one with the defaults.
+    pub fn only_issuer(&mut self, issuer: &str) {
+        let kept = self
+            .issuers
+            .iter()
+            .find(|i| i.issuer == issuer)
+            .cloned()
+            .unwrap_or_else(|| IssuerConfig::new(issuer));
+        self.issuers = vec![kept];
+    }
+
+    /// The HTTP server's resource-server settings.
+    pub fn resource_options(&self) -> Result<ResourceOptions, String> {
+        let (first, more) = self
+            .issuers
+            .split_first()
+            .ok_or_else(|| "[auth] names no issuer".to_owned())?;
+        let mut r = ResourceOptions::new(first.issuer.clone(), self.resource.clone());
+        r.scopes = self.scopes.clone();
+        // The claims policy reads: each issuer's user and groups claims, and those rules name.
+        r.claims = self.claims.clone();
+        for i in &self.issuers {
+            let (user, groups) = self.claims_of(Some(&i.issuer));
+            for claim in [user, groups] {
+                if !r.claims.iter().any(|c| c == claim) {
+                    r.claims.push(claim.to_owned());
+                }
+            }
+        }
+        if !self.algorithms.is_empty() {
+            r.algorithms = self
+                .algorithms
+                .iter()
+                .map(|a| {
+                    a.parse()
+                        .map_err(|_| format!("[auth] algorithms: unknown algorithm {a:?}"))
+                })
+                .collect::<Result<_, _>>()?;
+        }
+        if let Some(skew) = self.skew {
+            r.skew = skew;
+        }
+        r.jwks_uri = first.jwks_uri.clone();
+        r.introspection = first.introspection.as_ref().map(introspection_options);
+        r.audiences = first.audiences.clone();
+        r.issuers = more
+            .iter()
+            .map(|i| {
+                let mut o = IssuerOptions::new(i.issuer.clone());
+                o.jwks_uri = i.jwks_uri.clone();
+                o.introspection = i.introspection.as_ref().map(introspection_options);
+                o.audiences = i.audiences.clone();
+                o
+            })
+            .collect();
+        Ok(r)
+    }
+}
+
+fn introspection_options(i: &IntrospectionConfig) -> IntrospectionOptions {
+    let mut options = IntrospectionOptions::new(i.client_id.clone(), i.client_secret.clone());
+    options.endpoint = i.endpoint.clone();
+    options
 }
 
 /// `[auth.introspection]`: where and as whom opaque tokens are introspected.
@@ -106,7 +226,7 @@ impl std::fmt::Debug for IntrospectionConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TomlAuth {
-    issuer: String,
+    issuer: Option<String>,
     resource: String,
     #[serde(default)]
     scopes: Vec<String>,
@@ -118,9 +238,25 @@ pub(crate) struct TomlAuth {
     algorithms: Vec<String>,
     skew: Option<DurationValue>,
     jwks_uri: Option<String>,
+    #[serde(default)]
+    audiences: Vec<String>,
     introspection: Option<TomlIntrospection>,
     #[serde(default)]
     tool_scopes: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    issuers: Vec<TomlIssuer>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlIssuer {
+    issuer: String,
+    jwks_uri: Option<String>,
+    #[serde(default)]
+    audiences: Vec<String>,
+    user_claim: Option<String>,
+    groups_claim: Option<String>,
+    introspection: Option<TomlIntrospection>,
 }
 
 #[derive(Deserialize)]
@@ -132,22 +268,92 @@ struct TomlIntrospection {
     client_secret_file: Option<String>,
 }
 
-/// The checked `[auth]` table: URLs and names expanded, the secret read.
+fn url_value(src: &Source<'_>, at: &[&str], shown: &str, raw: &str) -> Result<String, ConfigError> {
+    let value = src.expand(at, shown, raw)?;
+    if !(value.starts_with("https://") || value.starts_with("http://")) {
+        return Err(src.error(
+            at,
+            format!("{shown}: {value:?} is not a URL"),
+            Some("e.g. \"https://idp.example/realms/acme\"".into()),
+        ));
+    }
+    Ok(value)
+}
+
+/// The checked `[auth]` table: URLs and names expanded, the secrets read.
 pub(crate) fn auth(src: &Source<'_>, raw: TomlAuth) -> Result<AuthConfig, ConfigError> {
     let at = |key: &'static str| ["auth", key];
-    let mut config = AuthConfig::new(
-        src.expand(&at("issuer"), "auth.issuer", &raw.issuer)?,
-        src.expand(&at("resource"), "auth.resource", &raw.resource)?,
-    );
-    for (key, value) in [("issuer", &config.issuer), ("resource", &config.resource)] {
-        if !(value.starts_with("https://") || value.starts_with("http://")) {
-            return Err(src.error(
-                &at(key),
-                format!("{value:?} is not a URL"),
-                Some("e.g. \"https://idp.example/realms/acme\"".into()),
-            ));
+    let resource = url_value(src, &at("resource"), "auth.resource", &raw.resource)?;
+    let mut issuers = Vec::new();
+    match raw.issuer {
+        Some(issuer) => issuers.push(IssuerConfig {
+            issuer: url_value(src, &at("issuer"), "auth.issuer", &issuer)?,
+            jwks_uri: match &raw.jwks_uri {
+                Some(u) => Some(src.expand(&at("jwks_uri"), "auth.jwks_uri", u)?),
+                None => None,
+            },
+            introspection: match raw.introspection {
+                Some(i) => Some(introspection(src, &["auth", "introspection"], i)?),
+                None => None,
+            },
+            audiences: raw.audiences,
+            user_claim: None,
+            groups_claim: None,
+        }),
+        None => {
+            // The top level's issuer settings without an issuer would apply to nobody.
+            for (key, set) in [
+                ("jwks_uri", raw.jwks_uri.is_some()),
+                ("introspection", raw.introspection.is_some()),
+                ("audiences", !raw.audiences.is_empty()),
+            ] {
+                if set {
+                    return Err(src.error(
+                        &at(key),
+                        "belongs to the top-level `issuer`, which is not set",
+                        Some("set `issuer`, or move it into its [[auth.issuers]] entry".into()),
+                    ));
+                }
+            }
         }
     }
+    for (n, i) in raw.issuers.into_iter().enumerate() {
+        let at = ["auth", "issuers"];
+        let shown = |key: &str| format!("auth.issuers[{n}].{key}");
+        let issuer = url_value(src, &at, &shown("issuer"), &i.issuer)?;
+        if issuers.iter().any(|c: &IssuerConfig| c.issuer == issuer) {
+            return Err(src.error(
+                &at,
+                format!("the issuer {issuer:?} is configured twice"),
+                None,
+            ));
+        }
+        issuers.push(IssuerConfig {
+            issuer,
+            jwks_uri: match &i.jwks_uri {
+                Some(u) => Some(src.expand(&at, &shown("jwks_uri"), u)?),
+                None => None,
+            },
+            introspection: match i.introspection {
+                Some(t) => Some(introspection(src, &at, t)?),
+                None => None,
+            },
+            audiences: i.audiences,
+            user_claim: i.user_claim,
+            groups_claim: i.groups_claim,
+        });
+    }
+    if issuers.is_empty() {
+        return Err(src.error(
+            &["auth"],
+            "names no issuer",
+            Some(
+                "issuer = \"https://idp.example/realms/acme\", or [[auth.issuers]] entries".into(),
+            ),
+        ));
+    }
+    let mut config = AuthConfig::new("", resource);
+    config.issuers = issuers;
     config.scopes = raw.scopes;
     if let Some(c) = raw.user_claim {
         config.user_claim = c;
@@ -177,14 +383,6 @@ pub(crate) fn auth(src: &Source<'_>, raw: TomlAuth) -> Result<AuthConfig, Config
         Some(d) => Some(d.0),
         None => None,
     };
-    config.jwks_uri = match &raw.jwks_uri {
-        Some(u) => Some(src.expand(&at("jwks_uri"), "auth.jwks_uri", u)?),
-        None => None,
-    };
-    config.introspection = match raw.introspection {
-        Some(i) => Some(introspection(src, i)?),
-        None => None,
-    };
     config.tool_scopes = raw
         .tool_scopes
         .into_iter()
@@ -195,35 +393,36 @@ pub(crate) fn auth(src: &Source<'_>, raw: TomlAuth) -> Result<AuthConfig, Config
 
 fn introspection(
     src: &Source<'_>,
+    at: &[&str],
     raw: TomlIntrospection,
 ) -> Result<IntrospectionConfig, ConfigError> {
-    let at = ["auth", "introspection"];
+    let shown = format!("{}.introspection", at.join("."));
     let client_secret = match (&raw.client_secret_env, &raw.client_secret_file) {
         (Some(var), None) => (src.lookup)(var).ok_or_else(|| {
             src.error(
-                &at,
-                format!("client_secret_env names {var:?}, which is not set"),
+                at,
+                format!("{shown}: client_secret_env names {var:?}, which is not set"),
                 None,
             )
         })?,
         (None, Some(file)) => {
-            let path: PathBuf = src.path(&at, "auth.introspection.client_secret_file", file)?;
+            let path: PathBuf = src.path(at, &format!("{shown}.client_secret_file"), file)?;
             std::fs::read_to_string(&path)
-                .map_err(|e| src.error(&at, format!("cannot read {}: {e}", path.display()), None))?
+                .map_err(|e| src.error(at, format!("cannot read {}: {e}", path.display()), None))?
                 .trim()
                 .to_owned()
         }
         _ => {
             return Err(src.error(
-                &at,
-                "needs exactly one of client_secret_env and client_secret_file",
+                at,
+                format!("{shown} needs exactly one of client_secret_env and client_secret_file"),
                 Some("the secret is never written in moat.toml itself".into()),
             ));
         }
     };
     Ok(IntrospectionConfig {
         endpoint: match &raw.endpoint {
-            Some(u) => Some(src.expand(&at, "auth.introspection.endpoint", u)?),
+            Some(u) => Some(src.expand(at, &format!("{shown}.endpoint"), u)?),
             None => None,
         },
         client_id: raw.client_id,
@@ -261,13 +460,77 @@ mod tests {
     fn the_documented_example_loads() {
         let config = load(&documented_example(), &[("INTROSPECTION_SECRET", "s3cret")]).unwrap();
         let auth = config.auth.unwrap();
-        assert_eq!(auth.issuer, "https://idp.example/realms/acme");
+        assert_eq!(auth.issuers[0].issuer, "https://idp.example/realms/acme");
         assert_eq!(auth.user_claim, "preferred_username");
         assert_eq!(auth.skew, Some(std::time::Duration::from_secs(30)));
-        let introspection = auth.introspection.unwrap();
+        let introspection = auth.issuers[0].introspection.clone().unwrap();
         assert_eq!(introspection.client_secret, "s3cret");
         assert!(!format!("{introspection:?}").contains("s3cret"));
         assert_eq!(auth.tool_scopes[0].1, ["db:write"]);
+        // The second issuer, with its own claims; the first falls back to the top level's.
+        assert_eq!(auth.issuers[1].issuer, "https://login.partner.example");
+        assert_eq!(
+            auth.claims_of(Some("https://login.partner.example")),
+            ("email", "roles")
+        );
+        assert_eq!(
+            auth.claims_of(Some("https://idp.example/realms/acme")),
+            ("preferred_username", "groups")
+        );
+        let r = auth.resource_options().unwrap();
+        assert_eq!(r.issuer, "https://idp.example/realms/acme");
+        assert_eq!(r.issuers.len(), 1);
+        assert_eq!(r.issuers[0].audiences.len(), 2);
+        for claim in ["email", "roles", "preferred_username", "groups", "dept"] {
+            assert!(
+                r.claims.iter().any(|c| c == claim),
+                "{claim}: {:?}",
+                r.claims
+            );
+        }
+    }
+
+    #[test]
+    fn issuers_without_a_top_level_one_and_refusals() {
+        let two = "[auth]\nresource = \"https://gw.example/mcp\"\n\
+                   [[auth.issuers]]\nissuer = \"https://a.example\"\n\
+                   [[auth.issuers]]\nissuer = \"https://b.example\"\nuser_claim = \"email\"\n";
+        let auth = load(two, &[]).unwrap().auth.unwrap();
+        let names: Vec<&str> = auth.issuers.iter().map(|i| i.issuer.as_str()).collect();
+        assert_eq!(names, ["https://a.example", "https://b.example"]);
+        assert_eq!(auth.claims_of(Some("https://b.example")).0, "email");
+        assert_eq!(auth.claims_of(Some("https://a.example")).0, "sub");
+        let mut only = auth.clone();
+        only.only_issuer("https://b.example");
+        assert_eq!(only.issuers.len(), 1);
+        assert_eq!(only.issuers[0].user_claim.as_deref(), Some("email"));
+        for (text, needle) in [
+            ("[auth]\nresource = \"https://gw/mcp\"\n", "names no issuer"),
+            (
+                "[auth]\nresource = \"https://gw/mcp\"\njwks_uri = \"https://k\"\n\
+                 [[auth.issuers]]\nissuer = \"https://a.example\"\n",
+                "top-level `issuer`",
+            ),
+            (
+                "[auth]\nissuer = \"https://a.example\"\nresource = \"https://gw/mcp\"\n\
+                 [[auth.issuers]]\nissuer = \"https://a.example\"\n",
+                "configured twice",
+            ),
+            (
+                "[auth]\nresource = \"https://gw/mcp\"\n\
+                 [[auth.issuers]]\nissuer = \"a.example\"\n",
+                "auth.issuers[0].issuer",
+            ),
+            (
+                "[auth]\nresource = \"https://gw/mcp\"\n\
+                 [[auth.issuers]]\nissuer = \"https://a.example\"\n\
+                 [auth.issuers.introspection]\nclient_id = \"gw\"\n",
+                "exactly one of",
+            ),
+        ] {
+            let err = load(text, &[]).unwrap_err().to_string();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -10,8 +10,18 @@ use sha2::{Digest as _, Sha256};
 use url::Url;
 
 use super::fetch::Fetcher;
-use super::keys::KeyCache;
-use super::{Denial, Identity, IntrospectionOptions, ResourceOptions, identity_of};
+use super::{Identity, IntrospectionOptions, ResourceOptions, Trusted, identity_of};
+
+/// Why an introspection did not yield an identity.
+#[derive(Debug)]
+pub(super) enum Refusal {
+    /// This issuer does not know the token as active (or could not be asked): another
+    /// issuer may.
+    Inactive(String),
+    /// This issuer vouches for the token, but it is not usable here (another resource,
+    /// expired): no other issuer is asked.
+    Final(String),
+}
 
 pub(super) struct Introspector {
     fetcher: Fetcher,
@@ -27,10 +37,6 @@ fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
-fn invalid(why: impl Into<String>) -> Denial {
-    Denial::Invalid(why.into())
-}
-
 /// Whether an `aud` claim (a string or a list) names `resource`.
 fn audience_has(aud: Option<&Value>, resource: &str) -> bool {
     match aud {
@@ -40,22 +46,22 @@ fn audience_has(aud: Option<&Value>, resource: &str) -> bool {
     }
 }
 
-/// Whether the introspection answer describes a token usable here now; the reason if not.
+/// Whether the introspection answer of `issuer` describes a token usable here now (one
+/// of `audiences`); the reason if not.
 fn check_answer(
     answer: &Map<String, Value>,
     options: &ResourceOptions,
+    issuer: &str,
+    audiences: &[String],
     now: u64,
 ) -> Result<(), String> {
-    if answer.get("active") != Some(&Value::Bool(true)) {
-        return Err("the access token is not active".into());
-    }
     let skew = options.skew.as_secs();
     if let Some(iss) = answer.get("iss")
-        && iss.as_str() != Some(options.issuer.as_str())
+        && iss.as_str() != Some(issuer)
     {
         return Err("the access token was issued by another issuer".into());
     }
-    if !audience_has(answer.get("aud"), &options.resource) {
+    if !audiences.iter().any(|a| audience_has(answer.get("aud"), a)) {
         return Err("the access token is for another resource (aud)".into());
     }
     match answer.get("exp").map(Value::as_u64) {
@@ -91,15 +97,19 @@ impl Introspector {
         &self,
         token: &str,
         options: &ResourceOptions,
-        keys: &KeyCache,
-    ) -> Result<Identity, Denial> {
+        trusted: &Trusted,
+    ) -> Result<Identity, Refusal> {
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         if let Some(identity) = self.cached(&key) {
             return Ok(identity);
         }
         let endpoint = match &self.endpoint {
             Some(u) => u.clone(),
-            None => keys.introspection_endpoint().await.map_err(invalid)?,
+            None => trusted
+                .keys
+                .introspection_endpoint()
+                .await
+                .map_err(Refusal::Inactive)?,
         };
         let answer: Map<String, Value> = self
             .fetcher
@@ -109,10 +119,16 @@ impl Introspector {
                 (&self.options.client_id, &self.options.client_secret),
             )
             .await
-            .map_err(|e| invalid(format!("the access token could not be introspected ({e})")))?;
+            .map_err(|e| {
+                Refusal::Inactive(format!("the access token could not be introspected ({e})"))
+            })?;
+        if answer.get("active") != Some(&Value::Bool(true)) {
+            return Err(Refusal::Inactive("the access token is not active".into()));
+        }
         let now = now_secs();
-        check_answer(&answer, options, now).map_err(invalid)?;
-        let identity = identity_of(&answer, options);
+        check_answer(&answer, options, &trusted.issuer, &trusted.audiences, now)
+            .map_err(Refusal::Final)?;
+        let identity = identity_of(&answer, options, &trusted.issuer);
         let mut ttl = self.options.cache_ttl;
         if let Some(exp) = answer.get("exp").and_then(Value::as_u64) {
             ttl = ttl.min(Duration::from_secs(exp.saturating_sub(now)));
@@ -162,7 +178,17 @@ mod tests {
     }
 
     fn check(v: Value, now: u64) -> Result<(), String> {
-        check_answer(v.as_object().unwrap(), &opts(), now)
+        if v["active"] != true {
+            return Err("inactive".into());
+        }
+        let aud = ["https://mcp.example/mcp".to_owned()];
+        check_answer(
+            v.as_object().unwrap(),
+            &opts(),
+            "https://as.example",
+            &aud,
+            now,
+        )
     }
 
     #[test]

@@ -6,8 +6,9 @@ use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
 
-use super::keys::KeyCache;
-use super::{Denial, Identity, ResourceOptions, identity_of};
+use base64::Engine as _;
+
+use super::{Denial, Identity, ResourceOptions, Trusted, identity_of};
 
 /// The algorithms that may ever be accepted: asymmetric ones only. An HMAC "signature"
 /// made with the issuer's public key as the secret must never verify.
@@ -28,6 +29,17 @@ pub(super) fn looks_like_jwt(token: &str) -> bool {
     token.split('.').count() == 3
 }
 
+/// The `iss` a JWT claims, unverified: it only says which issuer's keys and rules are to
+/// check the token, and a lie leads to keys that do not verify it.
+pub(super) fn unverified_issuer(token: &str) -> Option<String> {
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: Map<String, Value> = serde_json::from_slice(&bytes).ok()?;
+    claims.get("iss")?.as_str().map(str::to_owned)
+}
+
 fn invalid(why: impl Into<String>) -> Denial {
     Denial::Invalid(why.into())
 }
@@ -35,7 +47,7 @@ fn invalid(why: impl Into<String>) -> Denial {
 pub(super) async fn validate(
     token: &str,
     options: &ResourceOptions,
-    keys: &KeyCache,
+    trusted: &Trusted,
 ) -> Result<Identity, Denial> {
     // `alg: none` and unknown algorithms fail here: the header does not parse.
     let header = jsonwebtoken::decode_header(token).map_err(|_| {
@@ -47,14 +59,15 @@ pub(super) async fn validate(
             header.alg
         )));
     }
-    let candidates = keys
+    let candidates = trusted
+        .keys
         .keys_for(header.alg, header.kid.as_deref())
         .await
         .map_err(invalid)?;
     let mut validation = Validation::new(header.alg);
     validation.algorithms = vec![header.alg];
-    validation.set_issuer(&[&options.issuer]);
-    validation.set_audience(&[&options.resource]);
+    validation.set_issuer(&[&trusted.issuer]);
+    validation.set_audience(&trusted.audiences);
     validation.set_required_spec_claims(&["exp", "iss", "aud"]);
     validation.validate_exp = true;
     validation.validate_nbf = true;
@@ -65,7 +78,7 @@ pub(super) async fn validate(
             continue;
         };
         match jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation) {
-            Ok(data) => return Ok(identity_of(&data.claims, options)),
+            Ok(data) => return Ok(identity_of(&data.claims, options, &trusted.issuer)),
             Err(e) => {
                 last = invalid(match e.kind() {
                     ErrorKind::InvalidSignature => {
@@ -106,6 +119,23 @@ mod tests {
         assert!(looks_like_jwt("a.b.c"));
         assert!(!looks_like_jwt("opaque-token"));
         assert!(!looks_like_jwt("a.b.c.d.e"));
+    }
+
+    #[test]
+    fn the_claimed_issuer_is_read_unverified() {
+        let b64 = |v: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+        let token = format!(
+            "{}.{}.sig",
+            b64("{}"),
+            b64(r#"{"iss":"https://b.example"}"#)
+        );
+        assert_eq!(
+            unverified_issuer(&token).as_deref(),
+            Some("https://b.example")
+        );
+        let token = format!("{}.{}.sig", b64("{}"), b64(r#"{"iss":3}"#));
+        assert_eq!(unverified_issuer(&token), None);
+        assert_eq!(unverified_issuer("a.%%%.c"), None);
     }
 
     #[test]

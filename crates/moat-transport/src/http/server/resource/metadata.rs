@@ -5,11 +5,14 @@ use url::Url;
 
 use super::ResourceOptions;
 
-/// The document: this resource, its authorization server, its scopes, tokens in the header.
+/// The document: this resource, its authorization servers, its scopes, tokens in the header.
 pub(super) fn document(options: &ResourceOptions) -> String {
+    let servers: Vec<&str> = std::iter::once(options.issuer.as_str())
+        .chain(options.issuers.iter().map(|i| i.issuer.as_str()))
+        .collect();
     let mut doc = json!({
         "resource": options.resource,
-        "authorization_servers": [options.issuer],
+        "authorization_servers": servers,
         "bearer_methods_supported": ["header"],
     });
     if !options.scopes.is_empty() {

@@ -6,6 +6,15 @@
 //! ([`challenge`]), validates JWT access tokens against the issuer's keys ([`jwt`],
 //! [`keys`]) or opaque ones by introspection ([`introspect`]), and checks the scopes the
 //! server requires. What survives is an [`Identity`].
+//!
+//! Several authorization servers may be trusted at once ([`ResourceOptions::issuers`]),
+//! each with its own keys, introspection and audiences. A JWT is checked against the one
+//! its (unverified) `iss` names, and only that one: a token claiming an issuer not
+//! configured is refused before any key is looked at, and a token signed by one issuer's
+//! key but claiming another is checked against the other's keys, where it cannot verify.
+//! An opaque token names no issuer: it is introspected at the issuers that introspect, in
+//! the order configured, and the first that calls it active decides (so every such issuer
+//! may see it; configure introspection only where opaque tokens come from).
 
 mod challenge;
 mod fetch;
@@ -63,6 +72,37 @@ pub struct ResourceOptions {
     pub claims: Vec<String>,
     /// Deadline of each call to the authorization server.
     pub timeout: Duration,
+    /// The audiences accepted in `issuer`'s tokens; empty: `resource` alone (RFC 8707).
+    pub audiences: Vec<String>,
+    /// More authorization servers whose tokens are accepted, beside `issuer`.
+    pub issuers: Vec<IssuerOptions>,
+}
+
+/// One more authorization server a resource server trusts, beside
+/// [`ResourceOptions::issuer`]: its own keys, introspection and audiences.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct IssuerOptions {
+    /// Its issuer identifier: its tokens' `iss`; its metadata names the JWKS.
+    pub issuer: String,
+    /// The JWKS URL, when the issuer publishes no metadata naming it.
+    pub jwks_uri: Option<String>,
+    /// Opaque tokens of this issuer, by introspection.
+    pub introspection: Option<IntrospectionOptions>,
+    /// The audiences accepted in its tokens; empty: the resource alone.
+    pub audiences: Vec<String>,
+}
+
+impl IssuerOptions {
+    /// Tokens of `issuer`, for the resource, found through its metadata.
+    pub fn new(issuer: impl Into<String>) -> IssuerOptions {
+        IssuerOptions {
+            issuer: issuer.into(),
+            jwks_uri: None,
+            introspection: None,
+            audiences: Vec::new(),
+        }
+    }
 }
 
 impl ResourceOptions {
@@ -82,7 +122,21 @@ impl ResourceOptions {
             introspection: None,
             claims: Vec::new(),
             timeout: Duration::from_secs(10),
+            audiences: Vec::new(),
+            issuers: Vec::new(),
         }
+    }
+
+    /// Every issuer trusted, `issuer` first, as one list.
+    fn all_issuers(&self) -> Vec<IssuerOptions> {
+        let mut all = vec![IssuerOptions {
+            issuer: self.issuer.clone(),
+            jwks_uri: self.jwks_uri.clone(),
+            introspection: self.introspection.clone(),
+            audiences: self.audiences.clone(),
+        }];
+        all.extend(self.issuers.iter().cloned());
+        all
     }
 }
 
@@ -144,6 +198,9 @@ pub enum ResourceError {
     /// The HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
+    /// The same issuer twice: which of its settings applies would be unclear.
+    #[error("the issuer {0:?} is configured twice")]
+    DuplicateIssuer(String),
 }
 
 /// Why a request's token was not accepted.
@@ -162,14 +219,25 @@ pub(crate) struct Authorizer {
     options: ResourceOptions,
     metadata_url: String,
     metadata_json: String,
+    /// Every issuer trusted, in the order configured (`options.issuer` first).
+    issuers: Vec<Trusted>,
+}
+
+/// One trusted issuer, ready to check its tokens.
+struct Trusted {
+    /// Its issuer identifier, as tokens carry it in `iss`.
+    issuer: String,
+    /// The audiences its tokens may name (the resource, unless configured otherwise).
+    audiences: Vec<String>,
     keys: KeyCache,
     introspector: Option<Introspector>,
 }
 
 impl std::fmt::Debug for Authorizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let issuers: Vec<&str> = self.issuers.iter().map(|t| t.issuer.as_str()).collect();
         f.debug_struct("Authorizer")
-            .field("issuer", &self.options.issuer)
+            .field("issuers", &issuers)
             .field("resource", &self.options.resource)
             .finish_non_exhaustive()
     }
@@ -195,43 +263,25 @@ impl Authorizer {
             return Err(ResourceError::NoAlgorithm);
         }
         options.skew = options.skew.min(MAX_SKEW);
-        let issuer = secure_url("the issuer", &options.issuer)?;
         let resource = secure_url("the resource", &options.resource)?;
-        let jwks_uri = match &options.jwks_uri {
-            Some(u) => Some(secure_url("the JWKS URL", u)?),
-            None => None,
-        };
-        let introspection_endpoint = match options
-            .introspection
-            .as_ref()
-            .and_then(|i| i.endpoint.as_ref())
-        {
-            Some(u) => Some(secure_url("the introspection endpoint", u)?),
-            None => None,
-        };
         let metadata_url = resource_metadata_urls(&resource)
             .first()
             .map(Url::to_string)
             .unwrap_or_default();
         let metadata_json = metadata::document(&options);
         let fetcher = fetch::Fetcher::new(options.timeout).map_err(ResourceError::Client)?;
-        let keys = KeyCache::new(
-            fetcher.clone(),
-            options.issuer.clone(),
-            issuer,
-            jwks_uri,
-            options.jwks_refetch_interval,
-        );
-        let introspector = options
-            .introspection
-            .clone()
-            .map(|i| Introspector::new(fetcher, i, introspection_endpoint));
+        let mut issuers: Vec<Trusted> = Vec::new();
+        for i in options.all_issuers() {
+            if issuers.iter().any(|t| t.issuer == i.issuer) {
+                return Err(ResourceError::DuplicateIssuer(i.issuer));
+            }
+            issuers.push(Trusted::new(&fetcher, i, &options)?);
+        }
         Ok(Authorizer {
             options,
             metadata_url,
             metadata_json,
-            keys,
-            introspector,
+            issuers,
         })
     }
 
@@ -270,14 +320,10 @@ impl Authorizer {
     pub(crate) async fn check(&self, headers: &HeaderMap) -> Result<Identity, Denial> {
         let token = bearer(headers).ok_or(Denial::Missing)?;
         let mut identity = if jwt::looks_like_jwt(token) {
-            jwt::validate(token, &self.options, &self.keys).await?
-        } else if let Some(introspector) = &self.introspector {
-            introspector.check(token, &self.options, &self.keys).await?
+            let trusted = self.issuer_of_jwt(token)?;
+            jwt::validate(token, &self.options, trusted).await?
         } else {
-            return Err(Denial::Invalid(
-                "the access token is not a JWT, and this server introspects no opaque tokens"
-                    .into(),
-            ));
+            self.introspect(token).await?
         };
         let missing: Vec<String> = self
             .options
@@ -291,6 +337,76 @@ impl Authorizer {
         }
         identity.access_token = Some(crate::identity::AccessToken::new(token));
         Ok(identity)
+    }
+
+    /// The trusted issuer a JWT claims (its `iss`, read before anything is verified: it
+    /// only chooses whose keys and rules check the rest).
+    fn issuer_of_jwt(&self, token: &str) -> Result<&Trusted, Denial> {
+        let iss = jwt::unverified_issuer(token)
+            .ok_or_else(|| Denial::Invalid("the access token has no \"iss\" claim".into()))?;
+        self.issuers
+            .iter()
+            .find(|t| t.issuer == iss)
+            .ok_or_else(|| Denial::Invalid("the access token was issued by another issuer".into()))
+    }
+
+    /// An opaque token, introspected at each issuer that introspects, in order, until one
+    /// calls it active (its answer then decides, for better or worse).
+    async fn introspect(&self, token: &str) -> Result<Identity, Denial> {
+        let mut last = None;
+        for trusted in &self.issuers {
+            let Some(introspector) = &trusted.introspector else {
+                continue;
+            };
+            match introspector.check(token, &self.options, trusted).await {
+                Ok(identity) => return Ok(identity),
+                Err(introspect::Refusal::Inactive(why)) => last = Some(why),
+                Err(introspect::Refusal::Final(why)) => return Err(Denial::Invalid(why)),
+            }
+        }
+        Err(Denial::Invalid(last.unwrap_or_else(|| {
+            "the access token is not a JWT, and this server introspects no opaque tokens".into()
+        })))
+    }
+}
+
+impl Trusted {
+    fn new(
+        fetcher: &fetch::Fetcher,
+        i: IssuerOptions,
+        options: &ResourceOptions,
+    ) -> Result<Trusted, ResourceError> {
+        let issuer_url = secure_url("the issuer", &i.issuer)?;
+        let jwks_uri = match &i.jwks_uri {
+            Some(u) => Some(secure_url("the JWKS URL", u)?),
+            None => None,
+        };
+        let introspection_endpoint =
+            match i.introspection.as_ref().and_then(|i| i.endpoint.as_ref()) {
+                Some(u) => Some(secure_url("the introspection endpoint", u)?),
+                None => None,
+            };
+        let keys = KeyCache::new(
+            fetcher.clone(),
+            i.issuer.clone(),
+            issuer_url,
+            jwks_uri,
+            options.jwks_refetch_interval,
+        );
+        let introspector = i
+            .introspection
+            .map(|o| Introspector::new(fetcher.clone(), o, introspection_endpoint));
+        let audiences = if i.audiences.is_empty() {
+            vec![options.resource.clone()]
+        } else {
+            i.audiences
+        };
+        Ok(Trusted {
+            issuer: i.issuer,
+            audiences,
+            keys,
+            introspector,
+        })
     }
 }
 
@@ -317,11 +433,11 @@ fn scopes_of(claims: &Map<String, Value>) -> Vec<String> {
     }
 }
 
-/// The identity a validated set of claims describes.
-fn identity_of(claims: &Map<String, Value>, options: &ResourceOptions) -> Identity {
+/// The identity a validated set of claims from `issuer` describes.
+fn identity_of(claims: &Map<String, Value>, options: &ResourceOptions, issuer: &str) -> Identity {
     let text = |k: &str| claims.get(k).and_then(Value::as_str).map(str::to_owned);
     Identity {
-        issuer: Some(options.issuer.clone()),
+        issuer: Some(issuer.to_owned()),
         subject: text("sub"),
         client_id: text("client_id").or_else(|| text("azp")),
         scopes: scopes_of(claims),
