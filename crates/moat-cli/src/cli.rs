@@ -712,6 +712,11 @@ pub struct SandboxArgs {
     /// Print the outcome as JSON on stderr after the command's output.
     #[arg(long)]
     pub json: bool,
+    /// When the command has ended, write how it ended and the limit it hit (JSON:
+    /// termination, limit_hit, wall_time_ms) to FILE, replacing it whole: for a gateway
+    /// that runs servers through `moat sandbox --stdio` and counts their limit hits.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<std::path::PathBuf>,
     /// When moat runs as root: run the command as root too (uid 0 on the host, every
     /// capability dropped) instead of uid 65534 (or the profile's uid/gid). Not advised:
     /// it reads whatever root can read among the paths it is shown. Warns on stderr.

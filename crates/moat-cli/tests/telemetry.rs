@@ -304,3 +304,132 @@ fn a_python_sdk_clients_traceparent_is_the_parent_of_the_gateways_span() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Whether `moat sandbox --check` says this machine can make a cgroup with `pids.max`.
+fn cgroup_pids() -> bool {
+    let out = std::process::Command::new(MOAT)
+        .args(["sandbox", "--check"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.starts_with("cgroup pids:") && l.ends_with("yes"))
+}
+
+/// Servers that attack their sandbox's limits, each killed or stopped by it, and one that
+/// just exits: `/metrics` counts each limit hit under its limit, and the plain exit under
+/// none. The servers never answer `initialize`, so each start fails and is tried again.
+#[test]
+fn sandbox_limit_hits_are_counted_by_limit() {
+    let pids = cgroup_pids();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("moat.toml");
+    let mut toml = String::from(
+        r#"
+        [servers.hog]
+        command = "/bin/sh"
+        args = ["-c", "while :; do :; done"]
+        [servers.hog.sandbox]
+        limits = { cpu_seconds = 1 }
+
+        [servers.quits]
+        command = "/bin/sh"
+        args = ["-c", "exit 3"]
+        [servers.quits.sandbox]
+        limits = { cpu_seconds = 1 }
+        "#,
+    );
+    if pids {
+        // A fork bomb that gives up: forks until `pids.max` refuses, then exits.
+        toml.push_str(
+            r#"
+            [servers.forks]
+            command = "/bin/sh"
+            args = ["-c", "for i in $(seq 64); do sleep 30 & done; exit 1"]
+            [servers.forks.sandbox]
+            limits = { pids = 8 }
+            "#,
+        );
+    }
+    toml.push_str(
+        r#"
+        [policy]
+        default = "allow"
+
+        [telemetry]
+        metrics = "127.0.0.1:0"
+        "#,
+    );
+    std::fs::write(&config, toml).unwrap();
+    let gateway = HttpGateway::start(
+        MOAT,
+        &config,
+        &[("MOAT_LOG", "warn")],
+        Ready::Serving,
+        Duration::from_secs(60),
+    );
+    let log = gateway.log();
+    let metrics_url = log
+        .lines()
+        .find_map(|l| l.strip_prefix("moat gateway: metrics on "))
+        .unwrap_or_else(|| panic!("no metrics address in {log}"))
+        .to_owned();
+    let hits = |text: &str, server: &str, limit: &str| -> u64 {
+        let series =
+            format!(r#"moat_sandbox_limit_hits_total{{server="{server}",limit="{limit}"}} "#);
+        text.lines()
+            .find_map(|l| l.strip_prefix(&series))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let failures = |text: &str, server: &str| -> u64 {
+        let series = format!(r#"moat_server_start_failures_total{{server="{server}"}} "#);
+        text.lines()
+            .find_map(|l| l.strip_prefix(&series))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let scrape = || {
+        runtime.block_on(async {
+            reqwest::get(&metrics_url)
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let text = loop {
+        let text = scrape();
+        let done = hits(&text, "hog", "cpu") >= 1
+            && failures(&text, "quits") >= 2
+            && (!pids || hits(&text, "forks", "pids") >= 1);
+        if done {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "limit hits not counted: {text}\n{}",
+            gateway.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // Only the limits that were hit, under the servers that hit them.
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("moat_sandbox_limit_hits_total{"))
+    {
+        assert!(
+            line.starts_with(r#"moat_sandbox_limit_hits_total{server="hog",limit="cpu"}"#)
+                || line
+                    .starts_with(r#"moat_sandbox_limit_hits_total{server="forks",limit="pids"}"#),
+            "{line}\n{text}"
+        );
+    }
+    assert!(hits(&text, "quits", "cpu") == 0, "{text}");
+    if !pids {
+        eprintln!("no cgroup with pids.max here: the pids limit hit was not tested");
+    }
+}

@@ -31,15 +31,26 @@ const STABLE_AFTER: Duration = Duration::from_secs(60);
 const PING_FAILURES_TO_RESTART: u32 = 2;
 
 /// Connects to the server `cfg` describes. `helper` is the binary whose
-/// `sandbox --stdio --profile JSON -- CMD…` confines a command (the `moat` binary).
+/// `sandbox --stdio --profile JSON -- CMD…` confines a command (the `moat` binary);
+/// `report`, where that sandbox writes how the server ended (`--report`).
 pub(crate) async fn connect(
     host: &Weak<Inner>,
     cfg: &ServerConfig,
     helper: Option<&std::path::Path>,
+    report: Option<&std::path::Path>,
     request_timeout: Duration,
     start_timeout: Duration,
 ) -> Result<Client, HostError> {
-    connect_with(host, cfg, helper, request_timeout, start_timeout, None).await
+    connect_with(
+        host,
+        cfg,
+        helper,
+        report,
+        request_timeout,
+        start_timeout,
+        None,
+    )
+    .await
 }
 
 /// Connects to the URL server `cfg` describes as one user, whose credentials `authorizer`
@@ -55,6 +66,7 @@ pub(crate) async fn connect_as_user(
         host,
         cfg,
         None,
+        None,
         request_timeout,
         start_timeout,
         Some(authorizer),
@@ -66,6 +78,7 @@ async fn connect_with(
     host: &Weak<Inner>,
     cfg: &ServerConfig,
     helper: Option<&std::path::Path>,
+    report: Option<&std::path::Path>,
     request_timeout: Duration,
     start_timeout: Duration,
     user: Option<Arc<dyn moat_transport::http::oauth::Authorizer>>,
@@ -119,14 +132,11 @@ async fn connect_with(
                     }
                     let json = serde_json::to_string(&profile)
                         .map_err(|e| fail(format!("its sandbox profile: {e}")))?;
-                    let mut argv: Vec<String> = vec![
-                        "sandbox".into(),
-                        "--stdio".into(),
-                        "--profile".into(),
-                        json,
-                        "--".into(),
-                        command.clone(),
-                    ];
+                    let mut argv: Vec<String> = vec!["sandbox".into(), "--stdio".into()];
+                    if let Some(report) = report.and_then(std::path::Path::to_str) {
+                        argv.extend(["--report".into(), report.to_owned()]);
+                    }
+                    argv.extend(["--profile".into(), json, "--".into(), command.clone()]);
                     argv.extend(args.iter().cloned());
                     ChildConfig::new(helper.as_os_str(), argv)
                 }
@@ -191,13 +201,18 @@ pub(crate) async fn supervise(
     loop {
         let Some(inner) = host.upgrade() else { return };
         let (helper, start_timeout, request_timeout, health) = inner.supervision_settings(&cfg);
+        // Where its sandbox says which limit it hit, when that is counted.
+        let report = crate::telemetry::sandbox::LimitReport::new(
+            inner.metrics(),
+            helper.is_some() && cfg.profile().is_some(),
+        );
         drop(inner);
         let attempt = tokio::select! {
             _ = stop.changed() => {
                 end_first_attempt(&host, &mut first);
                 return;
             }
-            r = tokio::time::timeout(start_timeout, connect(&host, &cfg, helper.as_deref(), request_timeout, start_timeout)) => r,
+            r = tokio::time::timeout(start_timeout, connect(&host, &cfg, helper.as_deref(), report.as_ref().map(|r| r.path()), request_timeout, start_timeout)) => r,
         };
         let client = match attempt {
             Ok(Ok(client)) => Arc::new(client),
@@ -207,6 +222,9 @@ pub(crate) async fn supervise(
                     _ => format!("it did not answer initialize within {start_timeout:?}"),
                 };
                 tracing::warn!(server = %cfg.name, error = %why, retry_in = ?backoff, "server did not start");
+                if let Some(report) = report {
+                    report.collect(host.clone(), cfg.name.clone());
+                }
                 if let Some(inner) = host.upgrade() {
                     crate::telemetry::server_start_failed(inner.metrics(), &cfg.name);
                     inner.set_down(&cfg.name, Some(why));
@@ -302,6 +320,9 @@ pub(crate) async fn supervise(
         client_close(client).await;
         if stopped {
             return;
+        }
+        if let Some(report) = report {
+            report.collect(host.clone(), cfg.name.clone());
         }
         if let Some(inner) = host.upgrade() {
             crate::telemetry::server_restarting(inner.metrics(), &cfg.name);

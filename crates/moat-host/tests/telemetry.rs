@@ -4,8 +4,8 @@
 //! - metrics: after calls that are allowed, denied, refused for lack of consent, that fail
 //!   at the tool and that time out, `/metrics` is scraped and parsed strictly (the
 //!   Prometheus text format), and the counters and histograms match the calls made;
-//! - traces: an OTLP/HTTP collector in the test decodes the protobuf the exporter sends
-//!   (`opentelemetry-proto`) and sees, for one call whose `_meta.traceparent` the client
+//! - traces: an OTLP/HTTP collector, and in a second test an OTLP/gRPC collector
+//!   (`opentelemetry-proto`'s tonic service), decode what the exporter sends, and see, for one call whose `_meta.traceparent` the client
 //!   set, the gateway's span as the child of that parent, its policy and downstream
 //!   spans as its children, and the downstream server's own span as the child of the
 //!   downstream span, all in the client's trace; the server received a `traceparent` of
@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
@@ -25,8 +25,11 @@ use moat::{
     Client, HttpOptions, NoArgs, ProtocolVersion, RequestContext, RequestOptions, Server,
     VersionPreference,
 };
-use moat_host::config::telemetry::TelemetryConfig;
+use moat_host::config::telemetry::{OtlpProtocol, TelemetryConfig};
 use moat_host::{Config, Host, HostOptions};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
@@ -428,20 +431,7 @@ async fn collector() -> (String, Received) {
                         assert_eq!(req.uri().path(), "/v1/traces");
                         assert_eq!(req.headers()["content-type"], "application/x-protobuf");
                         let body = req.into_body().collect().await.unwrap().to_bytes();
-                        let export = ExportTraceServiceRequest::decode(body).unwrap();
-                        let mut got = spans.lock().unwrap();
-                        for resource in export.resource_spans {
-                            let service = resource
-                                .resource
-                                .iter()
-                                .flat_map(|r| &r.attributes)
-                                .find(|a| a.key == "service.name")
-                                .and_then(|a| a.value.as_ref()?.value.clone());
-                            assert_eq!(service, Some(AnyValue::StringValue("moat-test".into())));
-                            for scope in resource.scope_spans {
-                                got.extend(scope.spans);
-                            }
-                        }
+                        keep(&spans, ExportTraceServiceRequest::decode(body).unwrap());
                         let answer = ExportTraceServiceResponse::default().encode_to_vec();
                         Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(answer))))
                     }
@@ -452,6 +442,51 @@ async fn collector() -> (String, Received) {
             });
         }
     });
+    (url, received)
+}
+
+/// The spans of one export, each resource checked for the service name.
+fn keep(spans: &Received, export: ExportTraceServiceRequest) {
+    let mut got = spans.lock().unwrap();
+    for resource in export.resource_spans {
+        let service = resource
+            .resource
+            .iter()
+            .flat_map(|r| &r.attributes)
+            .find(|a| a.key == "service.name")
+            .and_then(|a| a.value.as_ref()?.value.clone());
+        assert_eq!(service, Some(AnyValue::StringValue("moat-test".into())));
+        for scope in resource.scope_spans {
+            got.extend(scope.spans);
+        }
+    }
+}
+
+/// An OTLP/gRPC collector: the `TraceService` of the OTLP protos, served by tonic.
+struct GrpcCollector(Received);
+
+#[tonic::async_trait]
+impl TraceService for GrpcCollector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        keep(&self.0, request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+async fn grpc_collector() -> (String, Received) {
+    let incoming =
+        tonic::transport::server::TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let url = format!("http://{}", incoming.local_addr().unwrap());
+    let received: Received = Arc::default();
+    let service = TraceServiceServer::new(GrpcCollector(received.clone()));
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(incoming),
+    );
     (url, received)
 }
 
@@ -470,16 +505,29 @@ fn text(value: &str) -> Option<AnyValue> {
     Some(AnyValue::StringValue(value.to_owned()))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Each trace test runs everything (gateway, downstream server, client, collector) on
+// one thread, its own tracing subscriber the default there: the two tests can run at
+// once, each exporting its own spans only.
+
+#[tokio::test(flavor = "current_thread")]
 async fn a_call_is_one_trace_from_the_client_to_the_server() {
     let (endpoint, received) = collector().await;
+    one_trace(OtlpProtocol::HttpProtobuf, endpoint, received).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_call_is_one_trace_from_the_client_to_the_server_over_grpc() {
+    let (endpoint, received) = grpc_collector().await;
+    one_trace(OtlpProtocol::Grpc, endpoint, received).await;
+}
+
+async fn one_trace(protocol: OtlpProtocol, endpoint: String, received: Received) {
     let mut config = TelemetryConfig::default();
     config.otlp_endpoint = Some(endpoint);
+    config.otlp_protocol = Some(protocol);
     config.service_name = Some("moat-test".into());
-    static GUARD: OnceLock<moat_host::telemetry::OtlpGuard> = OnceLock::new();
     let (layer, guard) = moat_host::telemetry::otlp::layer(&config).unwrap().unwrap();
-    tracing_subscriber::registry().with(layer).init();
-    let guard = GUARD.get_or_init(|| guard);
+    let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
 
     let (host, client, url) = gateway("", VersionPreference::default()).await;
     let mut meta = Map::new();
@@ -526,7 +574,13 @@ async fn a_call_is_one_trace_from_the_client_to_the_server() {
     assert!(by_header.contains(HEADER_TRACE_ID), "{by_header}");
     client.close().await;
     host.shutdown().await;
-    tokio::task::spawn_blocking(|| guard.flush()).await.unwrap();
+    // Off this thread: the collector answers on it.
+    tokio::task::spawn_blocking(move || {
+        guard.flush();
+        drop(guard);
+    })
+    .await
+    .unwrap();
 
     // The server got the client's trace, with the gateway's downstream span as parent.
     let parts: Vec<&str> = seen.split('-').collect();

@@ -71,6 +71,7 @@ mod outcome;
 mod profile;
 mod proxy;
 mod relay;
+mod report;
 mod run;
 mod seccomp;
 mod shim;
@@ -87,6 +88,7 @@ pub use outcome::{
 };
 pub use profile::{Limits, MASKED, NOBODY, Net, Profile};
 pub use proxy::{Resolve, SystemResolver};
+pub use report::Report;
 pub use run::HELPER_ARG;
 pub use spawn::{RunControl, Sandbox};
 pub use zygote::SPARE_ENV;

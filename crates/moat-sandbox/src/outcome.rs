@@ -34,6 +34,20 @@ pub enum LimitHit {
     Pids,
 }
 
+impl LimitHit {
+    /// Its name as serialized (`timeout`, `output`, `cpu`, `memory`, `pids`): for labels
+    /// and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitHit::Timeout => "timeout",
+            LimitHit::Output => "output",
+            LimitHit::Cpu => "cpu",
+            LimitHit::Memory => "memory",
+            LimitHit::Pids => "pids",
+        }
+    }
+}
+
 /// How the process-count limit was enforced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

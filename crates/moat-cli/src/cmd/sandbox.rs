@@ -93,6 +93,14 @@ pub fn run(args: SandboxArgs) -> Result<(), Failure> {
         }
         Err(e) => return Err(Failure::Connection(e.into())),
     };
+    if let Some(path) = &args.report
+        && let Err(e) = moat_sandbox::Report::of(&outcome).write(path)
+    {
+        eprintln!(
+            "moat sandbox: the report could not be written to {}: {e}",
+            path.display()
+        );
+    }
     if !stdio {
         let _ = std::io::stdout().write_all(&outcome.stdout);
         let _ = std::io::stdout().flush();

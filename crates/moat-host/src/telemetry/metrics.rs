@@ -50,6 +50,12 @@ struct ServerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabels {
+    server: String,
+    limit: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ConsentLabels {
     answer: String,
 }
@@ -91,6 +97,9 @@ pub(crate) struct Metrics {
     server_start_failures: Family<ServerLabels, Counter>,
     server_restarts: Family<ServerLabels, Counter>,
     sandbox_spawns: Family<ServerLabels, Counter>,
+    sandbox_limit_hits: Family<LimitLabels, Counter>,
+    /// Where sandboxed servers' reports go; made on the first sandboxed start.
+    reports: std::sync::OnceLock<super::sandbox::ReportDir>,
     server_state: Family<StateLabels, Gauge>,
     servers_held: Gauge,
     pins_held: Gauge,
@@ -118,6 +127,8 @@ impl Metrics {
             server_start_failures: Family::default(),
             server_restarts: Family::default(),
             sandbox_spawns: Family::default(),
+            sandbox_limit_hits: Family::default(),
+            reports: std::sync::OnceLock::new(),
             server_state: Family::default(),
             servers_held: Gauge::default(),
             pins_held: Gauge::default(),
@@ -172,6 +183,11 @@ impl Metrics {
             "sandbox_spawns",
             "Downstream servers started inside a sandbox",
             m.sandbox_spawns.clone(),
+        );
+        registry.register(
+            "sandbox_limit_hits",
+            "Sandboxed servers that ran into a limit of their sandbox, by limit (cpu, memory, pids, timeout, output)",
+            m.sandbox_limit_hits.clone(),
         );
         registry.register(
             "server_state",
@@ -260,6 +276,21 @@ impl Metrics {
         if sandboxed {
             self.sandbox_spawns.get_or_create(&labels).inc();
         }
+    }
+
+    /// A sandboxed server ran into `limit` (a [`moat_sandbox::LimitHit`]'s name).
+    pub(crate) fn sandbox_limit_hit(&self, server: &str, limit: &str) {
+        self.sandbox_limit_hits
+            .get_or_create(&LimitLabels {
+                server: server.to_owned(),
+                limit: limit.to_owned(),
+            })
+            .inc();
+    }
+
+    /// The directory of the sandbox reports (made on first use).
+    pub(crate) fn reports(&self) -> &super::sandbox::ReportDir {
+        self.reports.get_or_init(super::sandbox::ReportDir::new)
     }
 
     /// An attempt to start a server failed.

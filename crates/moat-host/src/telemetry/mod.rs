@@ -1,5 +1,6 @@
 //! What the gateway tells an operator about itself: Prometheus metrics (`metrics`,
-//! served by `endpoint`), OpenTelemetry traces of every call (`spans`, exported by
+//! served by `endpoint`; sandbox limit hits read from the sandbox's reports, `sandbox`),
+//! OpenTelemetry traces of every call (`spans`, exported by
 //! `otlp`) with W3C trace context carried in `_meta` (`propagation`).
 //!
 //! Both are off unless configured (`[telemetry]`, [`crate::config::telemetry`]): with no
@@ -10,6 +11,7 @@ pub mod endpoint;
 pub(crate) mod metrics;
 pub mod otlp;
 pub mod propagation;
+pub(crate) mod sandbox;
 pub(crate) mod spans;
 
 pub use endpoint::MetricsEndpoint;
