@@ -13,7 +13,10 @@
 //! - with the replicas sharing a PostgreSQL store (`[store] url`), every completed call is in
 //!   the one audit trail, once (but for those the killed replica answered in its last
 //!   milliseconds, whose records were still being batched), and its hash chain verifies;
-//! - a session subscribed to a resource keeps getting its updates after the restarts.
+//! - a session subscribed to a resource keeps getting its updates after the restarts;
+//! - a client of the killed replica that had lost its connection mid-call resumes the call's
+//!   stream through the balancer: it gets the progress it had not seen, each step once and
+//!   in order (written to the store by the dead replica), then the call's error.
 //!
 //! HAProxy comes from Debian's packages and PostgreSQL is started by `.ci/run`
 //! (`MOAT_TEST_POSTGRES_URL`); without them the test fails under CI (`CI` set) and is
@@ -37,6 +40,8 @@ const WITHIN: Duration = Duration::from_secs(60);
 const PY_CALLS: usize = 40;
 /// How long one call may take before it counts as hung.
 const CALL_BOUND: Duration = Duration::from_secs(30);
+/// The TypeScript reference server: its long-running operation reports numbered progress.
+const EVERYTHING_JS: &str = "node_modules/@modelcontextprotocol/server-everything/dist/index.js";
 
 fn haproxy() -> Option<PathBuf> {
     let found = ["/usr/sbin/haproxy", "/usr/bin/haproxy"]
@@ -178,6 +183,138 @@ struct Tally {
     restarted: AtomicUsize,
 }
 
+/// A session whose connection was cut mid-call: where its client was in the call's stream.
+struct CutOff {
+    session: String,
+    last_event_id: String,
+    /// The progress steps it saw.
+    seen: Vec<u64>,
+}
+
+/// SSE events (id, data) from a response, in order, to the end of the stream.
+struct SseReader {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl SseReader {
+    async fn next(&mut self) -> Option<(Option<String>, Option<Value>)> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let event: String = self.buffer.drain(..end + 2).collect();
+                let (mut id, mut data) = (None, None);
+                for line in event.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        id = Some(v.trim().to_owned());
+                    }
+                    if let Some(v) = line.strip_prefix("data:") {
+                        data = serde_json::from_str(v.trim()).ok();
+                    }
+                }
+                return Some((id, data));
+            }
+            let chunk = tokio::time::timeout(WITHIN, self.response.chunk())
+                .await
+                .expect("an event in time")
+                .ok()??;
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+}
+
+fn handshake_post(url: &str, session: Option<&str>, body: Value) -> reqwest::RequestBuilder {
+    let mut r = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(body.to_string());
+    if let Some(s) = session {
+        r = r.header("mcp-session-id", s);
+    }
+    r
+}
+
+/// A 2025-11-25 session opened straight on the replica at `direct`: it starts the reference
+/// server's long-running operation (a progress step every 0.2 s), reads three steps, and
+/// drops the connection, as a client whose network failed would.
+async fn cut_off_mid_call(direct: String) -> CutOff {
+    let url = format!("http://{direct}/mcp");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "cut-off", "version": "1"}}});
+    let r = handshake_post(&url, None, init)
+        .send()
+        .await
+        .expect("initialize");
+    let session = r.headers()["mcp-session-id"]
+        .to_str()
+        .expect("a session id")
+        .to_owned();
+    drop(r);
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let r = handshake_post(&url, Some(&session), note)
+        .send()
+        .await
+        .expect("initialized");
+    assert_eq!(r.status(), 202);
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "ts__trigger-long-running-operation",
+        "arguments": {"duration": 20, "steps": 100},
+        "_meta": {"progressToken": "cut"}}});
+    let response = handshake_post(&url, Some(&session), call)
+        .send()
+        .await
+        .expect("the call");
+    let mut events = SseReader {
+        response,
+        buffer: String::new(),
+    };
+    let (mut seen, mut last_event_id) = (Vec::new(), None);
+    while seen.len() < 3 {
+        let (id, data) = events.next().await.expect("the call's stream");
+        last_event_id = id.or(last_event_id);
+        if let Some(step) = data.and_then(|d| d["params"]["progress"].as_u64()) {
+            seen.push(step);
+        }
+    }
+    CutOff {
+        session,
+        last_event_id: last_event_id.expect("the events have ids"),
+        seen,
+    }
+}
+
+/// Resume `cut`'s stream through the balancer: the steps it gets, and the message that
+/// ends the call.
+async fn resume(front: &str, cut: &CutOff) -> (Vec<u64>, Value) {
+    let response = reqwest::Client::new()
+        .get(format!("http://{front}/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", &cut.session)
+        .header("last-event-id", &cut.last_event_id)
+        .send()
+        .await
+        .expect("the resume");
+    assert_eq!(response.status(), 200, "the resume is served");
+    let mut events = SseReader {
+        response,
+        buffer: String::new(),
+    };
+    let mut steps = Vec::new();
+    loop {
+        let (_, data) = events.next().await.expect("the stream goes on to the end");
+        let Some(data) = data else { continue };
+        if data["id"] == 2 {
+            return (steps, data);
+        }
+        if let Some(step) = data["params"]["progress"].as_u64() {
+            steps.push(step);
+        }
+    }
+}
+
 async fn session_client(url: String, version: ProtocolVersion) -> moat::Result<Client> {
     Client::builder()
         .protocol(VersionPreference::Exact(version))
@@ -189,7 +326,7 @@ async fn session_client(url: String, version: ProtocolVersion) -> moat::Result<C
 async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
     let Some(haproxy) = haproxy() else { return };
     let Some(store) = postgres() else { return };
-    let Some(peers) = interop::peers(&[VENV_PYTHON, "py_client.py"]) else {
+    let Some(peers) = interop::peers(&[VENV_PYTHON, "py_client.py", EVERYTHING_JS]) else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
@@ -200,8 +337,10 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
         &config,
         format!(
             "state_dir = {:?}\n[store]\nurl = {store:?}\n[policy]\ndefault = \"allow\"\n\
-             [servers.{docs}]\ncommand = {MOAT:?}\nargs = [\"serve\", \"everything\"]\nsandbox = false\n",
-            dir.path().join("state")
+             [servers.{docs}]\ncommand = {MOAT:?}\nargs = [\"serve\", \"everything\"]\nsandbox = false\n\
+             [servers.ts]\ncommand = \"node\"\nargs = [{js:?}, \"stdio\"]\nsandbox = false\n",
+            dir.path().join("state"),
+            js = peers.path(EVERYTHING_JS),
         ),
     )
     .expect("write moat.toml");
@@ -351,11 +490,34 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
         }));
     }
 
+    // A client of the replica about to die loses its connection mid-call.
+    let cut_off = tokio::spawn(cut_off_mid_call(format!("127.0.0.1:{}", ports[0])));
     tokio::time::sleep(Duration::from_secs(4)).await;
+    let cut_off = cut_off.await.expect("the cut-off client");
     // One replica dies outright.
     if let Some(mut r) = replicas[0].take() {
         assert!(r.server.stop(libc::SIGKILL, WITHIN), "SIGKILL");
     }
+    // Its client resumes through the balancer: the steps it missed, once each, then the
+    // call's error (the call died with the replica).
+    let (missed, end) = resume(&authority, &cut_off).await;
+    eprintln!(
+        "resumed on another replica after steps {:?}: steps {missed:?}, then {end}",
+        cut_off.seen
+    );
+    let all: Vec<u64> = cut_off.seen.iter().chain(&missed).copied().collect();
+    let expected: Vec<u64> = (1..=all.len() as u64).collect();
+    assert_eq!(all, expected, "no gap and no duplicate");
+    assert!(
+        !missed.is_empty(),
+        "the steps made after the cut were replayed"
+    );
+    assert!(
+        end["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("stopped before answering")),
+        "{end}"
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     // Another is drained and started again on its port (a rolling restart).
     if let Some(mut r) = replicas[1].take() {
