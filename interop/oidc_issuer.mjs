@@ -21,6 +21,12 @@
 // /_test/interaction/UID, which signs in the user named by `?user=` (and grants what the
 // request asked) when the browser comes back with it.
 //
+// moat-broker gets refresh tokens, rotated on each use (an old one used again is refused and
+// revokes the grant, as oidc-provider does). With MOAT_TEST_DOWNSTREAM_TTL=SECONDS, the
+// access tokens of users for DOWNSTREAM (authorization code and refresh grants) live that
+// long. GET /_test/grants lists each token request: grant type, the refresh token presented
+// (if any), the refresh token issued (if any), or the error.
+//
 // Prints one JSON line once listening: {"issuer": "http://127.0.0.1:PORT"}.
 // Usage: node oidc_issuer.mjs RESOURCE [DOWNSTREAM [CALLBACK]]
 
@@ -41,6 +47,7 @@ const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
 const USERS = { alice: { groups: ['ops'] }, bob: { groups: ['dev'] } };
 const SCOPES = ['mcp:tools', 'db:write'];
 const TEST_GRANT = 'urn:moat:test:user';
+const DOWNSTREAM_TTL = Number(process.env.MOAT_TEST_DOWNSTREAM_TTL || 0);
 
 async function keyPair(alg, kid) {
   const { privateKey } = await generateKeyPair(alg, { extractable: true, crv: alg === 'EdDSA' ? 'Ed25519' : undefined });
@@ -54,12 +61,14 @@ async function makeProvider(issuer, keys) {
       { client_id: 'client-b', client_secret: 'secret-b', grant_types: ['client_credentials', TEST_GRANT], response_types: [], redirect_uris: [], token_endpoint_auth_method: 'client_secret_post' },
       // A gateway in front of DOWNSTREAM: token exchange, and tokens of its own.
       { client_id: 'moat-gateway', client_secret: 'secret-gw', grant_types: ['client_credentials', TOKEN_EXCHANGE], response_types: [], redirect_uris: [], token_endpoint_auth_method: 'client_secret_basic' },
-      ...(CALLBACK ? [{ client_id: 'moat-broker', client_secret: 'secret-broker', grant_types: ['authorization_code', 'client_credentials'], response_types: ['code'], redirect_uris: [CALLBACK], token_endpoint_auth_method: 'client_secret_basic' }] : []),
+      ...(CALLBACK ? [{ client_id: 'moat-broker', client_secret: 'secret-broker', grant_types: ['authorization_code', 'refresh_token', 'client_credentials'], response_types: ['code'], redirect_uris: [CALLBACK], token_endpoint_auth_method: 'client_secret_basic' }] : []),
       // The resource server itself, for introspection.
       { client_id: 'moat-rs', client_secret: 'secret-rs', grant_types: [], response_types: [], redirect_uris: [], token_endpoint_auth_method: 'client_secret_basic' },
     ],
     jwks: { keys },
     scopes: SCOPES,
+    issueRefreshToken: async (ctx, client) => client.clientId === 'moat-broker' && client.grantTypeAllowed('refresh_token'),
+    rotateRefreshToken: () => true,
     interactions: { url: (ctx, interaction) => `/_test/interaction/${interaction.uid}` },
     features: {
       devInteractions: { enabled: false },
@@ -77,7 +86,9 @@ async function makeProvider(issuer, keys) {
             scope: SCOPES.join(' '),
             audience: resource,
             accessTokenFormat: 'jwt',
-            accessTokenTTL: 600,
+            accessTokenTTL: resource === DOWNSTREAM && DOWNSTREAM_TTL
+              && ['authorization_code', 'refresh_token'].includes(ctx.oidc.params?.grant_type)
+              ? DOWNSTREAM_TTL : 600,
             jwt: { sign: { alg: client.clientId === 'client-b' ? 'EdDSA' : 'RS256' } },
           };
         },
@@ -86,6 +97,14 @@ async function makeProvider(issuer, keys) {
     findAccount: (ctx, id) => (USERS[id] ? { accountId: id, claims: () => ({ sub: id }) } : undefined),
     extraTokenClaims: (ctx, token) => (token.accountId && USERS[token.accountId]
       ? { groups: USERS[token.accountId].groups } : undefined),
+  });
+  provider.on('grant.success', (ctx) => {
+    grants.push({ grant_type: ctx.oidc.params.grant_type, presented: ctx.oidc.params.refresh_token,
+      issued: ctx.body?.refresh_token });
+  });
+  provider.on('grant.error', (ctx, err) => {
+    grants.push({ grant_type: ctx.oidc.params?.grant_type, presented: ctx.oidc.params?.refresh_token,
+      error: `${err.error}: ${err.error_description}` });
   });
   provider.registerGrantType(TEST_GRANT, async (ctx) => {
     const { client, params } = ctx.oidc;
@@ -160,10 +179,16 @@ let active;
 let jwksDown = false;
 // Every token exchange made: GET /_test/exchanges lists them.
 const exchanges = [];
+// Every token request: GET /_test/grants lists them.
+const grants = [];
 let rotations = 1;
 server.on('request', async (req, res) => {
   if (req.method === 'GET' && req.url === '/_test/exchanges') {
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(exchanges));
+    return;
+  }
+  if (req.method === 'GET' && req.url === '/_test/grants') {
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(grants));
     return;
   }
   if (req.method === 'POST' && req.url.startsWith('/_test/')) {

@@ -15,7 +15,11 @@
 //! - `oauth`: each user's first call sends them to authorize (URL-mode elicitation in
 //!   2025-11-25, an input request in 2026-07-28), the redirect comes back to the gateway's
 //!   callback, and the call completes with a token of that user's for the downstream; the
-//!   next call needs no authorization; tokens are kept apart per user, sealed at rest.
+//!   next call needs no authorization; tokens are kept apart per user, sealed at rest;
+//! - `oauth` with access tokens that live seconds and refresh tokens rotated on each use:
+//!   the user's calls go on with refreshed tokens and no new authorization, across a
+//!   gateway restart too (the rotated refresh token is the one stored), and no refresh
+//!   token is ever presented twice.
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -57,6 +61,11 @@ impl Issuer {
 
     /// With the script's further arguments after the gateway's resource.
     fn start_with(args: &[&str]) -> Option<Issuer> {
+        Issuer::start_env(args, &[])
+    }
+
+    /// With further arguments and environment variables.
+    fn start_env(args: &[&str], env: &[(&str, &str)]) -> Option<Issuer> {
         let peers = support::peers(&["node_modules/oidc-provider"])?;
         let dir = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(peers.path("node_modules"), dir.path().join("node_modules"))
@@ -67,6 +76,7 @@ impl Issuer {
             .arg(&script)
             .arg(GATEWAY)
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -104,6 +114,14 @@ impl Issuer {
             .unwrap();
         let v: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
         v["access_token"].as_str().expect("a token").to_owned()
+    }
+
+    /// Every token request the issuer answered or refused.
+    async fn grants(&self) -> Vec<Value> {
+        let r = reqwest::get(format!("{}/_test/grants", self.url))
+            .await
+            .unwrap();
+        serde_json::from_slice(&r.bytes().await.unwrap()).unwrap()
     }
 
     async fn exchanges(&self) -> Vec<Value> {
@@ -458,14 +476,23 @@ struct OAuthSetup {
 }
 
 async fn oauth_setup() -> Option<OAuthSetup> {
+    oauth_setup_with(&[]).await
+}
+
+/// As [`oauth_setup`], the issuer started with `issuer_env`; with a short access token
+/// lifetime there, the downstream allows no clock skew (an expired token is refused).
+async fn oauth_setup_with(issuer_env: &[(&str, &str)]) -> Option<OAuthSetup> {
     let (port, callback_port) = (free_port(), free_port());
     let url = format!("http://127.0.0.1:{port}/mcp");
     let callback = format!("http://127.0.0.1:{callback_port}/oauth/callback");
-    let issuer = Issuer::start_with(&[&url, &callback])?;
+    let issuer = Issuer::start_env(&[&url, &callback], issuer_env)?;
     let mut options = HttpServerOptions::default();
     let mut resource = ResourceOptions::new(&issuer.url, &url);
     // What the gateway, as the user's client, asks for (from the challenge).
     resource.scopes = vec!["mcp:tools".into()];
+    if !issuer_env.is_empty() {
+        resource.skew = Duration::ZERO;
+    }
     options.resource = Some(resource);
     let seen = downstream(port, options).await;
 
@@ -579,6 +606,114 @@ async fn oauth_sends_each_user_to_authorize_once_and_keeps_their_tokens_apart() 
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o600);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_refreshes_expired_tokens_and_stores_the_rotated_refresh_token() {
+    const TTL: u64 = 4;
+    let Some(OAuthSetup {
+        issuer,
+        mut gateway,
+        seen,
+        dir,
+    }) = oauth_setup_with(&[("MOAT_TEST_DOWNSTREAM_TTL", "4")]).await
+    else {
+        return;
+    };
+    let alice = issuer.user_token("alice").await;
+    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let modern = moat::VersionPreference::Auto;
+    let call_as_alice = |gateway: String, asked: Arc<Mutex<Vec<String>>>| {
+        let alice = alice.clone();
+        async move {
+            let client = browsing_client(&gateway, &alice, modern, "alice", asked).await;
+            let result = client.call_tool("down__whoami", json!({})).await;
+            client.close().await;
+            result.map(|r| serde_json::to_value(r).unwrap())
+        }
+    };
+    // The first call authorizes; each later one comes after the token it had expired.
+    for round in 0..3 {
+        if round == 2 {
+            // A new gateway process with the same state: only the vault knows alice.
+            let config = dir.path().join("moat.toml");
+            gateway.stop(libc::SIGTERM, Duration::from_secs(10));
+            gateway = HttpGateway::start(
+                MOAT,
+                &config,
+                &[("BROKER_SECRET", "secret-broker")],
+                Ready::Listed,
+                Duration::from_secs(60),
+            );
+        }
+        if round > 0 {
+            tokio::time::sleep(Duration::from_secs(TTL + 1)).await;
+        }
+        let result = call_as_alice(gateway.url.clone(), asked.clone())
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: {e}; gateway: {}", gateway.log()));
+        assert_eq!(text(&result), "alice", "round {round}: {result}");
+        assert_eq!(
+            asked.lock().unwrap().len(),
+            1,
+            "round {round}: alice was sent to authorize again; gateway: {}",
+            gateway.log()
+        );
+    }
+
+    // Each call reached the downstream with a token of alice's it took (not expired),
+    // a new one each time.
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert!(seen.iter().all(|(s, _)| s.as_deref() == Some("alice")));
+    let tokens: Vec<&String> = seen.iter().filter_map(|(_, t)| t.as_ref()).collect();
+    assert_eq!(tokens.len(), 3);
+    assert!(
+        tokens[0] != tokens[1] && tokens[1] != tokens[2] && tokens[0] != tokens[2],
+        "an expired token was sent again"
+    );
+
+    // The refresh tokens form one chain: each presented once, each the last one issued.
+    let grants = issuer.grants().await;
+    let errors: Vec<&Value> = grants.iter().filter(|g| g.get("error").is_some()).collect();
+    assert!(errors.is_empty(), "token requests refused: {errors:?}");
+    let user_grants: Vec<&Value> = grants
+        .iter()
+        .filter(|g| g["grant_type"] == "authorization_code" || g["grant_type"] == "refresh_token")
+        .collect();
+    assert_eq!(
+        user_grants[0]["grant_type"], "authorization_code",
+        "{grants:?}"
+    );
+    let refreshes = user_grants.len() - 1;
+    assert!(refreshes >= 2, "{grants:?}");
+    let mut presented = std::collections::HashSet::new();
+    for pair in user_grants.windows(2) {
+        let (before, now) = (pair[0], pair[1]);
+        assert_eq!(now["grant_type"], "refresh_token", "{grants:?}");
+        assert!(
+            before["issued"].is_string(),
+            "no rotated refresh token: {grants:?}"
+        );
+        assert_eq!(
+            now["presented"], before["issued"],
+            "not the latest refresh token"
+        );
+        assert!(
+            presented.insert(now["presented"].as_str().unwrap().to_owned()),
+            "a refresh token was presented twice"
+        );
+    }
+    // At rest, sealed: the latest refresh token is not in the clear.
+    let latest = user_grants.last().unwrap()["issued"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let records = dir.path().join("state/downstream-tokens/tokens");
+    for entry in std::fs::read_dir(&records).unwrap() {
+        let data = std::fs::read(entry.unwrap().path()).unwrap();
+        assert!(!String::from_utf8_lossy(&data).contains(&latest));
+    }
 }
 
 /// The Python SDK's client (`py_authorize_client.py`) is sent to authorize by URL-mode
