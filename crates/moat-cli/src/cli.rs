@@ -161,7 +161,8 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
     /// Serve Prometheus metrics at http://ADDR/metrics (as `[telemetry] metrics`; traces
-    /// go where `[telemetry] otlp_endpoint` or OTEL_EXPORTER_OTLP_ENDPOINT says).
+    /// go where `[telemetry] otlp_endpoint` or OTEL_EXPORTER_OTLP_ENDPOINT says, over
+    /// http/protobuf or grpc as `otlp_protocol` or OTEL_EXPORTER_OTLP_PROTOCOL says).
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
     /// Serve the web console at http://ADDR/ (HOST:PORT or just PORT, on 127.0.0.1): calls

@@ -4,7 +4,8 @@
 //! counts it, its stderr is JSON lines, and when it stops, a collector in the test has
 //! received the call's span over OTLP/HTTP in the client's trace. And the same from a
 //! Python SDK client (the interop peers): its `_meta.traceparent` is the parent of the
-//! gateway's span.
+//! gateway's span. Over gRPC too (`OTEL_EXPORTER_OTLP_PROTOCOL=grpc`, a tonic OTLP
+//! collector in the test), and a protocol moat does not speak refuses to start.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -118,6 +119,9 @@ fn gateway_serves_metrics_exports_traces_and_logs_json() {
             ("MOAT_LOG", "info"),
             ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
             ("OTEL_SERVICE_NAME", "moat-cli-test"),
+            // The traces' own variable wins over the general one.
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"),
         ],
         Ready::Listed,
         Duration::from_secs(60),
@@ -432,4 +436,159 @@ fn sandbox_limit_hits_are_counted_by_limit() {
     if !pids {
         eprintln!("no cgroup with pids.max here: the pids limit hit was not tested");
     }
+}
+
+/// An OTLP/gRPC collector: the OTLP protos' `TraceService`, served by tonic; keeps the
+/// spans with their resource's `service.name`.
+struct GrpcCollector(Arc<Mutex<Vec<(String, opentelemetry_proto::tonic::trace::v1::Span)>>>);
+
+#[tonic::async_trait]
+impl opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceService
+    for GrpcCollector
+{
+    async fn export(
+        &self,
+        request: tonic::Request<
+            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest,
+        >,
+    ) -> Result<
+        tonic::Response<
+            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse,
+        >,
+        tonic::Status,
+    > {
+        use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+        let mut got = self.0.lock().unwrap();
+        for resource in request.into_inner().resource_spans {
+            let service = resource
+                .resource
+                .iter()
+                .flat_map(|r| &r.attributes)
+                .find(|a| a.key == "service.name")
+                .and_then(|a| match a.value.as_ref()?.value.as_ref()? {
+                    AnyValue::StringValue(s) => Some(s.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            for scope in resource.scope_spans {
+                got.extend(scope.spans.into_iter().map(|s| (service.clone(), s)));
+            }
+        }
+        Ok(tonic::Response::new(Default::default()))
+    }
+}
+
+#[test]
+fn gateway_exports_traces_over_grpc_when_the_variables_say_so() {
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer;
+    let collector = tokio::runtime::Runtime::new().unwrap();
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let endpoint = collector.block_on(async {
+        let incoming =
+            tonic::transport::server::TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let url = format!("http://{}", incoming.local_addr().unwrap());
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(TraceServiceServer::new(GrpcCollector(received.clone())))
+                .serve_with_incoming(incoming),
+        );
+        url
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("moat.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.ev]\ncommand = {}\nargs = [\"serve\", \"everything\"]\nsandbox = false\n[policy]\ndefault = \"allow\"\n",
+            serde_json::to_string(MOAT).unwrap()
+        ),
+    )
+    .unwrap();
+    let mut gateway = HttpGateway::start(
+        MOAT,
+        &config,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("OTEL_SERVICE_NAME", "moat-cli-grpc"),
+        ],
+        Ready::Listed,
+        Duration::from_secs(60),
+    );
+    let trace_id = "6e0c63257de34c926f9efcd03899a8f2";
+    let parent_id = "a3ce929d0e0e4736";
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = Client::builder()
+            .connect_url(&gateway.url, HttpOptions::default())
+            .await
+            .unwrap();
+        let mut meta = Map::new();
+        meta.insert(
+            "traceparent".into(),
+            json!(format!("00-{trace_id}-{parent_id}-01")),
+        );
+        let result = client
+            .call_tool_with(
+                "ev__test_simple_text",
+                json!({}),
+                RequestOptions::default().meta(meta),
+            )
+            .await
+            .unwrap();
+        assert_ne!(result.is_error, Some(true));
+        client.close().await;
+    });
+    // Stopping sends the spans still buffered.
+    assert!(gateway.stop(libc::SIGINT, Duration::from_secs(10)));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (service, span) = loop {
+        if let Some(found) = received.lock().unwrap().iter().find(|(_, s)| {
+            s.name == "tools/call ev__test_simple_text" && s.trace_id == unhex(trace_id)
+        }) {
+            break found.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no span of the call over gRPC: {:?}\n{}",
+            received.lock().unwrap(),
+            gateway.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(service, "moat-cli-grpc");
+    assert_eq!(span.parent_span_id, unhex(parent_id));
+    // The forwarded call's span, its child, came along.
+    assert!(
+        received
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(_, s)| s.name == "tools/call test_simple_text"
+                && s.parent_span_id == span.span_id),
+        "{:?}",
+        received.lock().unwrap()
+    );
+}
+
+#[test]
+fn a_protocol_moat_does_not_speak_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("moat.toml");
+    std::fs::write(&config, "[policy]\ndefault = \"allow\"\n").unwrap();
+    let output = std::process::Command::new(MOAT)
+        .args(["gateway", "--config"])
+        .arg(&config)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("OTEL_EXPORTER_OTLP_PROTOCOL=http/json")
+            && stderr.contains("grpc or http/protobuf"),
+        "{stderr}"
+    );
 }
