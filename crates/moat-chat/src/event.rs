@@ -87,6 +87,8 @@ pub enum Event {
         /// Its text.
         text: String,
     },
+    /// The user stopped the prompt midway (Ctrl-C); the conversation goes on.
+    Cancelled,
     /// The prompt failed.
     Error {
         /// What went wrong and what to do.

@@ -27,7 +27,7 @@
 //!
 //! Modules: [`provider`] (the three wire formats behind one trait, with retries),
 //! [`session`] (history, the tool loop over the host), [`consent`] (asking a person),
-//! [`transcript`] (JSON-lines transcripts), [`settings`] (flags, `[chat]`, environment),
+//! [`transcript`] (JSON-lines transcripts), [`markdown`] (answers rendered for a terminal), [`settings`] (flags, `[chat]`, environment),
 //! [`scripted`] (a local model that speaks each wire format exactly, for tests and the demo).
 
 pub mod attach;
@@ -36,6 +36,7 @@ pub mod consent;
 mod error;
 pub mod event;
 pub mod form;
+pub mod markdown;
 pub mod message;
 pub mod provider;
 mod sampling;

@@ -342,6 +342,7 @@ impl Session {
     /// Mends the conversation after a turn was stopped midway (Ctrl-C): calls left without
     /// results get one saying the user cancelled them, so the next request is well formed.
     pub fn cancelled(&mut self) {
+        (self.events)(&Event::Cancelled);
         if let Some(Turn::Assistant { tool_calls, .. }) = self.turns.last()
             && !tool_calls.is_empty()
         {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, anyhow};
 use moat_chat::consent::{self, Prompt};
+use moat_chat::markdown::Renderer;
 use moat_chat::transcript::{self, Transcript};
 use moat_chat::{ChatError, ChatSettings, Event, Overrides, Session};
 use moat_host::{Config, HostOptions};
@@ -116,11 +117,28 @@ fn consent_prompt(args: &ChatArgs, interactive: bool) -> Arc<dyn Prompt> {
     Arc::new(consent::Refuse::default())
 }
 
-/// Where events go: JSON lines on stdout; else text streamed to stdout (interactive only)
-/// and tool calls, decisions and retries on stderr.
+/// Where events go: JSON lines on stdout; else text streamed to stdout (interactive only,
+/// its Markdown rendered when stdout is a terminal) and tool calls, decisions and retries on
+/// stderr.
 fn sink(json: bool, interactive: bool) -> moat_chat::event::EventSink {
     // Whether this turn's text was streamed already (a refusal then only adds its marker).
     let streamed = std::sync::atomic::AtomicBool::new(false);
+    let markdown = std::sync::Mutex::new(renderer());
+    // Prints what the renderer gives for `delta`, or (with `None`) the line it holds: that
+    // goes out before anything else is printed, and the next answer starts fresh.
+    let render = move |delta: Option<&str>| {
+        let Ok(mut m) = markdown.lock() else {
+            return;
+        };
+        let out = match delta {
+            Some(d) => m.push(d),
+            None => m.finish(),
+        };
+        if !out.is_empty() {
+            print!("{out}");
+            let _ = std::io::stdout().flush();
+        }
+    };
     Arc::new(move |event: &Event| {
         use std::sync::atomic::Ordering::Relaxed;
         if json {
@@ -129,11 +147,13 @@ fn sink(json: bool, interactive: bool) -> moat_chat::event::EventSink {
             }
             return;
         }
+        if interactive && !matches!(event, Event::Text { .. }) {
+            render(None);
+        }
         match event {
             Event::Text { delta } if interactive => {
                 streamed.store(true, Relaxed);
-                print!("{delta}");
-                let _ = std::io::stdout().flush();
+                render(Some(delta));
             }
             Event::Refusal { text } => {
                 let marker = refusal_marker();
@@ -148,7 +168,9 @@ fn sink(json: bool, interactive: bool) -> moat_chat::event::EventSink {
                 }
                 streamed.store(false, Relaxed);
             }
-            Event::Answer { .. } | Event::Error { .. } => streamed.store(false, Relaxed),
+            Event::Answer { .. } | Event::Error { .. } | Event::Cancelled => {
+                streamed.store(false, Relaxed)
+            }
             Event::ToolCall {
                 name, arguments, ..
             } => {
@@ -193,6 +215,15 @@ fn sink(json: bool, interactive: bool) -> moat_chat::event::EventSink {
     })
 }
 
+/// Markdown styled for a terminal; as it came for anything else (a pipe, a file, NO_COLOR).
+fn renderer() -> Renderer {
+    if crate::output::colour() {
+        Renderer::styled()
+    } else {
+        Renderer::plain()
+    }
+}
+
 /// How a refusal is marked: on a terminal in reverse video, so it is not read as an answer.
 fn refusal_marker() -> String {
     let text =
@@ -217,7 +248,10 @@ async fn one_prompt(session: &mut Session, prompt: &str, json: bool) -> Result<(
     match session.send(&prompt).await {
         Ok(answer) => {
             if !json {
-                println!("{answer}");
+                let mut markdown = renderer();
+                let mut out = markdown.push(&answer);
+                out.push_str(&markdown.finish());
+                println!("{out}");
             }
             Ok(())
         }
