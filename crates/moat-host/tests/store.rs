@@ -787,10 +787,16 @@ async fn directory_suite(
     // Touched records stay; the rest go once stale.
     let other = SessionRecord::new("s2", a.clone());
     directory.register(&other).await.unwrap();
-    directory
-        .touch(&["s1".to_owned()], Duration::from_secs(3600))
+    // A touches both: s2 is its own, s1 was taken over (A must drop its copy).
+    let elsewhere = directory
+        .touch(
+            &["s1".to_owned(), "s2".to_owned(), "s3".to_owned()],
+            &a.id,
+            Duration::from_secs(3600),
+        )
         .await
         .unwrap();
+    assert_eq!(elsewhere, vec!["s1".to_owned()]);
     assert!(directory.find("s2").await.unwrap().is_some());
     // A replica whose copy expired does not take the record from the one that owns it.
     directory.remove("s1", Some(&a.id)).await.unwrap();
@@ -882,7 +888,7 @@ async fn session_directory_on_postgres() {
     directory.register(&r).await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     directory
-        .touch(&[], Duration::from_millis(10))
+        .touch(&[], "nobody", Duration::from_millis(10))
         .await
         .unwrap();
     assert_eq!(directory.find("old").await.unwrap(), None);

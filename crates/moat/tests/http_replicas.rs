@@ -8,7 +8,9 @@
 //!   answered with an error through the stream it was forwarded on, and a client resuming a
 //!   dead replica's stream learns which of its requests failed;
 //! - the events of a dead replica's stream that the client had not seen are replayed from
-//!   the directory on the replica that took the session over, each once, in order.
+//!   the directory on the replica that took the session over, each once, in order;
+//! - a replica that was only cut off while another took its session over drops its stale
+//!   copy within seconds, and forwards the session's requests to the new owner.
 //!
 //! A replica "dies" by having its runtime shut down: its sockets close mid-stream, as when
 //! the process is killed.
@@ -17,7 +19,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use moat::transport::http::server::{HttpServerOptions, MemoryDirectory, Replica, Replication};
+use moat::transport::http::server::{
+    HttpServerHandle, HttpServerOptions, MemoryDirectory, Replica, Replication,
+};
 use moat::{NoArgs, RequestContext, Server};
 use moat_protocol::types::{ElicitRequestParams, ElicitResult};
 use reqwest::StatusCode;
@@ -109,6 +113,9 @@ struct ReplicaProcess {
     runtime: Option<tokio::runtime::Runtime>,
     addr: SocketAddr,
     subscribed: Subscribed,
+    /// The replica as the directory knows it.
+    replica: Replica,
+    handle: HttpServerHandle,
 }
 
 impl ReplicaProcess {
@@ -128,19 +135,20 @@ impl ReplicaProcess {
             let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
             let addr = probe.local_addr().expect("addr");
             drop(probe);
+            let replica = Replica::new(format!("http://{addr}"));
             let mut options = HttpServerOptions::default();
             options.replication = Some(Replication {
-                replica: Replica::new(format!("http://{addr}")),
+                replica: replica.clone(),
                 directory,
             });
             let http = server(for_server, for_hook)
                 .bind_http(addr, options)
                 .await
                 .expect("bind");
-            let _ = tx.send(addr);
+            let _ = tx.send((addr, replica, http.handle()));
             let _ = http.run().await;
         });
-        let addr = tokio::time::timeout(WITHIN, rx)
+        let (addr, replica, handle) = tokio::time::timeout(WITHIN, rx)
             .await
             .expect("bound in time")
             .expect("bound");
@@ -148,6 +156,8 @@ impl ReplicaProcess {
             runtime: Some(runtime),
             addr,
             subscribed,
+            replica,
+            handle,
         }
     }
 
@@ -587,6 +597,40 @@ async fn a_dead_replicas_unseen_events_are_replayed_then_its_call_fails() {
         "{failed}"
     );
     assert!(rest.next().await.is_none(), "and the stream ends");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_session_was_taken_over_drops_its_copy() {
+    use moat::transport::http::server::SessionDirectory;
+    let directory = Arc::new(MemoryDirectory::default());
+    let a = ReplicaProcess::start(directory.clone()).await;
+    let b = ReplicaProcess::start(directory.clone()).await;
+    let session = initialize(a.addr).await;
+    assert_eq!(a.handle.live_sessions(), 1);
+    // B took the session over while A could not be reached (a partition, as B saw it).
+    let claimed = directory
+        .claim(&session, &a.replica.id, &b.replica)
+        .await
+        .expect("claim");
+    assert!(claimed);
+    let dropped = async {
+        while a.handle.live_sessions() > 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), dropped)
+        .await
+        .expect("A drops its copy of the session");
+    // A request reaching A goes to B, which serves the session now.
+    let r = post(a.addr, Some(&session), call(2, "whoami"))
+        .send()
+        .await
+        .expect("call through A");
+    assert_eq!(r.status(), StatusCode::OK);
+    let answer = Events::new(r).answer(2).await.expect("answered");
+    assert_eq!(text_of(&answer), "roaming-client None");
+    assert_eq!(b.handle.live_sessions(), 1, "B serves it");
+    assert_eq!(a.handle.live_sessions(), 0, "and A does not");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

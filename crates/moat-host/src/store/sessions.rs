@@ -192,18 +192,36 @@ impl SessionDirectory for PostgresDirectory {
         })
     }
 
-    fn touch<'a>(&'a self, ids: &'a [String], stale: Duration) -> DirectoryFuture<'a, ()> {
+    fn touch<'a>(
+        &'a self,
+        ids: &'a [String],
+        owner: &'a str,
+        stale: Duration,
+    ) -> DirectoryFuture<'a, Vec<String>> {
         Box::pin(async move {
             let stale_seconds = stale.as_secs_f64();
             let client = self.pg.client().await.map_err(unavailable)?;
+            let failed = |e| unavailable(self.pg.failed(e));
+            let mut elsewhere = Vec::new();
             if !ids.is_empty() {
                 client
                     .execute(
-                        "UPDATE http_sessions SET touched_at = now() WHERE id = ANY($1)",
-                        &[&ids],
+                        "UPDATE http_sessions SET touched_at = now() \
+                         WHERE id = ANY($1) AND owner_id = $2",
+                        &[&ids, &owner],
                     )
                     .await
-                    .map_err(|e| unavailable(self.pg.failed(e)))?;
+                    .map_err(failed)?;
+                elsewhere = client
+                    .query(
+                        "SELECT id FROM http_sessions WHERE id = ANY($1) AND owner_id <> $2",
+                        &[&ids, &owner],
+                    )
+                    .await
+                    .map_err(failed)?
+                    .iter()
+                    .map(|row| row.get(0))
+                    .collect();
             }
             for sql in [
                 "DELETE FROM http_sessions WHERE touched_at < now() - make_interval(secs => $1)",
@@ -212,9 +230,9 @@ impl SessionDirectory for PostgresDirectory {
                 client
                     .execute(sql, &[&stale_seconds])
                     .await
-                    .map_err(|e| unavailable(self.pg.failed(e)))?;
+                    .map_err(failed)?;
             }
-            Ok(())
+            Ok(elsewhere)
         })
     }
 

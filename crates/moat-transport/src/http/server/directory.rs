@@ -167,9 +167,16 @@ pub trait SessionDirectory: Send + Sync + 'static {
     /// while that replica owns it: a replica whose copy of a session expired must not take
     /// the record from the replica that took the session over meanwhile.
     fn remove<'a>(&'a self, id: &'a str, owner: Option<&'a str>) -> DirectoryFuture<'a, ()>;
-    /// Say the sessions `ids` are alive; records nobody has touched for `stale` may go,
-    /// and so may stream events older than `stale`.
-    fn touch<'a>(&'a self, ids: &'a [String], stale: Duration) -> DirectoryFuture<'a, ()>;
+    /// Say the sessions `ids`, which replica `owner` (an id) holds, are alive; records
+    /// nobody has touched for `stale` may go, and so may stream events older than that.
+    /// Returns those of `ids` another replica owns now: it took them over while `owner`
+    /// could not be reached, and `owner` must drop its copies (a split brain ends here).
+    fn touch<'a>(
+        &'a self,
+        ids: &'a [String],
+        owner: &'a str,
+        stale: Duration,
+    ) -> DirectoryFuture<'a, Vec<String>>;
     /// Keep `events` (in the order given; an event already kept is kept once), and let go
     /// of all but the latest [`KEPT_EVENTS`] non-answers of each stream they belong to.
     fn append_events<'a>(&'a self, events: &'a [StoredEvent]) -> DirectoryFuture<'a, ()>;
@@ -276,8 +283,19 @@ impl SessionDirectory for MemoryDirectory {
         Box::pin(async { Ok(()) })
     }
 
-    fn touch<'a>(&'a self, _ids: &'a [String], _stale: Duration) -> DirectoryFuture<'a, ()> {
-        Box::pin(async { Ok(()) })
+    fn touch<'a>(
+        &'a self,
+        ids: &'a [String],
+        owner: &'a str,
+        _stale: Duration,
+    ) -> DirectoryFuture<'a, Vec<String>> {
+        let records = self.records();
+        let elsewhere = ids
+            .iter()
+            .filter(|id| records.get(*id).is_some_and(|r| r.owner.id != owner))
+            .cloned()
+            .collect();
+        Box::pin(async move { Ok(elsewhere) })
     }
 
     fn append_events<'a>(&'a self, events: &'a [StoredEvent]) -> DirectoryFuture<'a, ()> {

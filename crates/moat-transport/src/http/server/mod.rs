@@ -407,10 +407,13 @@ impl HttpServer {
         let shared = self.shared.clone();
         let reaper = tokio::spawn(reap(Arc::downgrade(&shared), {
             let idle = shared.options.session_idle_timeout;
-            (
-                idle,
-                (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(30)),
-            )
+            // Replicas also learn this often of sessions taken over from them.
+            let most = if shared.replication.is_some() {
+                CHECK_OWNERSHIP
+            } else {
+                Duration::from_secs(30)
+            };
+            (idle, (idle / 4).clamp(Duration::from_millis(50), most))
         }));
         let slots = Arc::new(Semaphore::new(shared.options.max_connections.max(1)));
         let connections = hyper_util::server::graceful::GracefulShutdown::new();
@@ -491,6 +494,10 @@ impl HttpServer {
     }
 }
 
+/// How often a replica asks the directory which of its sessions another replica took over
+/// (while this one could not be reached), and drops its copies of them.
+const CHECK_OWNERSHIP: Duration = Duration::from_secs(2);
+
 async fn reap(shared: std::sync::Weak<Shared>, (idle, every): (Duration, Duration)) {
     loop {
         tokio::time::sleep(every).await;
@@ -505,8 +512,23 @@ async fn reap(shared: std::sync::Weak<Shared>, (idle, every): (Duration, Duratio
             // Records no replica has touched for a while belong to sessions nobody took
             // over after their replica died.
             let live = shared.sessions.ids();
-            if let Err(e) = replication.directory.touch(&live, idle * 2).await {
-                tracing::warn!("refreshing the session directory failed: {e}");
+            match replication
+                .directory
+                .touch(&live, &replication.replica.id, idle * 2)
+                .await
+            {
+                Ok(elsewhere) => {
+                    for id in elsewhere {
+                        // Taken over while this replica could not be reached: its copy is
+                        // stale, and the session's requests belong to the new owner.
+                        tracing::info!(
+                            session = %id,
+                            "another replica took this session over; dropping the copy here"
+                        );
+                        shared.sessions.close(&id);
+                    }
+                }
+                Err(e) => tracing::warn!("refreshing the session directory failed: {e}"),
             }
         }
     }
