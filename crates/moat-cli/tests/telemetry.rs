@@ -309,23 +309,31 @@ fn a_python_sdk_clients_traceparent_is_the_parent_of_the_gateways_span() {
     }
 }
 
-/// Whether `moat sandbox --check` says this machine can make a cgroup with `pids.max`.
-fn cgroup_pids() -> bool {
+/// Whether `moat sandbox --check` says yes to each of `layers` (`cgroup pids`, …).
+fn sandbox_has(layers: &[&str]) -> bool {
     let out = std::process::Command::new(MOAT)
         .args(["sandbox", "--check"])
         .output()
         .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .any(|l| l.starts_with("cgroup pids:") && l.ends_with("yes"))
+    let text = String::from_utf8_lossy(&out.stdout);
+    layers.iter().all(|layer| {
+        text.lines().any(|l| {
+            l.strip_prefix(layer)
+                .and_then(|rest| rest.strip_prefix(':'))
+                .is_some_and(|v| v.trim_start().starts_with("yes"))
+        })
+    })
 }
 
-/// Servers that attack their sandbox's limits, each killed or stopped by it, and one that
-/// just exits: `/metrics` counts each limit hit under its limit, and the plain exit under
+/// Servers that attack their sandbox's limits (CPU time; where a cgroup can be made,
+/// processes and memory), each killed or stopped by it, and one that just exits: `/metrics` counts each limit hit under its limit, and the plain exit under
 /// none. The servers never answer `initialize`, so each start fails and is tried again.
 #[test]
 fn sandbox_limit_hits_are_counted_by_limit() {
-    let pids = cgroup_pids();
+    let pids = sandbox_has(&["cgroup pids"]);
+    // The memory hog fills the sandbox's own `/tmp` (a tmpfs, whose pages the cgroup is
+    // charged for): it needs the namespaces as well as a memory cgroup.
+    let memory = sandbox_has(&["cgroup memory", "namespaces"]);
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("moat.toml");
     let mut toml = String::from(
@@ -352,6 +360,17 @@ fn sandbox_limit_hits_are_counted_by_limit() {
             args = ["-c", "for i in $(seq 64); do sleep 30 & done; exit 1"]
             [servers.forks.sandbox]
             limits = { pids = 8 }
+            "#,
+        );
+    }
+    if memory {
+        toml.push_str(
+            r#"
+            [servers.fills]
+            command = "/bin/sh"
+            args = ["-c", "head -c 100000000 /dev/zero > /tmp/fill; exit 1"]
+            [servers.fills.sandbox]
+            limits = { memory_bytes = 33554432 }
             "#,
         );
     }
@@ -409,7 +428,8 @@ fn sandbox_limit_hits_are_counted_by_limit() {
         let text = scrape();
         let done = hits(&text, "hog", "cpu") >= 1
             && failures(&text, "quits") >= 2
-            && (!pids || hits(&text, "forks", "pids") >= 1);
+            && (!pids || hits(&text, "forks", "pids") >= 1)
+            && (!memory || hits(&text, "fills", "memory") >= 1);
         if done {
             break text;
         }
@@ -428,13 +448,18 @@ fn sandbox_limit_hits_are_counted_by_limit() {
         assert!(
             line.starts_with(r#"moat_sandbox_limit_hits_total{server="hog",limit="cpu"}"#)
                 || line
-                    .starts_with(r#"moat_sandbox_limit_hits_total{server="forks",limit="pids"}"#),
+                    .starts_with(r#"moat_sandbox_limit_hits_total{server="forks",limit="pids"}"#)
+                || line
+                    .starts_with(r#"moat_sandbox_limit_hits_total{server="fills",limit="memory"}"#),
             "{line}\n{text}"
         );
     }
     assert!(hits(&text, "quits", "cpu") == 0, "{text}");
     if !pids {
         eprintln!("no cgroup with pids.max here: the pids limit hit was not tested");
+    }
+    if !memory {
+        eprintln!("no memory cgroup or no namespaces here: the memory limit hit was not tested");
     }
 }
 

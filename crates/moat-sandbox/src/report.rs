@@ -79,6 +79,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_limits_name_is_its_serialized_name() {
+        for limit in [
+            LimitHit::Timeout,
+            LimitHit::Output,
+            LimitHit::Cpu,
+            LimitHit::Memory,
+            LimitHit::Pids,
+        ] {
+            assert_eq!(serde_json::to_value(limit).unwrap(), limit.as_str());
+        }
+    }
+
+    #[test]
     fn a_report_reads_back_and_replaces_what_was_there() {
         let dir = std::env::temp_dir().join(format!("moat-report-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
