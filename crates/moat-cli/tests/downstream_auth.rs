@@ -716,25 +716,22 @@ async fn oauth_refreshes_expired_tokens_and_stores_the_rotated_refresh_token() {
     }
 }
 
-/// The Python SDK's client (`py_authorize_client.py`) is sent to authorize by URL-mode
-/// elicitation, "opens" the link as bob, and its call completes as bob.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn oauth_url_elicitation_with_the_python_sdk_client() {
-    let Some(peers) = support::peers(&[".venv/bin/python"]) else {
-        return;
-    };
-    let Some(setup) = oauth_setup().await else {
-        return;
-    };
+/// The Python SDK's client (`py_authorize_client.py`, with the SDK's `mode=`) is sent to
+/// authorize by URL-mode elicitation, "opens" the link as bob, and its call completes as bob;
+/// the report it prints.
+async fn python_authorizes(mode: &str) -> Option<Value> {
+    let peers = support::peers(&[".venv/bin/python"])?;
+    let setup = oauth_setup().await?;
     let bob = setup.issuer.user_token("bob").await;
-    let (python, script, gateway) = (
+    let (python, script, gateway, mode) = (
         peers.python(),
         support::script("py_authorize_client.py"),
         setup.gateway.url.clone(),
+        mode.to_owned(),
     );
     let out = tokio::task::spawn_blocking(move || {
         Command::new(python)
-            .args([&script, &gateway, &bob, "down__whoami", "bob"])
+            .args([&script, &gateway, &bob, "down__whoami", "bob", &mode])
             .output()
             .expect("run the Python client")
     })
@@ -762,4 +759,43 @@ async fn oauth_url_elicitation_with_the_python_sdk_client() {
     let seen = setup.seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].0.as_deref(), Some("bob"));
+    Some(report)
+}
+
+/// The `notifications/elicitation/complete` of a report.
+fn completions(report: &Value) -> Vec<Value> {
+    report["notifications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["method"] == "notifications/elicitation/complete")
+        .cloned()
+        .collect()
+}
+
+/// In the SDK's own negotiation (2026-07-28 with this gateway) the retried call is how the
+/// client learns the authorization ended: no notification.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_url_elicitation_with_the_python_sdk_client() {
+    let Some(report) = python_authorizes("auto").await else {
+        return;
+    };
+    if report["protocolVersion"] == "2026-07-28" {
+        assert!(completions(&report).is_empty(), "{report}");
+    }
+}
+
+/// Over the 2025-11-25 handshake, once bob is back from authorizing the gateway tells the
+/// client with `notifications/elicitation/complete` naming the elicitation it sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_url_elicitation_completes_with_a_notification_in_2025_11_25() {
+    let Some(report) = python_authorizes("legacy").await else {
+        return;
+    };
+    assert_eq!(report["protocolVersion"], "2025-11-25", "{report}");
+    let id = report["elicitations"][0]["elicitationId"].clone();
+    assert!(id.as_str().is_some_and(|s| !s.is_empty()), "{report}");
+    let done = completions(&report);
+    assert_eq!(done.len(), 1, "{report}");
+    assert_eq!(done[0]["params"]["elicitationId"], id, "{report}");
 }

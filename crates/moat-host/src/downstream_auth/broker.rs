@@ -10,6 +10,12 @@
 //! belongs to the user, not to the call: a 2026-07-28 call that is retried with the answer
 //! finds the same authorization under way, and a client that cannot open links is told the
 //! URL, after which the next call finds the user connected.
+//!
+//! When the user comes back from authorizing, a 2025-11-25 client that was sent there by a
+//! URL-mode elicitation is told so: `notifications/elicitation/complete` with the
+//! elicitation's id, on the stream of the call that asked (the spec's way for a client to
+//! close its "waiting for the browser" prompt). A 2026-07-28 client learns it from the
+//! answer to its retried call instead.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -18,7 +24,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use moat::{Client, RequestContext};
-use moat_protocol::types::{ElicitAction, ElicitRequestParams, ElicitRequestURLParams};
+use moat_protocol::types::methods::NOTIFICATIONS_ELICITATION_COMPLETE;
+use moat_protocol::types::{
+    ElicitAction, ElicitRequestParams, ElicitRequestURLParams,
+    ElicitationCompleteNotificationParams,
+};
+use moat_protocol::version::Era;
 use moat_transport::http::oauth::{
     AuthError, AuthorizationRequest, ClientRegistration, MemoryStore, OAuthClient, OAuthConfig,
     PreRegisteredClient, Secret, TokenSet, TokenStore, UserAgent,
@@ -105,14 +116,19 @@ impl Broker {
             .clone();
         let mut rx = phase.subscribe();
         let deadline = tokio::time::Instant::now() + AUTHORIZE_WITHIN;
-        let mut asked = false;
+        // The id of the URL elicitation this call sent, once sent.
+        let mut asked: Option<String> = None;
         loop {
             let now = rx.borrow_and_update().clone();
             match now {
-                Phase::Ready(client) if !client.peer().is_closed() => return Ok(client),
+                Phase::Ready(client) if !client.peer().is_closed() => {
+                    self.completed(ctx, asked.as_deref()).await;
+                    return Ok(client);
+                }
                 // Told once, to the call that finds it (in 2026-07-28, the retry of the call
                 // that started it); the next call starts over.
                 Phase::Failed(why) => {
+                    self.completed(ctx, asked.as_deref()).await;
                     phase.send_if_modified(|p| {
                         let failed = matches!(p, Phase::Failed(_));
                         if failed {
@@ -141,9 +157,10 @@ impl Broker {
                 }
                 Phase::Connecting => {}
                 Phase::Authorize(link) => {
-                    if !asked {
-                        asked = true;
-                        self.ask(ctx, &link).await?;
+                    if asked.is_none() {
+                        let id = elicitation_id();
+                        asked = Some(id.clone());
+                        self.ask(ctx, &link, id).await?;
                     }
                 }
             }
@@ -163,10 +180,37 @@ impl Broker {
         }
     }
 
-    /// Sends the user to `link` through the call's client.
-    async fn ask(&self, ctx: &RequestContext, link: &str) -> Result<(), String> {
-        let mut id = [0u8; 12];
-        let _ = getrandom::fill(&mut id);
+    /// Tells the call's client that the authorization its URL elicitation `asked` sent the
+    /// user to has ended (2025-11-25; a 2026-07-28 client has no stream to be told on, and
+    /// learns it from its retried call's answer).
+    async fn completed(&self, ctx: &RequestContext, asked: Option<&str>) {
+        let Some(id) = asked else { return };
+        if ctx
+            .protocol_version()
+            .is_none_or(|v| v.era() != Era::Handshake)
+        {
+            return;
+        }
+        let params = ElicitationCompleteNotificationParams {
+            elicitation_id: id.to_owned(),
+            meta: None,
+        };
+        // On the call's own stream: the client may have no other open.
+        if let Err(e) = ctx
+            .peer()
+            .notify_related(
+                NOTIFICATIONS_ELICITATION_COMPLETE,
+                &params,
+                Some(ctx.request_id()),
+            )
+            .await
+        {
+            tracing::debug!(server = %self.server, error = %e, "could not send elicitation/complete");
+        }
+    }
+
+    /// Sends the user to `link` through the call's client, as the URL elicitation `id`.
+    async fn ask(&self, ctx: &RequestContext, link: &str, id: String) -> Result<(), String> {
         let params = ElicitRequestParams::Url(ElicitRequestURLParams {
             message: format!(
                 "Server {} acts on your behalf: open this link, sign in and approve moat's \
@@ -174,7 +218,7 @@ impl Broker {
                 self.server
             ),
             url: link.to_owned(),
-            elicitation_id: Some(id.iter().map(|b| format!("{b:02x}")).collect()),
+            elicitation_id: Some(id),
             ..Default::default()
         });
         // Keyed by the link: a 2026-07-28 retry answers this authorization, never a later
@@ -250,6 +294,13 @@ impl Broker {
             phase.send_replace(next);
         });
     }
+}
+
+/// A fresh elicitation id: 96 random bits, hex.
+fn elicitation_id() -> String {
+    let mut id = [0u8; 12];
+    let _ = getrandom::fill(&mut id);
+    id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The user agent of one user's authorization: it publishes the URL for the call to show,
