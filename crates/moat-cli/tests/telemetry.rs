@@ -309,6 +309,16 @@ fn a_python_sdk_clients_traceparent_is_the_parent_of_the_gateways_span() {
     }
 }
 
+/// Whether process `pid` has the OpenTelemetry SDK's batch export thread (its name,
+/// `OpenTelemetry.Traces.BatchProcessor`, cut to the kernel's 15 bytes).
+fn has_exporter_thread(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
+        .any(|name| name.starts_with("OpenTelemetry"))
+}
+
 /// Whether `moat sandbox --check` says yes to each of `layers` (`cgroup pids`, …).
 fn sandbox_has(layers: &[&str]) -> bool {
     let out = std::process::Command::new(MOAT)
@@ -397,6 +407,15 @@ fn sandbox_limit_hits_are_counted_by_limit() {
         .find_map(|l| l.strip_prefix("moat gateway: metrics on "))
         .unwrap_or_else(|| panic!("no metrics address in {log}"))
         .to_owned();
+    // Traces are off here (unless this test's own environment turns them on): no
+    // exporter thread (the gRPC test sees one when they are on).
+    let traces_on = [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
+    assert!(traces_on || !has_exporter_thread(gateway.pid()));
     let hits = |text: &str, server: &str, limit: &str| -> u64 {
         let series =
             format!(r#"moat_sandbox_limit_hits_total{{server="{server}",limit="{limit}"}} "#);
@@ -540,6 +559,7 @@ fn gateway_exports_traces_over_grpc_when_the_variables_say_so() {
         Ready::Listed,
         Duration::from_secs(60),
     );
+    assert!(has_exporter_thread(gateway.pid()));
     let trace_id = "6e0c63257de34c926f9efcd03899a8f2";
     let parent_id = "a3ce929d0e0e4736";
     let runtime = tokio::runtime::Runtime::new().unwrap();
