@@ -336,8 +336,10 @@ fn sandbox_has(layers: &[&str]) -> bool {
 }
 
 /// Servers that attack their sandbox's limits (CPU time; where a cgroup can be made,
-/// processes and memory), each killed or stopped by it, and one that just exits: `/metrics` counts each limit hit under its limit, and the plain exit under
-/// none. The servers never answer `initialize`, so each start fails and is tried again.
+/// processes and memory), each killed or stopped by it before it answers `initialize`
+/// (each start fails and is tried again); one that is up until its wall-clock limit ends
+/// it (and is restarted); and one that just exits: `/metrics` counts each limit hit under
+/// its limit, and the plain exit under none.
 #[test]
 fn sandbox_limit_hits_are_counted_by_limit() {
     let pids = sandbox_has(&["cgroup pids"]);
@@ -346,7 +348,21 @@ fn sandbox_limit_hits_are_counted_by_limit() {
     let memory = sandbox_has(&["cgroup memory", "namespaces"]);
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("moat.toml");
-    let mut toml = String::from(
+    let bin = std::path::Path::new(MOAT).parent().unwrap();
+    let mut toml = format!(
+        r#"
+        # Up, then killed at its wall-clock limit: a limit hit of a server that was up.
+        [servers.ev]
+        command = {moat}
+        args = ["serve", "everything"]
+        [servers.ev.sandbox]
+        ro = [{bin}]
+        limits = {{ timeout_ms = 1500 }}
+        "#,
+        moat = serde_json::to_string(MOAT).unwrap(),
+        bin = serde_json::to_string(bin).unwrap(),
+    );
+    toml.push_str(
         r#"
         [servers.hog]
         command = "/bin/sh"
@@ -446,6 +462,7 @@ fn sandbox_limit_hits_are_counted_by_limit() {
     let text = loop {
         let text = scrape();
         let done = hits(&text, "hog", "cpu") >= 1
+            && hits(&text, "ev", "timeout") >= 1
             && failures(&text, "quits") >= 2
             && (!pids || hits(&text, "forks", "pids") >= 1)
             && (!memory || hits(&text, "fills", "memory") >= 1);
@@ -467,6 +484,8 @@ fn sandbox_limit_hits_are_counted_by_limit() {
         assert!(
             line.starts_with(r#"moat_sandbox_limit_hits_total{server="hog",limit="cpu"}"#)
                 || line
+                    .starts_with(r#"moat_sandbox_limit_hits_total{server="ev",limit="timeout"}"#)
+                || line
                     .starts_with(r#"moat_sandbox_limit_hits_total{server="forks",limit="pids"}"#)
                 || line
                     .starts_with(r#"moat_sandbox_limit_hits_total{server="fills",limit="memory"}"#),
@@ -474,6 +493,19 @@ fn sandbox_limit_hits_are_counted_by_limit() {
         );
     }
     assert!(hits(&text, "quits", "cpu") == 0, "{text}");
+    // `ev` was up in its sandbox before the limit ended it, and is being restarted.
+    for series in [
+        r#"moat_sandbox_spawns_total{server="ev"} "#,
+        r#"moat_server_restarts_total{server="ev"} "#,
+    ] {
+        assert!(
+            text.lines()
+                .find_map(|l| l.strip_prefix(series))
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|n| n >= 1),
+            "{series}: {text}"
+        );
+    }
     if !pids {
         eprintln!("no cgroup with pids.max here: the pids limit hit was not tested");
     }
