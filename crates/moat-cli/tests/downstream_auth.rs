@@ -145,15 +145,40 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// The revisions of a downstream server with sessions only (no 2026-07-28, where each
+/// request is a connection of its own): one user connection is then one session.
+fn handshake_only() -> moat::protocol::version::SupportedVersions {
+    use moat::ProtocolVersion::*;
+    moat::protocol::version::SupportedVersions::new(vec![V2025_06_18, V2025_11_25])
+}
+
+/// The downstream sessions the calls came on (the downstream peer's id), in call order.
+type Sessions = Arc<Mutex<Vec<u64>>>;
+
 /// The downstream server at `port`: `whoami` answers the subject and records the call.
 async fn downstream(port: u16, options: HttpServerOptions) -> Seen {
+    downstream_sessions(port, options).await.0
+}
+
+/// As [`downstream`], with the session each call came on.
+async fn downstream_sessions(port: u16, options: HttpServerOptions) -> (Seen, Sessions) {
     let seen: Seen = Arc::default();
-    let record = seen.clone();
-    let server = moat::Server::new("down", "1.0").tool_with_context(
+    let sessions: Sessions = Arc::default();
+    let (record, record_session) = (seen.clone(), sessions.clone());
+    let handshake = !options.versions.has_modern();
+    let server = moat::Server::new("down", "1.0");
+    // The HTTP server's revisions are the SDK server's too.
+    let server = if handshake {
+        server.versions(options.versions.clone())
+    } else {
+        server
+    };
+    let server = server.tool_with_context(
         "whoami",
         "Who is calling",
         move |ctx: RequestContext, _: NoArgs| {
             let record = record.clone();
+            record_session.lock().unwrap().push(ctx.peer().id());
             async move {
                 let identity = ctx.identity();
                 let subject = identity.and_then(|i| i.subject.clone());
@@ -168,7 +193,7 @@ async fn downstream(port: u16, options: HttpServerOptions) -> Seen {
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let http = server.bind_http(addr, options).await.expect("bind");
     tokio::spawn(http.run());
-    seen
+    (seen, sessions)
 }
 
 fn gateway_config(dir: &std::path::Path, servers: &str, issuer: &str) -> std::path::PathBuf {
@@ -472,16 +497,18 @@ struct OAuthSetup {
     issuer: Issuer,
     gateway: HttpGateway,
     seen: Seen,
+    sessions: Sessions,
     dir: tempfile::TempDir,
 }
 
 async fn oauth_setup() -> Option<OAuthSetup> {
-    oauth_setup_with(&[]).await
+    oauth_setup_with(&[], "").await
 }
 
 /// As [`oauth_setup`], the issuer started with `issuer_env`; with a short access token
 /// lifetime there, the downstream allows no clock skew (an expired token is refused).
-async fn oauth_setup_with(issuer_env: &[(&str, &str)]) -> Option<OAuthSetup> {
+/// `auth_extra` is added to the server's `[servers.down.auth]`.
+async fn oauth_setup_with(issuer_env: &[(&str, &str)], auth_extra: &str) -> Option<OAuthSetup> {
     let (port, callback_port) = (free_port(), free_port());
     let url = format!("http://127.0.0.1:{port}/mcp");
     let callback = format!("http://127.0.0.1:{callback_port}/oauth/callback");
@@ -493,13 +520,16 @@ async fn oauth_setup_with(issuer_env: &[(&str, &str)]) -> Option<OAuthSetup> {
     if !issuer_env.is_empty() {
         resource.skew = Duration::ZERO;
     }
+    if !auth_extra.is_empty() {
+        options.versions = handshake_only();
+    }
     options.resource = Some(resource);
-    let seen = downstream(port, options).await;
+    let (seen, sessions) = downstream_sessions(port, options).await;
 
     let dir = tempfile::tempdir().unwrap();
     let servers = format!(
         "[servers.down]\nurl = {url}\n\n[servers.down.auth]\nmode = \"oauth\"\ncallback = {cb}\n\
-         client_id = \"moat-broker\"\nclient_secret_env = \"BROKER_SECRET\"\n",
+         client_id = \"moat-broker\"\nclient_secret_env = \"BROKER_SECRET\"\n{auth_extra}\n",
         url = toml_str(&url),
         cb = toml_str(&callback),
     );
@@ -515,6 +545,7 @@ async fn oauth_setup_with(issuer_env: &[(&str, &str)]) -> Option<OAuthSetup> {
         issuer,
         gateway,
         seen,
+        sessions,
         dir,
     })
 }
@@ -526,6 +557,7 @@ async fn oauth_sends_each_user_to_authorize_once_and_keeps_their_tokens_apart() 
         gateway,
         seen,
         dir,
+        ..
     }) = oauth_setup().await
     else {
         return;
@@ -616,7 +648,8 @@ async fn oauth_refreshes_expired_tokens_and_stores_the_rotated_refresh_token() {
         mut gateway,
         seen,
         dir,
-    }) = oauth_setup_with(&[("MOAT_TEST_DOWNSTREAM_TTL", "4")]).await
+        ..
+    }) = oauth_setup_with(&[("MOAT_TEST_DOWNSTREAM_TTL", "4")], "").await
     else {
         return;
     };
@@ -798,4 +831,80 @@ async fn oauth_url_elicitation_completes_with_a_notification_in_2025_11_25() {
     let done = completions(&report);
     assert_eq!(done.len(), 1, "{report}");
     assert_eq!(done[0]["params"]["elicitationId"], id, "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exchange_closes_a_users_idle_connection() {
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let Some(issuer) = Issuer::start(&url) else {
+        return;
+    };
+    let mut options = HttpServerOptions::default();
+    options.resource = Some(ResourceOptions::new(&issuer.url, &url));
+    // Sessions (the handshake era), so that a connection is one downstream session.
+    options.versions = handshake_only();
+    let (seen, sessions) = downstream_sessions(port, options).await;
+    let dir = tempfile::tempdir().unwrap();
+    let servers = format!(
+        "[servers.down]\nurl = {url}\n\n[servers.down.auth]\nmode = \"exchange\"\nissuer = {iss}\n\
+         client_id = \"moat-gateway\"\nclient_secret_env = \"GW_SECRET\"\nidle_timeout = \"1s\"\n",
+        url = toml_str(&url),
+        iss = toml_str(&issuer.url),
+    );
+    let config = gateway_config(dir.path(), &servers, &issuer.url);
+    let gateway = HttpGateway::start(
+        MOAT,
+        &config,
+        &[("GW_SECRET", "secret-gw")],
+        Ready::Listed,
+        Duration::from_secs(60),
+    );
+    let alice = issuer.user_token("alice").await;
+    // Two calls in a row share alice's connection; after 1 s unused it is closed, and the
+    // next call opens another (with the exchanged token kept: no new exchange).
+    for pause in [0, 0, 2500] {
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        let result = call(&gateway.url, &alice, "down__whoami").await;
+        assert_eq!(text(&result), "alice", "{result}");
+    }
+    let sessions = sessions.lock().unwrap().clone();
+    assert_eq!(sessions.len(), 3, "{sessions:?}");
+    assert_eq!(sessions[0], sessions[1], "a connection in use was closed");
+    assert_ne!(sessions[1], sessions[2], "the idle connection was kept");
+    assert_eq!(seen.lock().unwrap().len(), 3);
+    let exchanges = issuer.exchanges().await;
+    assert_eq!(exchanges.len(), 1, "{exchanges:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_closes_a_users_idle_connection_and_reconnects_without_asking() {
+    let Some(OAuthSetup {
+        issuer,
+        gateway,
+        sessions,
+        ..
+    }) = oauth_setup_with(&[], "idle_timeout = \"1s\"").await
+    else {
+        return;
+    };
+    let bob = issuer.user_token("bob").await;
+    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let handshake = moat::VersionPreference::Exact(moat::ProtocolVersion::V2025_11_25);
+    for pause in [0, 0, 2500] {
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        let client = browsing_client(&gateway.url, &bob, handshake, "bob", asked.clone()).await;
+        let result = client
+            .call_tool("down__whoami", json!({}))
+            .await
+            .unwrap_or_else(|e| panic!("tools/call: {e}; gateway: {}", gateway.log()));
+        assert_eq!(text(&serde_json::to_value(result).unwrap()), "bob");
+        client.close().await;
+    }
+    // Asked once: the reconnection used the tokens in the vault.
+    assert_eq!(asked.lock().unwrap().len(), 1);
+    let sessions = sessions.lock().unwrap().clone();
+    assert_eq!(sessions.len(), 3, "{sessions:?}");
+    assert_eq!(sessions[0], sessions[1], "a connection in use was closed");
+    assert_ne!(sessions[1], sessions[2], "the idle connection was kept");
 }

@@ -2,10 +2,19 @@
 //! `server.rs`): names expanded, secrets read from the environment or files, keys that do
 //! not fit the mode refused.
 
+use std::time::Duration;
+
+use super::duration::DurationValue;
 use super::error::ConfigError;
 use super::server::{DownstreamAuth, ExchangeAuth, OAuthAuth, SecretValue, StaticAuth};
 use super::source::Source;
 use serde::Deserialize;
+
+/// How long a user's own connection to an `exchange` or `oauth` server may go unused
+/// before it is closed, unless `idle_timeout` says otherwise. Each open connection holds a
+/// session at the server (and, for `oauth`, a refreshable token in memory); a user who
+/// comes back gets a new one, with no new authorization.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// `[servers.NAME.auth]` as written.
 #[derive(Deserialize)]
@@ -30,6 +39,8 @@ pub(crate) struct TomlServerAuth {
     callback: Option<String>,
     key_env: Option<String>,
     key_file: Option<String>,
+    // exchange and oauth
+    idle_timeout: Option<DurationValue>,
 }
 
 /// The checked `[servers.NAME.auth]` of the URL server `name` at `url`: names expanded,
@@ -91,6 +102,17 @@ pub(crate) fn downstream_auth(
             None => Ok(None),
         }
     };
+    let idle_timeout = match &raw.idle_timeout {
+        Some(d) if d.0.is_zero() => {
+            return Err(src.error(
+                &at("idle_timeout"),
+                "must be longer than zero",
+                Some("e.g. \"10m\"".into()),
+            ));
+        }
+        Some(d) => d.0,
+        None => DEFAULT_IDLE_TIMEOUT,
+    };
     match raw.mode.as_str() {
         "static" => {
             refuse_keys(
@@ -106,6 +128,7 @@ pub(crate) fn downstream_auth(
                     ("callback", raw.callback.is_some()),
                     ("key_env", raw.key_env.is_some()),
                     ("key_file", raw.key_file.is_some()),
+                    ("idle_timeout", raw.idle_timeout.is_some()),
                 ],
                 "static",
             )?;
@@ -189,6 +212,7 @@ pub(crate) fn downstream_auth(
                 audience: expand("audience", &raw.audience)?,
                 resource: expand("resource", &raw.resource)?.unwrap_or_else(|| url.to_owned()),
                 scope: raw.scope,
+                idle_timeout,
             }))
         }
         "oauth" => {
@@ -263,6 +287,7 @@ pub(crate) fn downstream_auth(
                 client_secret,
                 key,
                 key_file,
+                idle_timeout,
             }))
         }
         other => Err(src.error(
@@ -270,5 +295,44 @@ pub(crate) fn downstream_auth(
             format!("{other:?} is not a mode of downstream credentials"),
             Some("use \"static\", \"exchange\" or \"oauth\"".into()),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Config, DownstreamAuth};
+    use std::time::Duration;
+
+    fn auth(extra: &str) -> Result<DownstreamAuth, String> {
+        let text = format!(
+            "[servers.api]\nurl = \"https://api.example/mcp\"\n[servers.api.auth]\n{extra}\n"
+        );
+        let lookup = |name: &str| (name == "S").then(|| "secret".to_owned());
+        let config = Config::from_toml_str_with(&text, None, &lookup).map_err(|e| e.to_string())?;
+        Ok(config.server("api").unwrap().auth.clone().unwrap())
+    }
+
+    #[test]
+    fn idle_timeout_default_given_and_refused() {
+        let exchange = "mode = \"exchange\"\nissuer = \"https://as.example\"\n\
+                        client_id = \"gw\"\nclient_secret_env = \"S\"";
+        match auth(exchange).unwrap() {
+            DownstreamAuth::Exchange(e) => assert_eq!(e.idle_timeout, super::DEFAULT_IDLE_TIMEOUT),
+            other => panic!("{other:?}"),
+        }
+        match auth(&format!("{exchange}\nidle_timeout = \"90s\"")).unwrap() {
+            DownstreamAuth::Exchange(e) => assert_eq!(e.idle_timeout, Duration::from_secs(90)),
+            other => panic!("{other:?}"),
+        }
+        let oauth =
+            "mode = \"oauth\"\ncallback = \"http://127.0.0.1:8765/cb\"\nidle_timeout = \"2m\"";
+        match auth(oauth).unwrap() {
+            DownstreamAuth::OAuth(o) => assert_eq!(o.idle_timeout, Duration::from_secs(120)),
+            other => panic!("{other:?}"),
+        }
+        let err = auth(&format!("{exchange}\nidle_timeout = \"0s\"")).unwrap_err();
+        assert!(err.contains("longer than zero"), "{err}");
+        let err = auth("mode = \"static\"\nvalue_env = \"S\"\nidle_timeout = \"1m\"").unwrap_err();
+        assert!(err.contains("does not apply"), "{err}");
     }
 }

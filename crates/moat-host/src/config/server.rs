@@ -276,6 +276,8 @@ pub struct ExchangeAuth {
     pub resource: String,
     /// `scope` to ask for (none by default: what the server grants).
     pub scope: Option<String>,
+    /// How long a user's own connection may go unused before it is closed.
+    pub idle_timeout: std::time::Duration,
 }
 
 /// `mode = "oauth"`.
@@ -294,4 +296,6 @@ pub struct OAuthAuth {
     pub key: Option<SecretValue>,
     /// The key file (default: `downstream-tokens/key` in the state directory).
     pub key_file: Option<PathBuf>,
+    /// How long a user's own connection may go unused before it is closed.
+    pub idle_timeout: std::time::Duration,
 }

@@ -78,7 +78,13 @@ pub(crate) struct Broker {
     vault: Arc<Vault>,
     callbacks: Arc<Callbacks>,
     registrations: Arc<MemoryStore>,
-    users: Mutex<HashMap<UserKey, watch::Sender<Phase>>>,
+    users: Mutex<HashMap<UserKey, UserEntry>>,
+}
+
+/// One user's connection as it stands, and when a call last had it.
+struct UserEntry {
+    phase: watch::Sender<Phase>,
+    used: std::time::Instant,
 }
 
 impl Broker {
@@ -112,7 +118,11 @@ impl Broker {
     ) -> Result<Arc<Client>, String> {
         let phase = lock(&self.users)
             .entry(user.clone())
-            .or_insert_with(|| watch::channel(Phase::Idle).0)
+            .or_insert_with(|| UserEntry {
+                phase: watch::channel(Phase::Idle).0,
+                used: std::time::Instant::now(),
+            })
+            .phase
             .clone();
         let mut rx = phase.subscribe();
         let deadline = tokio::time::Instant::now() + AUTHORIZE_WITHIN;
@@ -122,6 +132,9 @@ impl Broker {
             let now = rx.borrow_and_update().clone();
             match now {
                 Phase::Ready(client) if !client.peer().is_closed() => {
+                    if let Some(entry) = lock(&self.users).get_mut(&user) {
+                        entry.used = std::time::Instant::now();
+                    }
                     self.completed(ctx, asked.as_deref()).await;
                     return Ok(client);
                 }
@@ -178,6 +191,46 @@ impl Broker {
                 }
             }
         }
+    }
+
+    /// Closes the users' connections unused for `idle`, and forgets the users with no
+    /// connection whom no call is waiting for (their tokens stay in the vault: a user who
+    /// comes back is connected again without authorizing).
+    pub(crate) fn sweep(&self, idle: Duration) {
+        let mut users = lock(&self.users);
+        users.retain(|_, entry| {
+            let now = entry.phase.borrow().clone();
+            match now {
+                Phase::Ready(client) => {
+                    // Held by the channel, by `now`, and by any call that has it.
+                    let in_use =
+                        Arc::strong_count(&client) > 2 || client.peer().pending_requests() > 0;
+                    if in_use {
+                        entry.used = std::time::Instant::now();
+                        return true;
+                    }
+                    if entry.used.elapsed() < idle && !client.peer().is_closed() {
+                        return true;
+                    }
+                    // Replaced only if nothing changed it meanwhile.
+                    let closed = entry.phase.send_if_modified(|p| match p {
+                        Phase::Ready(c) if Arc::ptr_eq(c, &client) => {
+                            *p = Phase::Idle;
+                            true
+                        }
+                        _ => false,
+                    });
+                    if closed {
+                        tracing::debug!(server = %self.server, "closing a user's idle downstream connection");
+                        tokio::spawn(async move { client.peer().close().await });
+                    }
+                }
+                Phase::Idle => {}
+                Phase::Connecting | Phase::Authorize(_) | Phase::Failed(_) => return true,
+            }
+            // Forgotten only when no call or connecting task has the channel.
+            !(entry.phase.sender_count() == 1 && entry.phase.receiver_count() == 0)
+        });
     }
 
     /// Tells the call's client that the authorization its URL elicitation `asked` sent the

@@ -1,11 +1,16 @@
 //! What the gateway keeps of per-user downstream credentials, per server: the exchanges,
 //! tokens and user connections of `exchange` servers, the brokers of `oauth` servers and
 //! their callback listeners. Plain state: making connections is the caller's.
+//!
+//! A user's own connection is closed after `idle_timeout` unused (by a sweeper task per
+//! server, which ends with the server's state), and the least recently used one when a
+//! server has too many users. A connection some call holds is in use, however long ago
+//! it was handed out.
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use moat::Client;
 
@@ -55,7 +60,68 @@ pub(super) struct UserClient {
     pub(super) used: Instant,
 }
 
+impl UserClient {
+    /// Whether a call holds the connection (or has a request on it) now.
+    fn in_use(&self) -> bool {
+        Arc::strong_count(&self.client) > 1 || self.client.peer().pending_requests() > 0
+    }
+}
+
+/// How often a sweeper looks for connections idle for `idle`: often enough that none
+/// outlives it by much more than a quarter.
+pub(super) fn sweep_every(idle: Duration) -> Duration {
+    (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(30))
+}
+
+/// Calls `sweep` on what `weak` points to every [`sweep_every`]`(idle)`, until it is gone.
+pub(super) fn spawn_sweeper<T: Send + Sync + 'static>(
+    weak: Weak<T>,
+    idle: Duration,
+    sweep: fn(&T, Duration),
+) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        let mut tick = tokio::time::interval(sweep_every(idle));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(this) = weak.upgrade() else { return };
+            sweep(&this, idle);
+        }
+    });
+}
+
 impl UserClients {
+    /// Closes the connections unused for `idle` (or already closed), and forgets the slots
+    /// left empty that no call is about to fill.
+    pub(super) fn sweep(&self, idle: Duration) {
+        let mut slots = lock(&self.slots);
+        slots.retain(|_, slot| {
+            // Locked: a call is making or reusing this connection.
+            let Ok(mut held) = slot.try_lock() else {
+                return true;
+            };
+            if let Some(uc) = held.as_mut() {
+                if uc.in_use() {
+                    uc.used = Instant::now();
+                    return true;
+                }
+                if uc.used.elapsed() < idle && !uc.client.peer().is_closed() {
+                    return true;
+                }
+                if let Some(uc) = held.take() {
+                    tracing::debug!("closing a user's idle downstream connection");
+                    tokio::spawn(async move { uc.client.peer().close().await });
+                }
+            }
+            drop(held);
+            // Only the map holds it: no call can be about to use it.
+            Arc::strong_count(slot) > 1
+        });
+    }
+
     /// `user`'s slot, made room for (at most `capacity` users) if new.
     pub(super) fn slot(&self, user: &UserKey, capacity: usize) -> Slot {
         let mut slots = lock(&self.slots);
@@ -128,6 +194,9 @@ impl Downstream {
             Arc::new(vault),
             callbacks,
         ));
+        spawn_sweeper(Arc::downgrade(&b), config.idle_timeout, |b, idle| {
+            b.sweep(idle)
+        });
         brokers.insert(name.to_owned(), b.clone());
         Ok(b)
     }
@@ -148,6 +217,9 @@ impl Downstream {
             exchanger: Arc::new(Exchanger::new(name, config.clone())),
             cache: Arc::new(TokenCache::new(TOKENS_PER_SERVER)),
             users: UserClients::default(),
+        });
+        spawn_sweeper(Arc::downgrade(&s), config.idle_timeout, |s, idle| {
+            s.users.sweep(idle)
         });
         servers.insert(name.to_owned(), s.clone());
         s
