@@ -35,6 +35,14 @@ pub trait Prompt: Send + Sync {
         let _ = (message, schema);
         Box::pin(async { None })
     }
+
+    /// Asks whether to open a server's link (URL-mode elicitation; `message` is the server's,
+    /// see [`crate::link::question`]). `Some(true)`: open it; `Some(false)`: declined;
+    /// `None`: no answer (the request is cancelled). By default every link is declined.
+    fn link<'a>(&'a self, message: &'a str, url: &'a str) -> BoxFuture<'a, Option<bool>> {
+        let _ = (message, url);
+        Box::pin(async { Some(false) })
+    }
 }
 
 /// Maps a typed answer to a choice: the first letter or the whole label of one
@@ -132,6 +140,26 @@ impl Prompt for Terminal {
             .ok()?
         })
     }
+
+    fn link<'a>(&'a self, message: &'a str, url: &'a str) -> BoxFuture<'a, Option<bool>> {
+        let text = crate::link::question(message, url);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || -> Option<bool> {
+                let mut tty = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open("/dev/tty")
+                    .ok()?;
+                tty.write_all(text.as_bytes()).ok()?;
+                tty.flush().ok()?;
+                let mut line = String::new();
+                let n = std::io::BufReader::new(tty).read_line(&mut line).ok()?;
+                (n > 0).then(|| crate::link::parse_answer(&line))
+            })
+            .await
+            .ok()?
+        })
+    }
 }
 
 /// Reads one answer line per question from a reader (stdin, for scripts: `moat chat -p …
@@ -182,6 +210,16 @@ impl<R: BufRead + Send + 'static> Prompt for Lines<R> {
             })
         })
     }
+
+    fn link<'a>(&'a self, message: &'a str, url: &'a str) -> BoxFuture<'a, Option<bool>> {
+        Box::pin(async move {
+            eprint!("{}", crate::link::question(message, url));
+            let mut line = String::new();
+            let n = self.reader.lock().ok()?.read_line(&mut line).ok()?;
+            eprintln!("{}", line.trim());
+            (n > 0).then(|| crate::link::parse_answer(&line))
+        })
+    }
 }
 
 /// Refuses every question, saying once on stderr why and what to do.
@@ -210,6 +248,20 @@ impl Prompt for Refuse {
                 .iter()
                 .find(|c| c.as_str() == "deny")
                 .cloned()
+        })
+    }
+
+    fn link<'a>(&'a self, message: &'a str, url: &'a str) -> BoxFuture<'a, Option<bool>> {
+        Box::pin(async move {
+            // The address is still worth having: the person can open it and call again.
+            eprintln!(
+                "moat chat: a server asks you to open a link, and there is no terminal to ask on, \
+                 so it is not opened: {}",
+                crate::link::question(message, url)
+                    .trim_end_matches("Open it in your browser? [y/N]: ")
+                    .trim()
+            );
+            Some(false)
         })
     }
 }

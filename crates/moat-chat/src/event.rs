@@ -45,6 +45,24 @@ pub enum Event {
         /// The start of what the model is told.
         text: String,
     },
+    /// A server asked the user to open a link (URL-mode elicitation), and was answered.
+    UrlElicitation {
+        /// The server's message.
+        message: String,
+        /// The link.
+        url: String,
+        /// The id its completion will name.
+        elicitation_id: Option<String>,
+        /// `opened` (in the browser, after a yes), `accepted` (yes, but no browser could be
+        /// started: the person opens it), `declined`, `cancelled` (no answer) or `refused`
+        /// (not a web link).
+        choice: String,
+    },
+    /// The server says the page a link led to is done (`notifications/elicitation/complete`).
+    ElicitationComplete {
+        /// The elicitation's id.
+        elicitation_id: String,
+    },
     /// A server's sampling request was answered by the model.
     Sampled {
         /// What the model wrote for the server.

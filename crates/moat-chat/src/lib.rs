@@ -25,7 +25,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Modules: [`provider`] (the three wire formats behind one trait, with retries),
+//! Modules: [`link`] (a server's link to open, URL-mode elicitation), [`provider`] (the three wire formats behind one trait, with retries),
 //! [`session`] (history, the tool loop over the host), [`consent`] (asking a person),
 //! [`transcript`] (JSON-lines transcripts), [`markdown`] (answers rendered for a terminal), [`settings`] (flags, `[chat]`, environment),
 //! [`scripted`] (a local model that speaks each wire format exactly, for tests and the demo).
@@ -36,6 +36,7 @@ pub mod consent;
 mod error;
 pub mod event;
 pub mod form;
+pub mod link;
 pub mod markdown;
 pub mod message;
 pub mod provider;

@@ -9,8 +9,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use moat::transport::{Connection, Limits};
+use moat::types::methods::NOTIFICATIONS_ELICITATION_COMPLETE;
 use moat::types::{
-    CallToolResult, ContentBlock, ElicitRequestParams, ElicitResult, ElicitValue, Root,
+    CallToolResult, ClientCapabilities, ContentBlock, ElicitRequestParams, ElicitRequestURLParams,
+    ElicitResult, ElicitValue, ElicitationCapability, Root, RootsCapability, SamplingCapability,
 };
 use moat::{Client, ClientBuilder};
 use moat_host::{Config, Host, HostOptions};
@@ -92,7 +94,7 @@ impl Session {
         let on_event = events.clone();
         let (sampler, sampling_events, model) =
             (provider.clone(), events.clone(), options.model.clone());
-        let client = ClientBuilder::new("moat-chat", env!("CARGO_PKG_VERSION"))
+        let builder = ClientBuilder::new("moat-chat", env!("CARGO_PKG_VERSION"))
             // Consent may wait on a person; the host's own [consent] timeout bounds it.
             .request_timeout(None)
             .roots(roots)
@@ -109,6 +111,23 @@ impl Session {
                 let events = on_event.clone();
                 async move { Ok(answer_form(&*consent, &events, request).await) }
             })
+            // Both elicitation modes: forms on the terminal, and links opened after a yes.
+            .capabilities(ClientCapabilities {
+                sampling: Some(SamplingCapability::default()),
+                elicitation: Some(ElicitationCapability {
+                    form: Some(Default::default()),
+                    url: Some(Default::default()),
+                    ..Default::default()
+                }),
+                roots: Some(RootsCapability {
+                    list_changed: Some(false),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        // Subscribed before connecting, so no completion is missed.
+        tokio::spawn(follow_completions(builder.notifications(), events.clone()));
+        let client = builder
             .connect(Connection::from_lines(
                 tokio::io::BufReader::new(cr),
                 cw,
@@ -476,15 +495,17 @@ fn object_schema(schema: Value) -> Value {
     Value::Object(schema)
 }
 
-/// Answers an elicitation: the gateway's consent question, or a server's form, through
-/// `consent`; URL-mode requests are declined.
+/// Answers an elicitation: the gateway's consent question, a server's form, or a server's
+/// link to open, through `consent`.
 async fn answer_form(
     consent: &dyn Prompt,
     events: &EventSink,
     request: ElicitRequestParams,
 ) -> ElicitResult {
-    let ElicitRequestParams::Form(form) = request else {
-        return ElicitResult::decline();
+    let form = match request {
+        ElicitRequestParams::Form(form) => form,
+        ElicitRequestParams::Url(link) => return answer_link(consent, events, link).await,
+        _ => return ElicitResult::decline(),
     };
     let schema = serde_json::to_value(&form.requested_schema).unwrap_or(Value::Null);
     let choices: Vec<String> = schema["properties"]["decision"]["enum"]
@@ -522,7 +543,114 @@ async fn answer_form(
     }
 }
 
+/// A server's link: shown, asked about, opened only after a yes. `accept` tells the server
+/// the person went (or will go) there; its completion arrives later as a notification.
+async fn answer_link(
+    consent: &dyn Prompt,
+    events: &EventSink,
+    link: ElicitRequestURLParams,
+) -> ElicitResult {
+    let (result, choice) = if let Some(why) = crate::link::refuse(&link.url) {
+        tracing::info!(url = %link.url, "{why}");
+        (ElicitResult::decline(), "refused")
+    } else {
+        match consent.link(&link.message, &link.url).await {
+            Some(true) if crate::link::open(&link.url) => (accepted(), "opened"),
+            Some(true) => (accepted(), "accepted"),
+            Some(false) => (ElicitResult::decline(), "declined"),
+            None => (ElicitResult::cancel(), "cancelled"),
+        }
+    };
+    (events)(&Event::UrlElicitation {
+        message: link.message.clone(),
+        url: link.url.clone(),
+        elicitation_id: link.elicitation_id.clone(),
+        choice: choice.to_owned(),
+    });
+    result
+}
+
+/// A URL-mode acceptance: no content (the person's answer is given on the page).
+fn accepted() -> ElicitResult {
+    ElicitResult {
+        action: moat::types::ElicitAction::Accept,
+        content: None,
+        meta: None,
+    }
+}
+
+/// Reports each `notifications/elicitation/complete` the gateway sends, until the client
+/// goes away.
+async fn follow_completions(
+    mut notes: tokio::sync::broadcast::Receiver<moat::ServerNotification>,
+    events: EventSink,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match notes.recv().await {
+            Ok(note) if note.method == NOTIFICATIONS_ELICITATION_COMPLETE => {
+                if let Some(id) = note
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("elicitationId"))
+                    .and_then(Value::as_str)
+                {
+                    (events)(&Event::ElicitationComplete {
+                        elicitation_id: id.to_owned(),
+                    });
+                }
+            }
+            Ok(_) | Err(RecvError::Lagged(_)) => {}
+            Err(RecvError::Closed) => break,
+        }
+    }
+}
+
 /// The working directory, as the default root.
 pub fn default_roots() -> Vec<std::path::PathBuf> {
     std::env::current_dir().map(|d| vec![d]).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A completion the gateway sends is reported; other notifications are not.
+    #[tokio::test]
+    async fn completions_are_reported() {
+        let (tx, rx) = tokio::sync::broadcast::channel(8);
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let events: EventSink = Arc::new(move |e: &Event| {
+            if let Ok(mut s) = sink.lock() {
+                s.push(e.clone());
+            }
+        });
+        let task = tokio::spawn(follow_completions(rx, events));
+        for (method, params) in [
+            (
+                "notifications/message",
+                serde_json::json!({"level": "info", "data": "x"}),
+            ),
+            (
+                NOTIFICATIONS_ELICITATION_COMPLETE,
+                serde_json::json!({"elicitationId": "el-1"}),
+            ),
+        ] {
+            tx.send(moat::ServerNotification {
+                method: method.into(),
+                params: Some(params),
+            })
+            .expect("send");
+        }
+        drop(tx);
+        task.await.expect("the follower ends with the client");
+        let seen = seen.lock().expect("events").clone();
+        assert_eq!(
+            seen,
+            vec![Event::ElicitationComplete {
+                elicitation_id: "el-1".into()
+            }]
+        );
+    }
 }

@@ -103,6 +103,18 @@ async fn chat(
     args: &[&str],
     stdin: &str,
 ) -> Output {
+    chat_env(project, model, provider, args, stdin, &[]).await
+}
+
+/// [`chat`] with more environment variables.
+async fn chat_env(
+    project: &Project,
+    model: &ScriptedModel,
+    provider: &str,
+    args: &[&str],
+    stdin: &str,
+    env: &[(&str, &str)],
+) -> Output {
     let url = if provider == "anthropic" {
         model.anthropic_url()
     } else {
@@ -125,6 +137,7 @@ async fn chat(
         .env("ANTHROPIC_API_KEY", "test-key")
         .env("OPENAI_API_KEY", "test-key")
         .env_remove("MOAT_CHAT_CONSENT")
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -1048,4 +1061,114 @@ async fn a_refusal_is_marked_as_one() {
         "{}",
         show(&out)
     );
+}
+
+/// A server's link (URL-mode elicitation, 2025-11-25) is shown with its host and opened in
+/// the browser only after a yes; a no, or no way to ask, leaves it unopened and the server is
+/// told it was declined. The server is a small stdio peer of its own
+/// (tests/support/url_elicitation_server.py).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_servers_link_is_opened_only_after_consent() {
+    let project = Project::new("allow");
+    let root = project.root();
+    let server =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/url_elicitation_server.py");
+    let config = format!(
+        "state_dir = {state:?}\n\n[servers.linker]\ncommand = \"python3\"\nargs = [{server:?}]\nsandbox = false\nprotocol = \"2025-11-25\"\n\n[policy]\ndefault = \"allow\"\n",
+        state = root.join("state").display().to_string(),
+        server = server.display().to_string(),
+    );
+    std::fs::write(root.join("moat.toml"), config).expect("config");
+    // The "browser": records what it was asked to open.
+    let opened = root.join("opened.txt");
+    let browser = root.join("browser.sh");
+    std::fs::write(
+        &browser,
+        format!(
+            "#!/bin/sh\necho \"$1\" >> {:?}\n",
+            opened.display().to_string()
+        ),
+    )
+    .expect("browser");
+    std::fs::set_permissions(
+        &browser,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let browser = browser.display().to_string();
+    let link = "https://auth.example.com/authorize?state=s123";
+
+    for (answer, choice, action) in [("y", "opened", "accept"), ("n", "declined", "decline")] {
+        let model = ScriptedModel::start(vec![
+            Step::call("linker__connect_account", json!({})),
+            Step::text("Done."),
+        ])
+        .await
+        .expect("model");
+        let out = chat_env(
+            &project,
+            &model,
+            "anthropic",
+            &["-p", "connect my account", "--json", "--consent-stdin"],
+            &format!("{answer}\n"),
+            &[("BROWSER", &browser)],
+        )
+        .await;
+        assert!(out.status.success(), "{}", show(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("Sign in to example.com")
+                && stderr.contains(link)
+                && stderr.contains("(a page at auth.example.com)"),
+            "{stderr}"
+        );
+        let events = events(&out);
+        let asked = of_type(&events, "url_elicitation");
+        assert_eq!(asked.len(), 1, "{}", show(&out));
+        assert_eq!(asked[0]["url"], link);
+        assert_eq!(asked[0]["elicitation_id"], "el-42");
+        assert_eq!(asked[0]["choice"], choice, "{}", show(&out));
+        let result = of_type(&events, "tool_result");
+        assert_eq!(
+            result[0]["text"],
+            format!("action={action}"),
+            "{}",
+            show(&out)
+        );
+        let was_opened = std::fs::read_to_string(&opened).unwrap_or_default();
+        if answer == "y" {
+            assert_eq!(was_opened.trim(), link);
+        } else {
+            assert_eq!(was_opened.trim(), link, "a no opens nothing more");
+        }
+        assert_eq!(model.violations(), Vec::<String>::new());
+    }
+
+    // No terminal and no --consent-stdin: nobody can say yes; the link is shown, not opened.
+    std::fs::remove_file(&opened).expect("rm");
+    let model = ScriptedModel::start(vec![
+        Step::call("linker__connect_account", json!({})),
+        Step::text("Done."),
+    ])
+    .await
+    .expect("model");
+    let out = chat_env(
+        &project,
+        &model,
+        "anthropic",
+        &["-p", "connect my account"],
+        "",
+        &[("BROWSER", &browser)],
+    )
+    .await;
+    assert!(out.status.success(), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("it is not opened") || stderr.contains("so it is not opened"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(link), "{stderr}");
+    assert!(!opened.exists(), "nothing was opened");
+    let told = model.requests()[1]["messages"].to_string();
+    assert!(told.contains("action=decline"), "{told}");
 }

@@ -200,6 +200,21 @@ fn sink(json: bool, interactive: bool) -> moat_chat::event::EventSink {
                 ))
             ),
             Event::Consent { choice, .. } => eprintln!("{}", dim(&format!("  consent: {choice}"))),
+            Event::UrlElicitation { choice, url, .. } => {
+                let note = match choice.as_str() {
+                    "opened" => format!(
+                        "  opened {url} in your browser; the call waits for the server (Ctrl-C stops it)"
+                    ),
+                    "accepted" => format!(
+                        "  no browser could be started: open {url} yourself; the call waits for the server (Ctrl-C stops it)"
+                    ),
+                    other => format!("  link {other}"),
+                };
+                eprintln!("{}", dim(&note));
+            }
+            Event::ElicitationComplete { .. } => {
+                eprintln!("{}", dim("  the server says the page is done"))
+            }
             Event::Retry {
                 attempt,
                 status,
