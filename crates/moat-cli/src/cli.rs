@@ -414,6 +414,10 @@ pub struct ChatArgs {
     /// MOAT_CHAT_CONSENT=stdin. Without it and without a terminal, consent is refused.
     #[arg(long)]
     pub consent_stdin: bool,
+    /// The roots offered to servers that ask (`roots/list`); repeatable. Default: the working
+    /// directory.
+    #[arg(long = "root", value_name = "DIR")]
+    pub roots: Vec<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -1172,3 +1172,43 @@ async fn a_servers_link_is_opened_only_after_consent() {
     let told = model.requests()[1]["messages"].to_string();
     assert!(told.contains("action=decline"), "{told}");
 }
+
+/// A server that asks for roots gets the working directory, or what `--root` names.
+#[tokio::test(flavor = "multi_thread")]
+async fn roots_are_the_working_directory_or_the_given_ones() {
+    let project = Project::new("allow");
+    let root = project.root();
+    let config = format!(
+        "state_dir = {state:?}\n\n[servers.every]\ncommand = {exe:?}\nargs = [\"serve\", \"everything\"]\nsandbox = false\n\n[policy]\ndefault = \"allow\"\n",
+        state = root.join("state").display().to_string(),
+        exe = MOAT,
+    );
+    std::fs::write(root.join("moat.toml"), config).expect("config");
+    let drafts = root.join("drafts");
+    for (args, want) in [
+        (vec![], format!("file://{}", root.display())),
+        (
+            vec!["--root", "drafts"],
+            format!("file://{}", drafts.display()),
+        ),
+    ] {
+        let model = ScriptedModel::start(vec![
+            Step::call("every__test_input_required_result_list_roots", json!({})),
+            Step::text("Done."),
+        ])
+        .await
+        .expect("model");
+        let mut all = vec!["-p", "which roots?", "--json"];
+        all.extend(args);
+        let out = chat(&project, &model, "anthropic", &all, "").await;
+        assert!(out.status.success(), "{}", show(&out));
+        let events = events(&out);
+        let result = of_type(&events, "tool_result");
+        assert_eq!(
+            result[0]["text"],
+            format!("Found 1 root(s): {want}"),
+            "{}",
+            show(&out)
+        );
+    }
+}

@@ -65,12 +65,24 @@ pub async fn run(args: ChatArgs) -> Result<(), Failure> {
             ))
         );
     }
+    let mut loop_options = settings.loop_options();
+    if !args.roots.is_empty() {
+        loop_options.roots = args
+            .roots
+            .iter()
+            .map(|r| {
+                r.canonicalize()
+                    .with_context(|| format!("--root {}", r.display()))
+            })
+            .collect::<Result<_, _>>()
+            .map_err(Failure::Usage)?;
+    }
     let helper = std::env::current_exe().context("finding the moat binary (the sandbox helper)")?;
     let mut session = Session::start(
         config,
         HostOptions::default().sandbox_helper(helper),
         provider,
-        settings.loop_options(),
+        loop_options,
         consent,
         events,
     )
