@@ -325,7 +325,9 @@ fn several_issuers_each_with_its_keys_and_claims() {
          [[auth.issuers]]\nissuer = {a}\n\n\
          [[auth.issuers]]\nissuer = {b}\nuser_claim = \"email\"\n\n\
          [policy]\ndefault = \"allow\"\n\n[[policy.rules]]\nname = \"no-bob\"\n\
-         decision = \"deny\"\ntool = {tool}\nuser = \"bob@b.example\"\n",
+         decision = \"deny\"\ntool = {tool}\nuser = \"bob@b.example\"\n\n\
+         [[policy.rate_limits]]\nname = \"per-user\"\ntool = \"ev__test_image_content\"\n\
+         per_hour = 1\nper_user = true\n",
         state = toml_str(&dir.path().join("state").to_string_lossy()),
         moat = toml_str(MOAT),
         resource = toml_str(RESOURCE),
@@ -368,6 +370,27 @@ fn several_issuers_each_with_its_keys_and_claims() {
     let (_, _, v) = call(&token(&a, "alice", json!({"email": "bob@b.example"})));
     assert!(ran(&v["result"]), "{v}");
 
+    // Two issuers' users who carry one name are two users to per-user state: B's "dana"
+    // does not take from the rate-limit bucket of A's "dana".
+    let image = |token: &str| {
+        modern_request(
+            &gateway.authority,
+            "tools/call",
+            Some("ev__test_image_content"),
+            json!({"name": "ev__test_image_content", "arguments": {}}),
+            Some(token),
+        )
+        .expect("the gateway answers")
+        .json
+    };
+    let served = |v: &Value| v["result"]["content"][0]["type"] == "image";
+    let v = image(&token(&a, "dana", json!({})));
+    assert!(served(&v), "{v}");
+    let v = image(&token(&b, "b-3", json!({"email": "dana"})));
+    assert!(served(&v), "B's dana has a bucket of her own: {v}");
+    let v = image(&token(&a, "dana", json!({})));
+    assert!(refused_by(&v["result"], "per-user"), "{v}");
+
     // The metadata names both.
     let reply = moat_test_support::raw_http::exchange(
         &gateway.authority,
@@ -402,15 +425,15 @@ fn several_issuers_each_with_its_keys_and_claims() {
         challenge.contains(r#"error="invalid_token""#),
         "{challenge}"
     );
-    // Nothing of the refused ones ran or was audited: the trail holds the four calls that
-    // got through, and no more.
+    // Nothing of the refused ones ran or was audited: the trail holds the seven calls that
+    // got through to the gateway's policy (the rate-limited one among them), and no more.
     for _ in 0..50 {
-        if audit(&config, &[]).len() >= 4 {
+        if audit(&config, &[]).len() >= 7 {
             break;
         }
         std::thread::sleep(Duration::from_millis(200));
     }
     std::thread::sleep(Duration::from_secs(1));
     let records = audit(&config, &[]);
-    assert_eq!(records.len(), 4, "{records:?}");
+    assert_eq!(records.len(), 7, "{records:?}");
 }

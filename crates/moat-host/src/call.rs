@@ -193,9 +193,13 @@ async fn run(
     }
     // With a shared store the buckets are the store's, counted across every gateway.
     let limited = match inner.shared() {
-        None => settings.policy.check_rate_for(&tool_ref, caller.user()),
+        None => settings
+            .policy
+            .check_rate_for(&tool_ref, caller.rate_user()),
         Some(shared) => {
-            let buckets = settings.policy.shared_buckets_for(&tool_ref, caller.user());
+            let buckets = settings
+                .policy
+                .shared_buckets_for(&tool_ref, caller.rate_user());
             match shared.postgres().take_tokens(&buckets).await {
                 Ok(taken) => taken,
                 Err(e) => {

@@ -17,6 +17,10 @@ pub(crate) struct Caller {
     pub(crate) client_id: Option<String>,
     /// Whether an issuer vouched (a token), rather than the local system.
     pub(crate) by_token: bool,
+    /// The user as per-user state (lasting consent, rate limits) tells users apart: the
+    /// name, followed by its issuer for every issuer but the first, so that users of two
+    /// issuers who carry the same name never share that state.
+    state_user: Option<String>,
 }
 
 impl Caller {
@@ -29,23 +33,41 @@ impl Caller {
             Some(a) => a.claims_of(identity.issuer.as_deref()),
             None => ("sub", "groups"),
         };
+        let who = Who::of(identity, user_claim, groups_claim);
+        let first = auth
+            .and_then(|a| a.issuers.first())
+            .map(|i| i.issuer.as_str());
+        let state_user = who.user.as_ref().map(|user| match &identity.issuer {
+            Some(issuer) if Some(issuer.as_str()) != first => format!("{user} ({issuer})"),
+            _ => user.clone(),
+        });
         Caller {
-            who: Some(Who::of(identity, user_claim, groups_claim)),
+            who: Some(who),
             client_id: identity.client_id.clone(),
             by_token: identity.issuer.is_some(),
+            state_user,
         }
     }
 
-    /// The user's name, if known.
+    /// The user's name, if known (as policy rules and the audit trail name them).
     pub(crate) fn user(&self) -> Option<&str> {
         self.who.as_ref().and_then(|w| w.user.as_deref())
+    }
+
+    /// Whose rate-limit buckets a call takes from (see `state_user`).
+    pub(crate) fn rate_user(&self) -> Option<&str> {
+        self.state_user.as_deref()
     }
 
     /// Whose lasting consent decisions apply: a token's user's own. The local user (and
     /// an unauthenticated HTTP caller) is the gateway's own user, whose decisions are the
     /// store's unscoped ones, as before users were told apart.
     pub(crate) fn consent_user(&self) -> Option<&str> {
-        if self.by_token { self.user() } else { None }
+        if self.by_token {
+            self.state_user.as_deref()
+        } else {
+            None
+        }
     }
 }
 
