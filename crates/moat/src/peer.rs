@@ -184,7 +184,14 @@ struct Shared {
     timer: tokio::sync::Notify,
     /// The tasks running the other side's requests (and assembling batch answers).
     tracker: TaskTracker,
+    /// A single-request connection's request, handed to its reading task to run there
+    /// (see `inbound::read_loop`) rather than in a task of its own.
+    local: Mutex<Option<LocalRequest>>,
 }
+
+/// A request's whole handling, from the handler to the answer on the wire.
+pub(crate) type LocalRequest =
+    std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'static>>;
 
 /// One side of a live MCP connection. Cheap to clone; all clones drive the same connection.
 #[derive(Clone)]
@@ -243,6 +250,7 @@ impl Peer {
             closer: Mutex::new(conn.closer.take()),
             timer: tokio::sync::Notify::new(),
             tracker: TaskTracker::new(),
+            local: Mutex::new(None),
         });
         Peer { shared }
     }

@@ -18,7 +18,7 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Peer, PeerOptions};
+use super::{LocalRequest, Peer, PeerOptions};
 use crate::error::Error;
 use crate::handler::{Capabilities, ClientInfo, Handler, IncomingRequest, RequestContext};
 
@@ -38,8 +38,24 @@ impl Peer {
 }
 
 async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Arc<dyn Handler>) {
+    // A single-request connection's one request runs here, beside the reading (which must
+    // go on: the client's cancellation arrives through it), instead of in a task of its
+    // own: one task and one cross-thread wake-up fewer per 2026-07-28 request over HTTP.
+    let mut running: Option<LocalRequest> = None;
     let reason = loop {
-        let Some(item) = inbound.recv().await else {
+        let next = match running.as_mut() {
+            Some(request) => tokio::select! {
+                biased;
+                () = request.as_mut() => None,
+                item = inbound.recv() => Some(item),
+            },
+            None => Some(inbound.recv().await),
+        };
+        let Some(item) = next else {
+            running = None; // answered
+            continue;
+        };
+        let Some(item) = item else {
             break "the peer closed the connection".to_owned();
         };
         // A message the transport authenticated comes from its caller; any other from
@@ -65,8 +81,26 @@ async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Ar
             Inbound::Ended(why) => break why,
             _ => {}
         }
+        let handed = if peer.shared.single_request {
+            peer.shared.local.lock().ok().and_then(|mut l| l.take())
+        } else {
+            None
+        };
+        if let Some(request) = handed {
+            match running {
+                None => running = Some(request),
+                // Not expected (the session refuses a second request), but never lost.
+                Some(_) => {
+                    peer.shared.tracker.spawn(request);
+                }
+            }
+        }
     };
     tracing::debug!(%reason, "connection ended");
+    // A request still running when the input ended finishes like any other (drained).
+    if let Some(request) = running.take() {
+        peer.shared.tracker.spawn(request);
+    }
     // Nothing more will arrive: our own requests can never be answered, so they fail now.
     peer.fail_pending(&reason);
     peer.shared.input_ended_tx.send_replace(true);
@@ -361,15 +395,16 @@ fn run_request(
         fields: head.fields.map(|f| f.to_owned_fields()),
     };
     let fut = handler.handle_request(incoming, ctx);
-    let peer = peer.clone();
+    let local = peer.shared.single_request && batch.is_none();
+    let answering = peer.clone();
     let id = head.id;
-    peer.shared.tracker.clone().spawn(async move {
+    let request = async move {
         let outcome = tokio::select! {
             biased;
             _ = token.cancelled() => None,
             r = fut => Some(r),
         };
-        peer.state().inflight.remove(&id);
+        answering.state().inflight.remove(&id);
         // A cancelled request gets no answer, as the spec asks.
         let Some(outcome) = outcome else { return };
         let (line, error) = encode_answer(&id, outcome);
@@ -377,8 +412,19 @@ fn run_request(
             Some((index, tx)) => {
                 let _ = tx.send((index, line));
             }
-            None => peer.send_answer(line, id, error).await,
+            None => answering.send_answer(line, id, error).await,
         }
-    });
+    };
+    if !local {
+        peer.shared.tracker.spawn(request);
+        return None;
+    }
+    let request: LocalRequest = Box::pin(request);
+    match peer.shared.local.lock() {
+        Ok(mut slot) if slot.is_none() => *slot = Some(request),
+        _ => {
+            peer.shared.tracker.spawn(request);
+        }
+    }
     None
 }
