@@ -27,6 +27,11 @@
 // long. GET /_test/grants lists each token request: grant type, the refresh token presented
 // (if any), the refresh token issued (if any), or the error.
 //
+// With MOAT_TEST_CONSOLE_CALLBACK=URI, a web console signing people in (OpenID Connect):
+// client moat-console (secret-console, client_secret_basic) with the authorization code
+// grant and that redirect URI, no resource indicator, and ID tokens that carry the user's
+// `groups` when the scope `groups` is asked for. Its login goes through the same test route.
+//
 // Prints one JSON line once listening: {"issuer": "http://127.0.0.1:PORT"}.
 // Usage: node oidc_issuer.mjs RESOURCE [DOWNSTREAM [CALLBACK]]
 
@@ -48,6 +53,7 @@ const USERS = { alice: { groups: ['ops'] }, bob: { groups: ['dev'] } };
 const SCOPES = ['mcp:tools', 'db:write'];
 const TEST_GRANT = 'urn:moat:test:user';
 const DOWNSTREAM_TTL = Number(process.env.MOAT_TEST_DOWNSTREAM_TTL || 0);
+const CONSOLE_CALLBACK = process.env.MOAT_TEST_CONSOLE_CALLBACK;
 
 async function keyPair(alg, kid) {
   const { privateKey } = await generateKeyPair(alg, { extractable: true, crv: alg === 'EdDSA' ? 'Ed25519' : undefined });
@@ -61,12 +67,15 @@ async function makeProvider(issuer, keys) {
       { client_id: 'client-b', client_secret: 'secret-b', grant_types: ['client_credentials', TEST_GRANT], response_types: [], redirect_uris: [], token_endpoint_auth_method: 'client_secret_post' },
       // A gateway in front of DOWNSTREAM: token exchange, and tokens of its own.
       { client_id: 'moat-gateway', client_secret: 'secret-gw', grant_types: ['client_credentials', TOKEN_EXCHANGE], response_types: [], redirect_uris: [], token_endpoint_auth_method: 'client_secret_basic' },
+      ...(CONSOLE_CALLBACK ? [{ client_id: 'moat-console', client_secret: 'secret-console', grant_types: ['authorization_code'], response_types: ['code'], redirect_uris: [CONSOLE_CALLBACK], token_endpoint_auth_method: 'client_secret_basic' }] : []),
       ...(CALLBACK ? [{ client_id: 'moat-broker', client_secret: 'secret-broker', grant_types: ['authorization_code', 'refresh_token', 'client_credentials'], response_types: ['code'], redirect_uris: [CALLBACK], token_endpoint_auth_method: 'client_secret_basic' }] : []),
       // The resource server itself, for introspection.
       { client_id: 'moat-rs', client_secret: 'secret-rs', grant_types: [], response_types: [], redirect_uris: [], token_endpoint_auth_method: 'client_secret_basic' },
     ],
     jwks: { keys },
     scopes: SCOPES,
+    // The console's ID tokens name the user's groups (scope `groups`), in the code flow too.
+    ...(CONSOLE_CALLBACK ? { claims: { openid: ['sub'], groups: ['groups'] }, conformIdTokenClaims: false } : {}),
     issueRefreshToken: async (ctx, client) => client.clientId === 'moat-broker' && client.grantTypeAllowed('refresh_token'),
     rotateRefreshToken: () => true,
     interactions: { url: (ctx, interaction) => `/_test/interaction/${interaction.uid}` },
@@ -76,7 +85,8 @@ async function makeProvider(issuer, keys) {
       introspection: { enabled: true },
       resourceIndicators: {
         enabled: true,
-        defaultResource: () => RESOURCE,
+        // The console signs people in; it asks for no resource.
+        defaultResource: (ctx, client) => (client?.clientId === 'moat-console' ? undefined : RESOURCE),
         useGrantedResource: () => true,
         getResourceServerInfo: (ctx, resource, client) => {
           if (!RESOURCES.includes(resource)) {
@@ -94,7 +104,10 @@ async function makeProvider(issuer, keys) {
         },
       },
     },
-    findAccount: (ctx, id) => (USERS[id] ? { accountId: id, claims: () => ({ sub: id }) } : undefined),
+    findAccount: (ctx, id) => (USERS[id] ? {
+      accountId: id,
+      claims: () => ({ sub: id, ...(CONSOLE_CALLBACK ? { groups: USERS[id].groups } : {}) }),
+    } : undefined),
     extraTokenClaims: (ctx, token) => (token.accountId && USERS[token.accountId]
       ? { groups: USERS[token.accountId].groups } : undefined),
   });

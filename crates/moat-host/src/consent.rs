@@ -144,6 +144,19 @@ pub trait Channel: Send + Sync {
         question: &'a Question<'a>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Choice>> + Send + 'a>>;
 
+    /// [`Channel::ask`], with who answered when the channel knows (a user signed in to the
+    /// web console through the identity provider): the audit trail names them.
+    #[allow(clippy::type_complexity)]
+    fn ask_who<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        question: &'a Question<'a>,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Option<(Choice, Option<String>)>> + Send + 'a>,
+    > {
+        Box::pin(async move { self.ask(ctx, question).await.map(|c| (c, None)) })
+    }
+
     /// What the answer is said to come through, in the audit trail ("in the web console").
     fn name(&self) -> &'static str;
 }
@@ -190,9 +203,10 @@ pub async fn ask(
         && let Some(channel) = channel.filter(|c| c.present())
     {
         let name = channel.name();
-        match tokio::time::timeout(timeout, channel.ask(ctx, question)).await {
-            Ok(Some(choice)) => {
-                return Answer::asked(choice, format!("{} {name}", past_tense(choice)));
+        match tokio::time::timeout(timeout, channel.ask_who(ctx, question)).await {
+            Ok(Some((choice, who))) => {
+                let by = who.map_or(String::new(), |w| format!(" by {w}"));
+                return Answer::asked(choice, format!("{} {name}{by}", past_tense(choice)));
             }
             // Closed before answering: the next channel may still be there.
             Ok(None) => {}

@@ -39,6 +39,7 @@ pub mod auth;
 pub mod chat;
 pub mod compat;
 mod consent;
+pub mod console;
 mod downstream;
 pub mod duration;
 mod error;
@@ -91,6 +92,8 @@ pub struct Config {
     pub auth: Option<auth::AuthConfig>,
     /// `[telemetry]`.
     pub telemetry: telemetry::TelemetryConfig,
+    /// `[console]`: logging in to the web console through an identity provider.
+    pub console: console::ConsoleConfig,
     /// `[chat]` (read by `moat chat`; the host itself ignores it).
     pub chat: chat::ChatConfig,
     /// Where the audit store, pins and consent decisions live; `None`: the XDG state
@@ -199,6 +202,8 @@ struct TomlFile {
     auth: Option<auth::TomlAuth>,
     #[serde(default)]
     telemetry: telemetry::TelemetryConfig,
+    #[serde(default)]
+    console: console::TomlConsole,
     #[serde(default)]
     chat: chat::ChatConfig,
     #[serde(default)]
@@ -402,6 +407,7 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
         Some(a) => Some(auth::auth(&src, a)?),
         None => None,
     };
+    let console = console::console(&src, raw.console, auth.as_ref())?;
     let state_dir = match &raw.state_dir {
         Some(dir) => Some(src.path(&["state_dir"], "state_dir", dir)?),
         None => None,
@@ -418,6 +424,7 @@ fn load_toml(text: &str, path: Option<&Path>, lookup: Lookup<'_>) -> Result<Conf
         compat: raw.compat,
         auth,
         telemetry: raw.telemetry,
+        console,
         chat: raw.chat,
         state_dir,
         store: raw.store,

@@ -1,5 +1,6 @@
-//! Who may use the console: the one-time login token, the sessions it opens (cookie and
-//! CSRF token), and the `Host`/`Origin` checks against DNS rebinding and cross-site requests.
+//! Who may use the console: the one-time login token, the sessions it and the identity
+//! provider's sign-in ([`super::oidc`]) open (cookie, CSRF token, the user signed in), and
+//! the `Host`/`Origin` checks against DNS rebinding and cross-site requests.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -18,14 +19,17 @@ pub(crate) const CSRF_HEADER: &str = "x-csrf-token";
 pub(crate) struct Session {
     pub(crate) id: String,
     pub(crate) csrf: String,
+    /// Who signed in through the identity provider; `None` for the one-time link (whoever
+    /// has the gateway's stderr).
+    pub(crate) user: Option<String>,
 }
 
 /// The console's access state.
 pub(crate) struct Auth {
     /// The login token, until it is used.
     login: Mutex<Option<String>>,
-    /// Session id → CSRF token.
-    sessions: Mutex<HashMap<String, String>>,
+    /// Session id → CSRF token and user.
+    sessions: Mutex<HashMap<String, (String, Option<String>)>>,
     /// Host names accepted in `Host` (and as the host of `Origin`).
     hosts: Vec<String>,
 }
@@ -70,34 +74,45 @@ impl Auth {
             return None;
         }
         *login = None;
+        Some(self.open(None))
+    }
+
+    /// Opens a session for `user` (`None`: the one-time link's).
+    pub(crate) fn open(&self, user: Option<String>) -> Session {
         let session = Session {
             id: random_token(),
             csrf: random_token(),
+            user,
         };
         self.sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(session.id.clone(), session.csrf.clone());
-        Some(session)
+            .insert(
+                session.id.clone(),
+                (session.csrf.clone(), session.user.clone()),
+            );
+        session
+    }
+
+    /// Also answers to `host` (the name in a configured redirect URI, as a TLS proxy in
+    /// front of the console forwards it).
+    pub(crate) fn allow_host(&mut self, host: &str) {
+        if !self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+            self.hosts.push(host.to_owned());
+        }
     }
 
     /// The session the request's cookie names, if any.
     pub(crate) fn session(&self, headers: &HeaderMap) -> Option<Session> {
-        let presented = headers
-            .get_all(COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
-            .filter_map(|pair| pair.trim().split_once('='))
-            .find(|(name, _)| *name == COOKIE_NAME)
-            .map(|(_, value)| value.trim())?;
+        let presented = cookie(headers, COOKIE_NAME)?;
         let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         sessions
             .iter()
             .find(|(id, _)| same(id.as_bytes(), presented.as_bytes()))
-            .map(|(id, csrf)| Session {
+            .map(|(id, (csrf, user))| Session {
                 id: id.clone(),
                 csrf: csrf.clone(),
+                user: user.clone(),
             })
     }
 
@@ -114,8 +129,12 @@ impl Auth {
                 "Host {host:?} is not this console (DNS rebinding protection)"
             )));
         }
+        // `https://` too: a TLS proxy in front of the console keeps the Host it was given.
         match headers.get(ORIGIN).map(|o| o.to_str().unwrap_or("")) {
-            Some(origin) if !origin.eq_ignore_ascii_case(&format!("http://{host}")) => {
+            Some(origin)
+                if !origin.eq_ignore_ascii_case(&format!("http://{host}"))
+                    && !origin.eq_ignore_ascii_case(&format!("https://{host}")) =>
+            {
                 Err(Refusal::Forbidden(format!(
                     "Origin {origin:?} is not this console (cross-site request)"
                 )))
@@ -146,6 +165,18 @@ impl Auth {
         let name = moat::transport::http::headers::host_name(host);
         self.hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
     }
+}
+
+/// The value of cookie `name` in the request, if it sent one.
+pub(crate) fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, value)| value.trim())
 }
 
 /// 32 random bytes, hex.

@@ -4,7 +4,8 @@
 //! approves them), the audit trail, and the configuration errors of the last reload.
 //!
 //! Access: the gateway prints a login URL with a one-time token; opening it sets a session
-//! cookie (`HttpOnly`, `SameSite=Strict`) and spends the token. Every action carries the
+//! cookie (`HttpOnly`, `SameSite=Strict`) and spends the token. With `[console.oidc]`, people
+//! also sign in through an OpenID Connect provider ([`oidc`]), if its allow-list has them. Every action carries the
 //! session's CSRF token in a header, and every request passes the same `Host`/`Origin`
 //! checks as the MCP endpoint (DNS rebinding, cross-site requests). The page, its style and
 //! its script are embedded in the binary; nothing is fetched from elsewhere.
@@ -12,6 +13,7 @@
 mod assets;
 mod auth;
 mod body;
+mod oidc;
 mod pending;
 mod routes;
 mod server;
@@ -28,6 +30,8 @@ pub(crate) use pending::Pending;
 pub(crate) struct State {
     pub(crate) inner: Weak<Inner>,
     pub(crate) auth: auth::Auth,
+    /// Signing in through the identity provider, when configured.
+    pub(crate) oidc: Option<oidc::Oidc>,
     pub(crate) pending: Arc<Pending>,
     /// The errors of the last configuration reload (empty when it applied).
     pub(crate) config_errors: Mutex<Vec<ConfigError>>,
@@ -63,15 +67,7 @@ impl Console {
     pub(crate) async fn bind(inner: &Arc<Inner>, addr: SocketAddr) -> std::io::Result<Console> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let local = listener.local_addr()?;
-        let (auth, token) = auth::Auth::new(local);
-        let pending = Arc::new(Pending::new(Arc::downgrade(inner)));
-        inner.set_console(pending.clone());
-        let state = Arc::new(State {
-            inner: Arc::downgrade(inner),
-            auth,
-            pending,
-            config_errors: Mutex::new(Vec::new()),
-        });
+        let (mut auth, token) = auth::Auth::new(local);
         // A console bound to every address is reached, from this machine, on loopback.
         let host = match local {
             SocketAddr::V6(v6) if v6.ip().is_unspecified() => format!("[::1]:{}", v6.port()),
@@ -79,6 +75,30 @@ impl Console {
             SocketAddr::V6(v6) => format!("[{}]:{}", v6.ip(), v6.port()),
             SocketAddr::V4(v4) => v4.to_string(),
         };
+        let oidc = inner.settings().config.console.oidc.clone().map(|config| {
+            let redirect = match &config.redirect_uri {
+                Some(uri) => {
+                    if let Some(name) = url::Url::parse(uri)
+                        .ok()
+                        .and_then(|u| u.host_str().map(str::to_owned))
+                    {
+                        auth.allow_host(&name);
+                    }
+                    uri.clone()
+                }
+                None => format!("http://{host}{}", oidc::CALLBACK_PATH),
+            };
+            oidc::Oidc::new(config, redirect)
+        });
+        let pending = Arc::new(Pending::new(Arc::downgrade(inner)));
+        inner.set_console(pending.clone());
+        let state = Arc::new(State {
+            inner: Arc::downgrade(inner),
+            auth,
+            oidc,
+            pending,
+            config_errors: Mutex::new(Vec::new()),
+        });
         let login_url = format!("http://{host}/login?token={token}");
         let task = tokio::spawn(server::serve(listener, state.clone()));
         Ok(Console {

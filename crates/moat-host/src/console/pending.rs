@@ -32,10 +32,14 @@ pub(crate) struct Asked {
     pub(crate) time_ms: i64,
 }
 
+/// A choice, and who made it (the user signed in through the identity provider; `None`
+/// for a session of the one-time link).
+type Answered = (Choice, Option<String>);
+
 /// The questions waiting, and who watches them.
 pub(crate) struct Pending {
     inner: Weak<Inner>,
-    items: Mutex<BTreeMap<u64, (Asked, oneshot::Sender<Choice>)>>,
+    items: Mutex<BTreeMap<u64, (Asked, oneshot::Sender<Answered>)>>,
     next: AtomicU64,
     version: watch::Sender<u64>,
     /// Open event streams: the console is a channel only while someone has it open.
@@ -88,7 +92,7 @@ impl Pending {
         self.changed();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, (Asked, oneshot::Sender<Choice>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, (Asked, oneshot::Sender<Answered>)>> {
         self.items.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -101,13 +105,13 @@ impl Pending {
         self.lock().values().map(|(a, _)| a.clone()).collect()
     }
 
-    /// Answers question `id`; false when it is no longer waiting.
-    pub(crate) fn answer(&self, id: u64, choice: Choice) -> bool {
+    /// Answers question `id` as `by`; false when it is no longer waiting.
+    pub(crate) fn answer(&self, id: u64, choice: Choice, by: Option<String>) -> bool {
         let Some((_, tx)) = self.lock().remove(&id) else {
             return false;
         };
         self.changed();
-        tx.send(choice).is_ok()
+        tx.send((choice, by)).is_ok()
     }
 
     /// Follows the list: a receiver that changes with it, and the count of watchers held
@@ -128,6 +132,14 @@ impl Channel for Pending {
         ctx: &'a RequestContext,
         question: &'a Question<'a>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Choice>> + Send + 'a>> {
+        Box::pin(async move { self.ask_who(ctx, question).await.map(|(choice, _)| choice) })
+    }
+
+    fn ask_who<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        question: &'a Question<'a>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Answered>> + Send + 'a>> {
         Box::pin(async move {
             let (arguments, user) = match self.inner.upgrade() {
                 Some(inner) => {

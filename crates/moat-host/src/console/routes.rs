@@ -1,5 +1,6 @@
 //! What each path of the console answers, after the access checks: the page and its
-//! assets, the login link, the JSON the page reads, the event stream, and the actions.
+//! assets, the login link, the identity provider's sign-in and its callback, the JSON the
+//! page reads, the event stream, and the actions.
 
 use std::sync::Arc;
 
@@ -12,8 +13,9 @@ use serde_json::json;
 
 use super::State;
 use super::assets;
-use super::auth::{COOKIE_NAME, Refusal, Session};
+use super::auth::{COOKIE_NAME, Refusal, Session, cookie};
 use super::body::{Body, full, pending_events};
+use super::oidc::{FLOW_COOKIE, LoginError};
 use super::views;
 use crate::consent::Choice;
 
@@ -53,19 +55,23 @@ async fn route(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
         (&Method::GET, "/app.css") => asset("text/css; charset=utf-8", assets::CSS),
         (&Method::GET, "/app.js") => asset("text/javascript; charset=utf-8", assets::JS),
         (&Method::GET, "/login") => login(state, req.uri().query().unwrap_or("")),
+        (&Method::GET, "/oidc/start") => oidc_start(state).await,
+        (&Method::GET, p) if state.oidc.as_ref().is_some_and(|o| o.callback_path() == p) => {
+            oidc_callback(state, &req).await
+        }
         (&Method::GET, _) | (&Method::POST, _) => {
             let Some(session) = state.auth.session(req.headers()) else {
                 return if path.starts_with("/api/") {
                     refused(Refusal::Unauthorized)
                 } else {
-                    text(StatusCode::UNAUTHORIZED, HTML, NOT_LOGGED_IN.to_owned())
+                    text(StatusCode::UNAUTHORIZED, HTML, not_logged_in(state))
                 };
             };
             if action {
                 if let Err(refusal) = state.auth.check_csrf(&session, req.headers()) {
                     return refused(refusal);
                 }
-                return act(state, &path, req).await;
+                return act(state, &session, &path, req).await;
             }
             read(state, &session, &path, req.uri().query().unwrap_or("")).await
         }
@@ -77,10 +83,138 @@ async fn route(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
     }
 }
 
-const NOT_LOGGED_IN: &str = "<!doctype html><html lang=en><meta charset=utf-8>\
-<title>moat console</title><h1>moat console</h1><p>Not logged in. Open the login link \
+const NOT_LOGGED_IN: &str = "<p>Not logged in. Open the login link \
 the gateway printed when it started (<code>moat gateway --console …</code>, on its \
-standard error). Each link works once; restart the gateway for a new one.</p></html>";
+standard error). Each link works once; restart the gateway for a new one.</p>";
+
+/// A page of its own (no script, no style): a title and `body`, which is markup.
+fn page(body: &str) -> String {
+    format!(
+        "<!doctype html><html lang=en><meta charset=utf-8><title>moat console</title>\
+         <h1>moat console</h1>{body}</html>"
+    )
+}
+
+/// What a browser without a session sees: the sign-in link when there is a provider.
+fn not_logged_in(state: &State) -> String {
+    let sign_in = state.oidc.as_ref().map_or(String::new(), |o| {
+        format!(
+            "<p><a id=sign-in href=\"/oidc/start\">Sign in with {}</a></p>",
+            escape(o.name())
+        )
+    });
+    page(&format!("{sign_in}{NOT_LOGGED_IN}"))
+}
+
+/// Text for HTML.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+/// A sign-in that logged nobody in: why, and a way to try again.
+fn login_refused(status: StatusCode, why: &LoginError) -> Response<Body> {
+    let mut response = text(
+        status,
+        HTML,
+        page(&format!(
+            "<p id=login-error role=alert>Sign-in failed: {}.</p><p>Nothing was logged in. \
+             <a href=\"/oidc/start\">Try again</a>.</p>",
+            escape(&why.to_string())
+        )),
+    );
+    clear_flow_cookie(&mut response);
+    response
+}
+
+fn clear_flow_cookie(response: &mut Response<Body>) {
+    if let Ok(value) = HeaderValue::from_str(&format!(
+        "{FLOW_COOKIE}=; Path=/oidc/; HttpOnly; SameSite=Lax; Max-Age=0"
+    )) {
+        response.headers_mut().append(SET_COOKIE, value);
+    }
+}
+
+/// `/oidc/start`: to the provider, with this browser's flow bound to a cookie.
+async fn oidc_start(state: &Arc<State>) -> Response<Body> {
+    let Some(oidc) = &state.oidc else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "no identity provider is configured ([console.oidc])",
+        );
+    };
+    match oidc.start().await {
+        Ok((location, binding)) => {
+            let mut response = Response::new(full(""));
+            *response.status_mut() = StatusCode::SEE_OTHER;
+            if let Ok(value) = HeaderValue::from_str(&location) {
+                response.headers_mut().insert(LOCATION, value);
+            }
+            // Lax, not Strict: it must come back on the provider's redirect, a navigation
+            // from another site.
+            if let Ok(value) = HeaderValue::from_str(&format!(
+                "{FLOW_COOKIE}={binding}; Path=/oidc/; HttpOnly; SameSite=Lax; Max-Age=600"
+            )) {
+                response.headers_mut().insert(SET_COOKIE, value);
+            }
+            response
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "console: sign-in could not start");
+            login_refused(StatusCode::BAD_GATEWAY, &e)
+        }
+    }
+}
+
+/// The provider's answer: a session for an allowed user, else a page saying why not.
+async fn oidc_callback(state: &Arc<State>, req: &Request<Incoming>) -> Response<Body> {
+    let Some(oidc) = &state.oidc else {
+        return error(StatusCode::NOT_FOUND, "no such page");
+    };
+    let query = parse_query(req.uri().query().unwrap_or(""));
+    let login = match oidc
+        .finish(&query, cookie(req.headers(), FLOW_COOKIE))
+        .await
+    {
+        Ok(login) => login,
+        Err(e) => {
+            tracing::warn!(error = %e, "console: sign-in refused");
+            let status = match e {
+                LoginError::Provider(_) => StatusCode::BAD_GATEWAY,
+                _ => StatusCode::FORBIDDEN,
+            };
+            return login_refused(status, &e);
+        }
+    };
+    let session = state.auth.open(Some(login.user));
+    // A page that moves on to `/` rather than a redirect: after a navigation that came from
+    // the provider's site, a browser keeps a `SameSite=Strict` cookie off the rest of the
+    // redirect chain, but sends it on a navigation this page starts.
+    let mut response = text(
+        StatusCode::OK,
+        HTML,
+        "<!doctype html><html lang=en><meta charset=utf-8><meta http-equiv=refresh \
+         content=\"0;url=/\"><title>moat console</title><p>Signed in. \
+         <a href=\"/\">Open the console</a>.</p></html>"
+            .into(),
+    );
+    set_session_cookie(&mut response, &session);
+    clear_flow_cookie(&mut response);
+    response
+}
+
+fn set_session_cookie(response: &mut Response<Body>, session: &Session) {
+    let cookie = format!(
+        "{COOKIE_NAME}={}; Path=/; HttpOnly; SameSite=Strict",
+        session.id
+    );
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().append(SET_COOKIE, value);
+    }
+}
 
 fn login(state: &Arc<State>, query: &str) -> Response<Body> {
     let token = query
@@ -104,13 +238,7 @@ fn login(state: &Arc<State>, query: &str) -> Response<Body> {
     response
         .headers_mut()
         .insert(LOCATION, HeaderValue::from_static("/"));
-    let cookie = format!(
-        "{COOKIE_NAME}={}; Path=/; HttpOnly; SameSite=Strict",
-        session.id
-    );
-    if let Ok(value) = HeaderValue::from_str(&cookie) {
-        response.headers_mut().insert(SET_COOKIE, value);
-    }
+    set_session_cookie(&mut response, &session);
     response
 }
 
@@ -119,7 +247,13 @@ async fn read(state: &Arc<State>, session: &Session, path: &str, query: &str) ->
         return text(
             StatusCode::OK,
             HTML,
-            assets::INDEX.replace("{{CSRF}}", &session.csrf),
+            assets::INDEX.replace("{{CSRF}}", &session.csrf).replace(
+                "{{USER}}",
+                &match &session.user {
+                    Some(user) => format!("Signed in as {}.", escape(user)),
+                    None => "Signed in with the gateway's login link.".to_owned(),
+                },
+            ),
         );
     }
     if path == "/api/events" {
@@ -166,7 +300,12 @@ struct PinAction {
     hash: String,
 }
 
-async fn act(state: &Arc<State>, path: &str, req: Request<Incoming>) -> Response<Body> {
+async fn act(
+    state: &Arc<State>,
+    session: &Session,
+    path: &str,
+    req: Request<Incoming>,
+) -> Response<Body> {
     let bytes = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(_) => return error(StatusCode::PAYLOAD_TOO_LARGE, "the request is too large"),
@@ -188,7 +327,10 @@ async fn act(state: &Arc<State>, path: &str, req: Request<Incoming>) -> Response
                     );
                 }
             };
-            if state.pending.answer(action.id, choice) {
+            if state
+                .pending
+                .answer(action.id, choice, session.user.clone())
+            {
                 text(
                     StatusCode::OK,
                     JSON,
