@@ -416,10 +416,20 @@ async fn open_state(config: &Config, options: &HostOptions) -> Result<Stores, Ho
     if config.store.url.is_some() {
         // Pins, decisions and the audit trail in the shared store (`--ephemeral` or not).
         let pg = crate::store::Postgres::connect(&config.store).await?;
-        if config.audit.sign {
-            tracing::warn!("[audit] sign: heads are not signed in the shared store");
-        }
-        let audit = audit_enabled.then(|| AuditLog::open_shared(pg.clone()));
+        let audit = match (audit_enabled, config.audit.sign) {
+            (false, _) => None,
+            (true, false) => Some(AuditLog::open_shared(pg.clone())),
+            (true, true) => {
+                // Each gateway signs with the key in its own state directory.
+                let dir = state::state_dir(config.state_dir.as_deref())?;
+                let key = crate::audit::key::load_or_create(&crate::audit::key::key_path(&dir))?;
+                Some(AuditLog::open_shared_signing(
+                    pg.clone(),
+                    key,
+                    config.audit.sign_every,
+                ))
+            }
+        };
         let mirror = crate::store::Mirror::open(pg).await?;
         return Ok(Stores {
             pins: mirror.pins().clone(),

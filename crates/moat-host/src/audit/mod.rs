@@ -118,7 +118,23 @@ impl AuditLog {
     /// chain.
     pub fn open_shared(pg: crate::store::postgres::Postgres) -> AuditLog {
         AuditLog {
-            inner: Arc::new(Sink::Shared(shared::SharedWriter::spawn(pg))),
+            inner: Arc::new(Sink::Shared(shared::SharedWriter::spawn(pg, None))),
+        }
+    }
+
+    /// The log of the shared store `pg`, signing the chain's head with `key` as
+    /// [`open_signing`](Self::open_signing) does (each gateway with its own key).
+    pub fn open_shared_signing(
+        pg: crate::store::postgres::Postgres,
+        key: ed25519_dalek::SigningKey,
+        every: u64,
+    ) -> AuditLog {
+        let signer = store::Signer {
+            key,
+            every: i64::try_from(every.max(1)).unwrap_or(i64::MAX),
+        };
+        AuditLog {
+            inner: Arc::new(Sink::Shared(shared::SharedWriter::spawn(pg, Some(signer)))),
         }
     }
 

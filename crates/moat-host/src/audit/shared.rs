@@ -8,7 +8,12 @@
 //! When the store is unreachable, records are kept (up to [`MAX_WAITING`]) and written when
 //! it is back; a flush meanwhile reports how many wait. A record is acknowledged when a
 //! flush returns `Ok`: from then on it is in the store. Records still waiting when the
-//! process ends are lost, and logged. Signed heads (`[audit] sign`) are not written here.
+//! process ends are lost, and logged.
+//!
+//! With `[audit] sign`, each gateway signs the chain's head with its own key when it is due
+//! (as with SQLite: every so many records, a minute after the last signed head, at each
+//! flush and at the end), in the transaction that wrote the records, under the chain's
+//! lock; `audit_checkpoint` holds the signed heads of every gateway.
 //!
 //! Each record gets a random key when it is queued. A commit whose acknowledgement is lost
 //! (the connection drops as it returns) leaves the writer unsure whether its batch is in;
@@ -24,10 +29,10 @@ use std::time::{Duration, Instant};
 use ed25519_dalek::VerifyingKey;
 use tokio_postgres::Client;
 
-use super::chain::{self, ChainEntry, Report, StoredRecord, Verifier, to_hex};
+use super::chain::{self, ChainEntry, Checkpoint, Report, StoredRecord, Verifier, to_hex};
 use super::error::AuditError;
 use super::record::{AuditQuery, AuditRecord};
-use super::store::ToolFilter;
+use super::store::{Signer, ToolFilter};
 use super::writer::{LINGER, MAX_BATCH, scrub};
 use crate::store::postgres::Postgres;
 
@@ -88,12 +93,12 @@ pub(super) struct SharedWriter {
 }
 
 impl SharedWriter {
-    pub(super) fn spawn(pg: Postgres) -> SharedWriter {
+    pub(super) fn spawn(pg: Postgres, signer: Option<Signer>) -> SharedWriter {
         let (tx, rx) = mpsc::channel();
         let url = pg.shown().to_owned();
         let thread = std::thread::Builder::new()
             .name("moat-audit-pg".into())
-            .spawn(move || run(pg, rx));
+            .spawn(move || run(pg, rx, signer));
         let thread = match thread {
             Ok(handle) => Some(handle),
             Err(e) => {
@@ -151,6 +156,7 @@ impl Drop for SharedWriter {
 /// The thread's state: its connection (made again after a failure) and what waits.
 struct Link {
     pg: Postgres,
+    signer: Option<Signer>,
     client: Option<Client>,
     waiting: VecDeque<Keyed>,
     dropped: u64,
@@ -158,23 +164,31 @@ struct Link {
 }
 
 impl Link {
+    /// Make the connection again if it was lost; whether there is one.
+    async fn connect(&mut self) -> bool {
+        if self.client.as_ref().is_none_or(Client::is_closed) {
+            match self.pg.connect_one().await {
+                Ok(client) => self.client = Some(client),
+                Err(e) => {
+                    self.fail(e.to_string());
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
     async fn commit(&mut self) {
         while !self.waiting.is_empty() {
-            if self.client.as_ref().is_none_or(Client::is_closed) {
-                match self.pg.connect_one().await {
-                    Ok(client) => self.client = Some(client),
-                    Err(e) => {
-                        self.fail(e.to_string());
-                        return;
-                    }
-                }
+            if !self.connect().await {
+                return;
             }
             let Some(client) = self.client.as_mut() else {
                 return;
             };
             let n = self.waiting.len().min(MAX_BATCH);
             let batch: Vec<&Keyed> = self.waiting.iter().take(n).collect();
-            match insert_all(client, &batch).await {
+            match insert_all(client, &batch, self.signer.as_ref()).await {
                 Ok(()) => {
                     self.waiting.drain(..n);
                     if self.last_error.take().is_some() {
@@ -191,6 +205,25 @@ impl Link {
                 }
             }
         }
+    }
+
+    /// Sign the head now if it moved since the last signed head (a flush, the end).
+    async fn sign_head(&mut self) -> Result<(), AuditError> {
+        if self.signer.is_none() {
+            return Ok(());
+        }
+        if !self.connect().await {
+            let detail = self.last_error.clone().unwrap_or_default();
+            return Err(store_err(&self.pg, detail));
+        }
+        let (Some(client), Some(signer)) = (self.client.as_mut(), self.signer.as_ref()) else {
+            return Ok(());
+        };
+        let signed = sign_head(client, signer).await;
+        signed.map_err(|e| {
+            self.client = None;
+            store_err(&self.pg, error_detail(&e))
+        })
     }
 
     fn fail(&mut self, detail: String) {
@@ -229,7 +262,7 @@ impl Link {
     }
 }
 
-fn run(pg: Postgres, rx: Receiver<Msg>) {
+fn run(pg: Postgres, rx: Receiver<Msg>, signer: Option<Signer>) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -242,6 +275,7 @@ fn run(pg: Postgres, rx: Receiver<Msg>) {
     };
     let mut link = Link {
         pg,
+        signer,
         client: None,
         waiting: VecDeque::new(),
         dropped: 0,
@@ -280,7 +314,13 @@ fn run(pg: Postgres, rx: Receiver<Msg>) {
         runtime.block_on(link.commit());
         match request {
             Some(Msg::Flush(reply)) => {
-                let _ = reply.send(link.flushed());
+                let flushed = link.flushed();
+                let signed = if flushed.is_ok() {
+                    runtime.block_on(link.sign_head())
+                } else {
+                    Ok(())
+                };
+                let _ = reply.send(flushed.and(signed));
             }
             Some(Msg::Query(q, reply)) => {
                 let answer = runtime.block_on(query(&link.pg, &q));
@@ -302,11 +342,18 @@ fn run(pg: Postgres, rx: Receiver<Msg>) {
             lost = link.waiting.len(),
             "audit: the store stayed unreachable; records not written"
         );
+    } else if let Err(e) = runtime.block_on(link.sign_head()) {
+        tracing::warn!(error = %e, "audit: could not sign the chain's head");
     }
 }
 
-/// One batch, chained after the store's head, under the chain's lock.
-async fn insert_all(client: &mut Client, records: &[&Keyed]) -> Result<(), tokio_postgres::Error> {
+/// One batch, chained after the store's head, under the chain's lock; the new head signed
+/// when it is due.
+async fn insert_all(
+    client: &mut Client,
+    records: &[&Keyed],
+    signer: Option<&Signer>,
+) -> Result<(), tokio_postgres::Error> {
     let tx = client.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&CHAIN_LOCK])
         .await?;
@@ -375,7 +422,91 @@ async fn insert_all(client: &mut Client, records: &[&Keyed]) -> Result<(), tokio
         .await?;
         prev = hash;
     }
+    if let Some(signer) = signer {
+        sign_if_due(&tx, signer, id, prev, false).await?;
+    }
     tx.commit().await
+}
+
+/// Sign the store's head if it moved since the last signed head (under the chain's lock).
+async fn sign_head(client: &mut Client, signer: &Signer) -> Result<(), tokio_postgres::Error> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&CHAIN_LOCK])
+        .await?;
+    let head = tx
+        .query_opt("SELECT id, hash FROM audit ORDER BY id DESC LIMIT 1", &[])
+        .await?;
+    if let Some(row) = head
+        && let Some(hash) = chain::from_hex(&row.get::<_, String>(1))
+    {
+        sign_if_due(&tx, signer, row.get(0), hash, true).await?;
+    }
+    tx.commit().await
+}
+
+/// Sign the head `(id, hash)` when the signer says it is due after the last signed head.
+async fn sign_if_due(
+    tx: &tokio_postgres::Transaction<'_>,
+    signer: &Signer,
+    id: i64,
+    hash: chain::Hash,
+    force: bool,
+) -> Result<(), tokio_postgres::Error> {
+    if id == 0 {
+        return Ok(());
+    }
+    let last: Option<(i64, i64)> = tx
+        .query_opt(
+            "SELECT record_id, time_ms FROM audit_checkpoint ORDER BY id DESC LIMIT 1",
+            &[],
+        )
+        .await?
+        .map(|row| (row.get(0), row.get(1)));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    if !signer.due(last, id, now, force) {
+        return Ok(());
+    }
+    let c = Checkpoint::sign(&signer.key, id, hash, now);
+    tx.execute(
+        "INSERT INTO audit_checkpoint (record_id, head, time_ms, public_key, signature) \
+         VALUES ($1, $2, $3, $4, $5)",
+        &[
+            &c.record_id,
+            &to_hex(&c.head),
+            &c.time_ms,
+            &to_hex(&c.public_key),
+            &to_hex(&c.signature),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Every signed head in the store.
+async fn checkpoints(client: &Client) -> Result<Vec<Checkpoint>, tokio_postgres::Error> {
+    let rows = client
+        .query(
+            "SELECT id, record_id, head, time_ms, public_key, signature FROM audit_checkpoint \
+             ORDER BY id",
+            &[],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let text = |i: usize| row.get::<_, String>(i);
+            Checkpoint {
+                id: row.get(0),
+                record_id: row.get(1),
+                head: chain::from_hex(&text(2)).unwrap_or([0; 32]),
+                time_ms: row.get(3),
+                public_key: chain::from_hex(&text(4)).unwrap_or([0; 32]),
+                signature: chain::from_hex(&text(5)).unwrap_or([0; 64]),
+            }
+        })
+        .collect())
 }
 
 fn store_err(pg: &Postgres, detail: String) -> AuditError {
@@ -462,18 +593,21 @@ pub async fn query(pg: &Postgres, q: &AuditQuery) -> Result<Vec<AuditRecord>, Au
     Ok(out)
 }
 
-/// Checks the whole chain of the store (as [`super::AuditReader::verify`]; there are no
-/// signed heads in the shared store).
+/// Checks the whole chain of the store and its signed heads (as
+/// [`super::AuditReader::verify`]).
 pub async fn verify(pg: &Postgres, trusted: Vec<VerifyingKey>) -> Result<Report, AuditError> {
     let client = pg
         .client()
         .await
         .map_err(|e| store_err(pg, e.to_string()))?;
+    let signed = checkpoints(&client)
+        .await
+        .map_err(|e| store_err(pg, error_detail(&e)))?;
     let rows = client
         .query(&format!("SELECT {COLUMNS} FROM audit ORDER BY id"), &[])
         .await
         .map_err(|e| store_err(pg, error_detail(&e)))?;
-    let mut verifier = Verifier::new(Vec::new(), trusted);
+    let mut verifier = Verifier::new(signed, trusted);
     for row in &rows {
         let id: i64 = row.get(0);
         let link = |i: usize, what: &'static str| -> Result<Option<chain::Hash>, chain::Break> {
@@ -527,9 +661,13 @@ mod tests {
             })
         };
         let (a, b, c) = (record("a"), record("b"), record("c"));
-        insert_all(&mut client, &[&a, &b]).await.expect("first");
+        insert_all(&mut client, &[&a, &b], None)
+            .await
+            .expect("first");
         // Sent again, with a record queued since.
-        insert_all(&mut client, &[&a, &b, &c]).await.expect("again");
+        insert_all(&mut client, &[&a, &b, &c], None)
+            .await
+            .expect("again");
         let tools: Vec<String> = client
             .query("SELECT tool FROM audit ORDER BY id", &[])
             .await
@@ -540,6 +678,60 @@ mod tests {
         assert_eq!(tools, ["a", "b", "c"]);
         let report = verify(&pg, Vec::new()).await.expect("verify");
         assert!(report.ok(), "{report:?}");
+        store.close().await;
+    }
+
+    /// With a signer the head is signed when due and when asked; verifying checks the
+    /// signatures against the trusted key, and finds a signed record altered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn heads_are_signed_and_checked() {
+        let Some(store) = crate::store::postgres::TestStore::open("audit_signed").await else {
+            return;
+        };
+        let pg = store.pg.clone();
+        let mut client = pg.connect_one().await.expect("client");
+        let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+        let signer = Signer {
+            key: key.clone(),
+            every: 2,
+        };
+        let record = |tool: &str| {
+            Keyed::new(AuditRecord {
+                tool: tool.into(),
+                server: "s".into(),
+                outcome: "ok".into(),
+                ..AuditRecord::default()
+            })
+        };
+        // The first head is signed at once; the next is not yet due (every 2 records).
+        insert_all(&mut client, &[&record("a")], Some(&signer))
+            .await
+            .expect("a");
+        assert_eq!(checkpoints(&client).await.expect("read").len(), 1);
+        insert_all(&mut client, &[&record("b")], Some(&signer))
+            .await
+            .expect("b");
+        assert_eq!(checkpoints(&client).await.expect("read").len(), 1);
+        // A flush signs the head that moved; a second one, with nothing new, does not.
+        sign_head(&mut client, &signer).await.expect("sign");
+        sign_head(&mut client, &signer).await.expect("again");
+        assert_eq!(checkpoints(&client).await.expect("read").len(), 2);
+
+        let report = verify(&pg, vec![key.verifying_key()])
+            .await
+            .expect("verify");
+        assert!(report.ok(), "{report:?}");
+        assert_eq!(report.checkpoints, 2);
+        // Another key is not trusted.
+        let other = ed25519_dalek::SigningKey::from_bytes(&[8; 32]).verifying_key();
+        assert!(!verify(&pg, vec![other]).await.expect("verify").ok());
+        // A signed record altered (with its hash made again would not help: the head is
+        // signed) breaks the chain.
+        client
+            .execute("UPDATE audit SET tool = 'x' WHERE id = 1", &[])
+            .await
+            .expect("tamper");
+        assert!(!verify(&pg, Vec::new()).await.expect("verify").ok());
         store.close().await;
     }
 }

@@ -170,7 +170,13 @@ const SIGN_INTERVAL_MS: i64 = 60_000;
 impl Signer {
     /// Whether the head `head_id` is to be signed now, given the last checkpoint (`None`:
     /// none yet). `force`: sign whenever the head moved (flush, shutdown).
-    fn due(&self, last: Option<(i64, i64)>, head_id: i64, now: i64, force: bool) -> bool {
+    pub(super) fn due(
+        &self,
+        last: Option<(i64, i64)>,
+        head_id: i64,
+        now: i64,
+        force: bool,
+    ) -> bool {
         match last {
             None => true,
             Some((record_id, _)) if head_id <= record_id => false,
