@@ -121,6 +121,8 @@ pub(crate) struct Inner {
     restarts: Mutex<HashMap<String, u64>>,
     /// Per-user credentials and connections to downstream servers.
     downstream: crate::downstream_auth::state::Downstream,
+    /// URL elicitations passed on to clients, until their servers complete them.
+    url_elicitations: crate::url_elicitations::UrlElicitations,
 }
 
 impl Inner {
@@ -161,6 +163,7 @@ impl Inner {
             console: std::sync::OnceLock::new(),
             restarts: Mutex::new(HashMap::new()),
             downstream: Default::default(),
+            url_elicitations: Default::default(),
         }
     }
 
@@ -190,6 +193,10 @@ impl Inner {
     }
 
     /// The upstream server the clients talk to.
+    pub(crate) fn url_elicitations(&self) -> &crate::url_elicitations::UrlElicitations {
+        &self.url_elicitations
+    }
+
     pub(crate) fn server(&self) -> &Server {
         &self.server
     }

@@ -48,6 +48,7 @@ pub mod store;
 mod subscriptions;
 mod supervisor;
 pub mod telemetry;
+mod url_elicitations;
 pub mod watch;
 mod watched;
 

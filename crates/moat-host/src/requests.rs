@@ -13,6 +13,12 @@
 //! A request outside any call (a server asking for roots on its own) goes to the one
 //! connected client that can answer it; with several, nobody can tell whose it is, and the
 //! server gets an error saying so.
+//!
+//! An elicitation goes on only in a mode the client declared (`elicitation.form`,
+//! `elicitation.url`; an empty `elicitation` is form only): the gateway offers servers both
+//! modes, and servers must not send a client a mode it does not support. A URL elicitation
+//! passed to a 2025-11-25 client is remembered ([`crate::url_elicitations`]), so that the
+//! server's `notifications/elicitation/complete` reaches that client.
 
 use std::sync::{Arc, Weak};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -21,8 +27,9 @@ use moat::{InputAnswerer, RequestContext, RequestOptions};
 use moat_protocol::ErrorObject;
 use moat_protocol::JsonObject;
 use moat_protocol::types::{
-    ClientCapabilities, ElicitationCapability, InputRequest, InputResponse, ListRootsResult,
-    RequestParams, Root, RootsCapability, SamplingCapability, methods,
+    ClientCapabilities, ElicitAction, ElicitRequestParams, ElicitationCapability, InputRequest,
+    InputResponse, ListRootsResult, RequestParams, Root, RootsCapability, SamplingCapability,
+    methods,
 };
 use moat_protocol::version::{META_CLIENT_CAPABILITIES, META_LOG_LEVEL};
 use serde_json::Value;
@@ -32,6 +39,7 @@ use crate::consent::{self, Question};
 use crate::inner::Inner;
 use crate::policy::{Decision, RequestKind};
 use crate::sessions::Sessions;
+use crate::url_elicitations::Recipient;
 
 /// JSON-RPC error code for a request the gateway refuses (as a client refuses one its
 /// user rejects).
@@ -256,6 +264,17 @@ async fn decide_and_forward(
             )),
         };
     };
+    if let InputRequest::Elicit(params) = &request
+        && let Some(mode) = undeclared_mode(ctx, params)
+    {
+        return Err(ErrorObject::new(
+            moat_protocol::error::INVALID_PARAMS,
+            format!(
+                "the client behind this call did not declare {mode}-mode elicitation \
+                 (capabilities.elicitation.{mode}); moat does not pass the request on"
+            ),
+        ));
+    }
     if verdict.decision == Decision::Ask {
         let arguments = serde_json::to_value(&request).unwrap_or(Value::Null);
         let what = format!("{server}: {}", request.method());
@@ -304,6 +323,13 @@ async fn decide_and_forward(
             ),
         )
     };
+    let tracked = match &request {
+        InputRequest::Elicit(ElicitRequestParams::Url(p)) => match &p.elicitation_id {
+            Some(id) => track(inner, ctx, server, id).await,
+            None => None,
+        },
+        _ => None,
+    };
     // Under the server's key, when it gave one: the client sees the names it chose.
     let sent = match (request, key) {
         (InputRequest::CreateMessage(p), Some(key)) => ctx
@@ -330,11 +356,81 @@ async fn decide_and_forward(
             .map(|r| InputResponse::ListRoots(within_sandbox(inner, server, r))),
         (other, _) => return Err(ErrorObject::method_not_found(other.method())),
     };
+    // Only an accepted page can be completed; a declined one is forgotten now.
+    if let Some((connection, id, to)) = tracked {
+        let accepted =
+            matches!(&sent, Ok(InputResponse::Elicit(r)) if r.action == ElicitAction::Accept);
+        if !accepted {
+            inner.url_elicitations().unsent(connection, &id, &to);
+        }
+    }
     sent.map_err(|e| match e {
         moat::Error::ClientLacks(what) => lacks(what),
         moat::Error::Remote { error, .. } => error,
         other => ErrorObject::internal(format!("the client did not answer: {other}")),
     })
+}
+
+/// The mode of `params` the client behind `ctx` did not declare, if it declared
+/// elicitation at all (a client without it is told so where the request is sent).
+fn undeclared_mode(ctx: &RequestContext, params: &ElicitRequestParams) -> Option<&'static str> {
+    let declared = ctx.client_capabilities()?.elicitation.as_ref()?;
+    match params {
+        // An empty `elicitation` means form mode (2025-11-25, for older clients).
+        ElicitRequestParams::Form(_) => {
+            (declared.form.is_none() && declared.url.is_some()).then_some("form")
+        }
+        ElicitRequestParams::Url(_) => declared.url.is_none().then_some("url"),
+        // A mode of a later revision: the client decides.
+        _ => None,
+    }
+}
+
+/// Remembers that the URL elicitation `id` of the server's connection behind this call goes
+/// to the call's client, and follows that connection for its completion. A 2026-07-28
+/// client is not remembered: that revision has no completion, and its stateless request
+/// no channel for one. Returns what [`UrlElicitations::unsent`] needs to take it back.
+///
+/// [`UrlElicitations::unsent`]: crate::url_elicitations::UrlElicitations::unsent
+async fn track(
+    inner: &Arc<Inner>,
+    ctx: &RequestContext,
+    server: &str,
+    id: &str,
+) -> Option<(u64, String, Recipient)> {
+    if ctx.protocol_version().map(|v| v.era()) != Some(moat_protocol::Era::Handshake) {
+        return None;
+    }
+    // The connection the call went out on (the server's, or the user's own to it): the
+    // answerer is not told which, and this finds the same one the call did. Bounded, as
+    // it must not hold up the question.
+    let lookup = connection_of_call(inner.clone(), ctx.clone(), server.to_owned());
+    let client = tokio::time::timeout(std::time::Duration::from_secs(5), lookup).await;
+    let Ok(Ok(client)) = client else {
+        tracing::debug!(
+            server,
+            "no connection to follow for an elicitation's completion"
+        );
+        return None;
+    };
+    let connection = client.peer().id();
+    let to = Recipient::of(ctx);
+    inner.url_elicitations().sent(connection, id, to.clone());
+    inner
+        .url_elicitations()
+        .follow(connection, server, client.notifications());
+    Some((connection, id.to_owned(), to))
+}
+
+/// The connection a call to `server` goes out on, boxed by a plain function: making a
+/// connection reaches this module again (what a server asks outside a call is answered
+/// here), a cycle the compiler can only check through a named future type.
+fn connection_of_call(
+    inner: Arc<Inner>,
+    ctx: RequestContext,
+    server: String,
+) -> moat::handler::BoxFuture<Result<Arc<moat::Client>, String>> {
+    Box::pin(async move { crate::downstream_auth::client_for_call(&inner, &ctx, &server).await })
 }
 
 /// Roots asked for outside a call: from the one connected client that has them.
