@@ -192,11 +192,12 @@ impl Inner {
         &self.downstream
     }
 
-    /// The upstream server the clients talk to.
+    /// The URL elicitations passed on to clients and not yet completed.
     pub(crate) fn url_elicitations(&self) -> &crate::url_elicitations::UrlElicitations {
         &self.url_elicitations
     }
 
+    /// The upstream server the clients talk to.
     pub(crate) fn server(&self) -> &Server {
         &self.server
     }
