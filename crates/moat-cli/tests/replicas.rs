@@ -336,7 +336,8 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
     std::fs::write(
         &config,
         format!(
-            "state_dir = {:?}\n[store]\nurl = {store:?}\n[policy]\ndefault = \"allow\"\n\
+            "state_dir = {:?}\n[store]\nurl = {store:?}\n[audit]\nsign = true\n\
+             [policy]\ndefault = \"allow\"\n\
              [servers.{docs}]\ncommand = {MOAT:?}\nargs = [\"serve\", \"everything\"]\nsandbox = false\n\
              [servers.ts]\ncommand = \"node\"\nargs = [{js:?}, \"stdio\"]\nsandbox = false\n",
             dir.path().join("state"),
@@ -682,5 +683,11 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
         completed + LOST_TO_SIGKILL >= all_ok && completed <= all_ok + all_failed,
         "{completed} audited as completed; the clients saw {all_ok} complete and {all_failed} fail"
     );
-    audit(&["verify"]);
+    // The chain verifies, with the heads the replicas signed (sharing one state directory,
+    // they share one key).
+    let report: Value = serde_json::from_slice(&audit(&["verify", "--json"])).expect("verify JSON");
+    assert!(
+        report["checkpoints"].as_u64().is_some_and(|n| n >= 2),
+        "the heads were signed (the first batch, and at each stop): {report}"
+    );
 }
