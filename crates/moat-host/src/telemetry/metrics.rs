@@ -99,7 +99,7 @@ pub(crate) struct Metrics {
     sandbox_spawns: Family<ServerLabels, Counter>,
     sandbox_limit_hits: Family<LimitLabels, Counter>,
     /// Where sandboxed servers' reports go; made on the first sandboxed start.
-    reports: std::sync::OnceLock<super::sandbox::ReportDir>,
+    reports: std::sync::OnceLock<super::report_dir::ReportDir>,
     server_state: Family<StateLabels, Gauge>,
     servers_held: Gauge,
     pins_held: Gauge,
@@ -289,8 +289,8 @@ impl Metrics {
     }
 
     /// The directory of the sandbox reports (made on first use).
-    pub(crate) fn reports(&self) -> &super::sandbox::ReportDir {
-        self.reports.get_or_init(super::sandbox::ReportDir::new)
+    pub(crate) fn reports(&self) -> &super::report_dir::ReportDir {
+        self.reports.get_or_init(super::report_dir::ReportDir::new)
     }
 
     /// An attempt to start a server failed.

@@ -11,6 +11,7 @@ pub mod endpoint;
 pub(crate) mod metrics;
 pub mod otlp;
 pub mod propagation;
+pub(crate) mod report_dir;
 pub(crate) mod sandbox;
 pub(crate) mod spans;
 

@@ -10,7 +10,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Weak;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::inner::Inner;
@@ -19,49 +18,6 @@ use crate::inner::Inner;
 /// it as soon as the command has ended, but the gateway may notice first (stdout closed).
 /// A supervisor that was killed writes none.
 const REPORT_WAIT: Duration = Duration::from_secs(5);
-
-/// The directory of the reports, `None` if it could not be made.
-#[derive(Debug)]
-pub(crate) struct ReportDir {
-    path: Option<PathBuf>,
-    next: AtomicU64,
-}
-
-impl ReportDir {
-    pub(crate) fn new() -> ReportDir {
-        let path = make_private_dir()
-            .inspect_err(|e| {
-                tracing::warn!(error = %e, "no directory for sandbox reports: limit hits are not counted");
-            })
-            .ok();
-        ReportDir {
-            path,
-            next: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Drop for ReportDir {
-    fn drop(&mut self) {
-        if let Some(path) = &self.path {
-            let _ = std::fs::remove_dir_all(path);
-        }
-    }
-}
-
-fn make_private_dir() -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    let mut bits = [0u8; 8];
-    getrandom::fill(&mut bits).map_err(|e| std::io::Error::other(e.to_string()))?;
-    let name = format!(
-        "moat-sandbox-reports-{}-{:016x}",
-        std::process::id(),
-        u64::from_le_bytes(bits)
-    );
-    let path = std::env::temp_dir().join(name);
-    std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-    Ok(path)
-}
 
 /// The report file of one start of a sandboxed server; removed when dropped.
 #[derive(Debug)]
@@ -79,9 +35,7 @@ impl LimitReport {
         if !sandboxed {
             return None;
         }
-        let dir = metrics?.reports();
-        let n = dir.next.fetch_add(1, Ordering::Relaxed);
-        let path = dir.path.as_ref()?.join(format!("{n}.json"));
+        let path = metrics?.reports().next_file()?;
         Some(LimitReport { path })
     }
 
