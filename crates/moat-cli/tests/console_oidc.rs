@@ -311,6 +311,7 @@ fn the_console_signs_in_through_the_identity_provider() {
     let audit = Command::new(MOAT)
         .args(["audit", "--json", "--config"])
         .arg(&config_path)
+        .env("CONSOLE_OIDC_SECRET", "secret-console")
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&audit.stdout);

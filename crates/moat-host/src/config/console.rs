@@ -140,7 +140,7 @@ pub(crate) fn console(
         (Some(var), None) => Some((src.lookup)(var).ok_or_else(|| {
             src.error(
                 at,
-                format!("console.oidc: client_secret_env names {var:?}, which is not set"),
+                format!("client_secret_env names {var:?}, which is not set"),
                 None,
             )
         })?),
@@ -153,7 +153,7 @@ pub(crate) fn console(
         (Some(_), Some(_)) => {
             return Err(src.error(
                 at,
-                "console.oidc takes one of client_secret_env and client_secret_file, not both",
+                "one of client_secret_env and client_secret_file, not both",
                 None,
             ));
         }
@@ -161,7 +161,7 @@ pub(crate) fn console(
     if raw.users.is_empty() && raw.groups.is_empty() {
         return Err(src.error(
             at,
-            "console.oidc needs `users` or `groups`: who of the provider's users may approve calls",
+            "`users` or `groups` is needed: who of the provider's users may approve calls",
             Some("e.g. users = [\"alice\"] or groups = [\"ops\"]".into()),
         ));
     }
