@@ -251,3 +251,123 @@ async fn a_servers_completion_reaches_only_the_client_its_link_went_to() {
     );
     assert_eq!(b.completed(), ["el-1"], "b's completions, at the end");
 }
+
+/// Runs the Python SDK's client (`interop/py_url_client.py`) against `url` in the SDK's
+/// `mode`, making `calls` (tool, arguments) in order; the report it prints.
+async fn python_client(
+    peers: &support::interop::Peers,
+    url: &str,
+    mode: &str,
+    calls: &[(&str, Value)],
+) -> Value {
+    let mut args = vec![
+        support::script("py_url_client.py"),
+        url.to_owned(),
+        mode.to_owned(),
+    ];
+    for (tool, arguments) in calls {
+        args.push((*tool).to_owned());
+        args.push(arguments.to_string());
+    }
+    let python = peers.python();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .args(&args)
+            .output()
+            .expect("run the Python client")
+    })
+    .await
+    .expect("the Python client's thread");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the Python client's JSON")
+}
+
+/// The Python SDK's client, in 2025-11-25, is sent its links and then their completions
+/// (after the call, and during it), and another client that has a link of the same server
+/// pending sees none of them; in 2026-07-28 it gets the link and no completion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_client_gets_its_links_completions_and_no_one_else_does() {
+    let Some(peers) = support::peers(&[".venv/bin/python"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let gw = gateway(dir.path());
+    let other = Peer::connect(
+        &gw.url,
+        ProtocolVersion::V2025_11_25,
+        json!({ "form": {}, "url": {} }),
+    )
+    .await;
+    assert_eq!(
+        other.call("alpha__connect", json!({ "id": "py-0" })).await,
+        "action=accept"
+    );
+
+    let report = python_client(
+        &peers,
+        &gw.url,
+        "legacy",
+        &[
+            ("alpha__connect", json!({ "id": "py-1" })),
+            ("alpha__complete", json!({ "id": "py-1" })),
+            (
+                "alpha__connect",
+                json!({ "id": "py-2", "complete_now": true }),
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(report["protocolVersion"], "2025-11-25", "{report}");
+    let asked: Vec<&Value> = report["elicitations"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .collect();
+    assert_eq!(asked.len(), 2, "{report}");
+    assert!(asked.iter().all(|e| e["mode"] == "url"), "{report}");
+    assert_eq!(asked[0]["elicitationId"], "py-1", "{report}");
+    assert_eq!(asked[1]["elicitationId"], "py-2", "{report}");
+    assert_eq!(report["completions"], json!(["py-1", "py-2"]), "{report}");
+    assert_eq!(
+        report["results"],
+        json!(["action=accept", "sent", "action=accept"]),
+        "{report}"
+    );
+
+    let report = python_client(
+        &peers,
+        &gw.url,
+        "auto",
+        &[(
+            "alpha__connect",
+            json!({ "id": "py-3", "complete_now": true }),
+        )],
+    )
+    .await;
+    assert_eq!(report["protocolVersion"], "2026-07-28", "{report}");
+    assert_eq!(report["results"], json!(["action=accept"]), "{report}");
+    assert!(
+        report["elicitations"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty() && e.iter().all(|e| e["mode"] == "url")),
+        "{report}"
+    );
+    assert_eq!(report["completions"], json!([]), "{report}");
+
+    // The other client's own link completes for it, and it was told nothing else.
+    assert_eq!(
+        other.call("alpha__complete", json!({ "id": "py-0" })).await,
+        "sent"
+    );
+    other.wait_completed("py-0", "the other client's").await;
+    tokio::time::sleep(SETTLE).await;
+    assert_eq!(
+        other.completed(),
+        ["py-0"],
+        "the other client's completions"
+    );
+}
