@@ -299,6 +299,10 @@ fn the_console_signs_in_through_the_identity_provider() {
                 .map(|(_, url)| url.trim().to_owned())
         })
         .unwrap_or_else(|| panic!("no console login URL in {log}"));
+    assert!(
+        log.contains("console sign-in also with Test IdP"),
+        "the gateway names the provider on start: {log}"
+    );
     let login_path = login.split_once(&console).unwrap().1;
     let (status, response) = get(&console, login_path);
     assert_eq!(status, 303, "{response}");

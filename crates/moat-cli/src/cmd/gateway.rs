@@ -107,6 +107,9 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
                 console.local_addr(),
                 console.login_url()
             );
+            if let Some(provider) = console.sign_in_with() {
+                eprintln!("moat gateway: console sign-in also with {provider} ([console.oidc])");
+            }
             Some(std::sync::Arc::new(console))
         }
         None => None,

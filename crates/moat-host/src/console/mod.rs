@@ -119,6 +119,12 @@ impl Console {
         &self.login_url
     }
 
+    /// The identity provider people may also sign in with (`[console.oidc]`), by the name
+    /// its button shows.
+    pub fn sign_in_with(&self) -> Option<&str> {
+        self.state.oidc.as_ref().map(|o| o.name())
+    }
+
     /// Records the outcome of a configuration reload: `Some(error)` when it did not apply
     /// (shown on the page), `None` when it did (clears what was shown).
     pub fn reload_result(&self, error: Option<String>) {
