@@ -27,7 +27,7 @@
 //!
 //! Modules: [`link`] (a server's link to open, URL-mode elicitation), [`provider`] (the three wire formats behind one trait, with retries),
 //! [`session`] (history, the tool loop over the host), [`consent`] (asking a person),
-//! [`transcript`] (JSON-lines transcripts), [`markdown`] (answers rendered for a terminal), [`settings`] (flags, `[chat]`, environment),
+//! [`transcript`] (JSON-lines transcripts), [`markdown`] (answers rendered for a terminal), [`sanitize`] (what a peer may put on a terminal), [`settings`] (flags, `[chat]`, environment),
 //! [`scripted`] (a local model that speaks each wire format exactly, for tests and the demo).
 
 pub mod attach;
@@ -41,6 +41,7 @@ pub mod markdown;
 pub mod message;
 pub mod provider;
 mod sampling;
+pub mod sanitize;
 pub mod scripted;
 pub mod session;
 pub mod settings;

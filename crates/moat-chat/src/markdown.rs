@@ -10,11 +10,17 @@
 //! written.
 //!
 //! Off a terminal (a pipe, `--json`) nothing is held or changed: [`Renderer::plain`] passes
-//! every delta through as it came. On one, control characters in the model's text are
-//! dropped, so an answer (which may carry a server's injected text) cannot move the cursor,
-//! retitle the window or forge moat's own prompts with escape sequences.
+//! every delta through as it came. On one — styled, or [`Renderer::unstyled`] with
+//! `NO_COLOR` — what is printed passes through [`sanitize`]: control characters (but tab and
+//! newline) and Unicode bidi controls are dropped, so an answer (which may carry a server's
+//! injected text) cannot move the cursor, clear the screen, set the clipboard, retitle the
+//! window or forge moat's own prompts. The styled renderer sanitizes what the Markdown parser
+//! gives back (each text, code span, HTML and link address), not only the raw line: the
+//! parser decodes character references, and `&#x1b;` is an ESC.
 
 use pulldown_cmark::{Event as Md, Parser, Tag, TagEnd};
+
+use crate::sanitize::sanitize;
 
 const RESET: &str = "\x1b[0m";
 const BOLD: &str = "\x1b[1m";
@@ -33,8 +39,10 @@ const HEADING: &str = "\x1b[1;35m";
 /// Renders streamed Markdown, one line at a time.
 #[derive(Debug, Clone, Default)]
 pub struct Renderer {
-    /// Whether to style (a terminal); `false` passes text through unchanged.
+    /// Whether to style (a terminal); `false` passes text through (sanitized if `safe`).
     style: bool,
+    /// Whether an unstyled renderer's text is for a terminal, and so sanitized.
+    safe: bool,
     /// The line so far, not yet ended.
     partial: String,
     /// The open fence (its character and length), inside a fenced code block.
@@ -55,10 +63,24 @@ impl Renderer {
         Renderer::default()
     }
 
+    /// A renderer for a terminal without colour (`NO_COLOR`): the text as written, but
+    /// what a terminal would act on (see [`crate::sanitize`]) dropped.
+    pub fn unstyled() -> Renderer {
+        Renderer {
+            safe: true,
+            ..Renderer::default()
+        }
+    }
+
     /// Takes a delta; returns what can be printed now (every line it completed).
     pub fn push(&mut self, delta: &str) -> String {
         if !self.style {
-            return delta.to_owned();
+            // Character by character, so a delta's end cannot split what is dropped.
+            return if self.safe {
+                sanitize(delta, true).into_owned()
+            } else {
+                delta.to_owned()
+            };
         }
         self.partial.push_str(delta);
         let mut out = String::new();
@@ -85,7 +107,9 @@ impl Renderer {
 
     /// One whole line.
     fn line(&mut self, raw: &str) -> String {
-        let line = clean(raw);
+        // The raw line's control characters go before its block syntax is read; what the
+        // inline parser decodes is sanitized again below.
+        let line = sanitize(raw, false);
         let indent = line.len() - line.trim_start().len();
         let body = line.trim_start();
         if let Some((c, n)) = self.fence {
@@ -125,13 +149,6 @@ impl Renderer {
         }
         format!("{pad}{}", inline(body, ""))
     }
-}
-
-/// Drops control characters (escape sequences begin with one) but tabs.
-fn clean(text: &str) -> String {
-    text.chars()
-        .filter(|c| !c.is_control() || *c == '\t')
-        .collect()
 }
 
 /// A fence that opens a code block: three or more backticks or tildes (and an info string;
@@ -236,15 +253,16 @@ fn inline(text: &str, base: &str) -> String {
     let options = pulldown_cmark::Options::ENABLE_STRIKETHROUGH;
     for event in Parser::new_ext(source, options) {
         match event {
-            Md::Text(t) => out.push_str(&t),
+            // Every piece of the parser's output is sanitized: it decodes `&#x1b;`.
+            Md::Text(t) => out.push_str(&sanitize(&t, false)),
             Md::Code(c) => {
                 out.push_str(CODE);
-                out.push_str(&c);
+                out.push_str(&sanitize(&c, false));
                 out.push_str(DEFAULT_COLOUR);
             }
-            Md::Html(h) | Md::InlineHtml(h) => out.push_str(&h),
+            Md::Html(h) | Md::InlineHtml(h) => out.push_str(&sanitize(&h, false)),
             Md::SoftBreak | Md::HardBreak => out.push(' '),
-            Md::FootnoteReference(r) => out.push_str(&format!("[^{r}]")),
+            Md::FootnoteReference(r) => out.push_str(&format!("[^{}]", sanitize(&r, false))),
             Md::TaskListMarker(done) => out.push_str(if done { "☑ " } else { "☐ " }),
             Md::Start(Tag::Emphasis) => out.push_str(ITALIC),
             Md::End(TagEnd::Emphasis) => {
@@ -259,7 +277,7 @@ fn inline(text: &str, base: &str) -> String {
             Md::Start(Tag::Strikethrough) => out.push_str(STRIKE),
             Md::End(TagEnd::Strikethrough) => out.push_str(NOT_STRIKE),
             Md::Start(Tag::Link { dest_url, .. }) => {
-                links.push((dest_url.to_string(), out.len()));
+                links.push((sanitize(&dest_url, false).into_owned(), out.len()));
                 out.push_str(UNDERLINE);
             }
             Md::End(TagEnd::Link) => {
@@ -274,7 +292,7 @@ fn inline(text: &str, base: &str) -> String {
             }
             Md::Start(Tag::Image { dest_url, .. }) => {
                 out.push_str(&format!("{DIM}[image: {NOT_BOLD}{base}"));
-                links.push((dest_url.to_string(), out.len()));
+                links.push((sanitize(&dest_url, false).into_owned(), out.len()));
             }
             Md::End(TagEnd::Image) => {
                 if let Some((url, _)) = links.pop() {
@@ -426,6 +444,72 @@ mod tests {
         assert_eq!(strip(&render("#hashtag and C#")), "#hashtag and C#");
         assert_eq!(strip(&render("+1 to that")), "+1 to that");
         assert_eq!(strip(&render("## C#")), "C#");
+    }
+
+    /// Whether `out` has a control character other than moat's own styles' ESC (each
+    /// followed by `[`, digits and `;`, and `m`), a newline or a tab, or a bidi control.
+    fn foreign_controls(out: &str) -> Vec<char> {
+        let mut found = Vec::new();
+        let mut rest = out;
+        while let Some(c) = rest.chars().next() {
+            if c == '\x1b' {
+                let sgr = rest[1..].strip_prefix('[').and_then(|r| {
+                    let n = r
+                        .chars()
+                        .take_while(|c| c.is_ascii_digit() || *c == ';')
+                        .count();
+                    r[n..].starts_with('m').then_some(n + 3)
+                });
+                match sgr {
+                    Some(len) => {
+                        rest = &rest[len..];
+                        continue;
+                    }
+                    None => found.push(c),
+                }
+            } else if crate::sanitize::is_hidden(c) {
+                found.push(c);
+            }
+            rest = &rest[c.len_utf8()..];
+        }
+        found
+    }
+
+    /// Character references are decoded by the Markdown parser, after the raw line's own
+    /// control characters are gone; what the parser gives back must be clean too.
+    #[test]
+    fn character_references_do_not_become_escape_sequences() {
+        let hostile = [
+            "&#x1b;[2Jcleared",
+            "&#27;]52;c;ZWNobyBwd25lZA==&#7; clipboard",
+            "&#x9b;2J and &#155;31m",
+            "*&#x1b;[31m* `&#x1b;` [x&#x1b;[2J](https://e.com/&#x1b;[2J) ![i](&#x9b;2J)",
+            "# &#x1b;]0;title&#x7;",
+            "- &#x1b;[1A&#13;moat: allow? [y/N]",
+            "> &#8238;txt.exe",
+            "raw \x1b[2J and \u{9b}2J and \u{202E}gnp.exe and \u{2066}x\u{2069} \u{200F}\u{061C}",
+            "<span>&#x1b;[2J</span> &#x202e; &#x2067; &#x200e;",
+        ];
+        for text in hostile {
+            let out = render(&format!("{text}\n"));
+            assert_eq!(
+                foreign_controls(&out),
+                [] as [char; 0],
+                "{text:?} gave {out:?}"
+            );
+            let mut plain = Renderer::unstyled();
+            let mut out = plain.push(text);
+            out.push_str(&plain.finish());
+            assert_eq!(
+                foreign_controls(&out),
+                [] as [char; 0],
+                "{text:?} gave {out:?}"
+            );
+            assert!(!out.contains('\x1b'), "{out:?}");
+        }
+        // The text around them is still shown, and the link's address is clean.
+        let out = render("[x](https://e.com/&#x1b;[2J) &#x1b;[2Jcleared");
+        assert_eq!(strip(&out), "x (https://e.com/[2J) [2Jcleared");
     }
 
     #[test]
