@@ -194,8 +194,25 @@ async fn a_servers_completion_reaches_only_the_client_its_link_went_to() {
     );
     a.wait_completed("el-2", "a completion during the call")
         .await;
+    // A server that answers URLElicitationRequiredError (-32042): the error reaches the
+    // client as it is, and the completion of the page it names reaches that client alone.
+    let refused = a
+        .client
+        .call_tool("alpha__require", json!({ "id": "el-4" }))
+        .await
+        .expect_err("the server's error is passed on");
+    match refused {
+        moat::Error::Remote { error, .. } => assert_eq!(error.code, -32042, "{error:?}"),
+        other => panic!("not the server's error: {other:?}"),
+    }
+    assert_eq!(
+        b.call("alpha__complete", json!({ "id": "el-4" })).await,
+        "sent"
+    );
+    a.wait_completed("el-4", "a required page's completion to a")
+        .await;
     tokio::time::sleep(SETTLE).await;
-    assert_eq!(a.completed(), ["el-1", "el-2"], "a's completions");
+    assert_eq!(a.completed(), ["el-1", "el-2", "el-4"], "a's completions");
     assert_eq!(b.completed(), ["el-1"], "b's completions");
 
     // A client that declared form mode only (an empty `elicitation`) is never sent a link:
@@ -246,7 +263,7 @@ async fn a_servers_completion_reaches_only_the_client_its_link_went_to() {
     assert_eq!(url_only.completed(), ["el-5"], "url-only client's");
     assert_eq!(
         a.completed(),
-        ["el-1", "el-2"],
+        ["el-1", "el-2", "el-4"],
         "a's completions, at the end"
     );
     assert_eq!(b.completed(), ["el-1"], "b's completions, at the end");

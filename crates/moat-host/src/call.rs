@@ -358,7 +358,12 @@ async fn forward(
     let (logs_tx, mut logs_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut options = RequestOptions::default()
         .timeout(timeout)
-        .answer_with(crate::requests::answerer_for(inner, ctx, &entry.server))
+        .answer_with(crate::requests::answerer_for(
+            inner,
+            ctx,
+            &entry.server,
+            &client,
+        ))
         .logs(logs_tx);
     if ctx.progress_token().is_some() {
         options = options.progress(progress_tx);
@@ -417,7 +422,7 @@ async fn forward(
             // What the protocol puts in `_meta` belongs to the server's connection with the
             // gateway (its name in 2026-07-28): the gateway speaks for itself to its client.
             if let Some(meta) = &mut result.meta {
-                meta.retain(|key, _| !key.starts_with(crate::requests::PROTOCOL_KEYS));
+                meta.retain(|key, _| !key.starts_with(crate::naming::PROTOCOL_KEYS));
                 if meta.is_empty() {
                     result.meta = None;
                 }
@@ -436,6 +441,7 @@ async fn forward(
         // The server's own JSON-RPC error goes to the client as it is: an intermediary
         // that turned it into a tool result would change what the client sees.
         Some(Err(moat::Error::Remote { error, .. })) => {
+            follow_required_elicitations(inner, ctx, &entry.server, &client, &error);
             record.end(Outcome::Failed);
             record.error = Some(format!("server {}: {error}", entry.server));
             Err(error)
@@ -457,6 +463,46 @@ async fn forward(
             Ok(CallToolResult::error(message))
         }
     }
+}
+
+/// A server's `URLElicitationRequiredError` (-32042) lists URL elicitations the client is
+/// to complete: their completions go to this call's client, as those of an
+/// `elicitation/create` do (a 2025-11-25 client: 2026-07-28 has no completion).
+fn follow_required_elicitations(
+    inner: &Arc<Inner>,
+    ctx: &RequestContext,
+    server: &str,
+    client: &Arc<moat::Client>,
+    error: &ErrorObject,
+) {
+    if error.code != moat_protocol::error::URL_ELICITATION_REQUIRED
+        || ctx.protocol_version().map(moat::ProtocolVersion::era)
+            != Some(moat_protocol::Era::Handshake)
+    {
+        return;
+    }
+    let ids: Vec<&str> = error
+        .data
+        .as_ref()
+        .and_then(|d| d.get("elicitations"))
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .filter_map(|e| e.get("elicitationId")?.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    if ids.is_empty() {
+        return;
+    }
+    let connection = client.peer().id();
+    for id in ids {
+        let to = crate::url_elicitations::Recipient::of(ctx);
+        inner.url_elicitations().sent(connection, id, to);
+    }
+    inner
+        .url_elicitations()
+        .follow(connection, server, client.notifications());
 }
 
 /// Whether the call to the server may become a task. A handshake-era server says which

@@ -8,6 +8,10 @@
 
 use sha2::{Digest, Sha256};
 
+/// The prefix of the `_meta` keys the protocol itself defines: they belong to one
+/// connection, so the gateway never passes them from one side to the other.
+pub(crate) const PROTOCOL_KEYS: &str = "io.modelcontextprotocol/";
+
 /// Between the server's name and the tool's. Server names may not contain it, so the
 /// first occurrence in an exposed name always ends the server's part.
 pub const SEPARATOR: &str = "__";

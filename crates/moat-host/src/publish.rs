@@ -591,8 +591,9 @@ impl Inner {
                         .wait_live(&server)
                         .await
                         .map_err(ErrorObject::internal)?;
-                    let options = moat::RequestOptions::default()
-                        .answer_with(crate::requests::answerer_for(&inner, &ctx, &server));
+                    let options = moat::RequestOptions::default().answer_with(
+                        crate::requests::answerer_for(&inner, &ctx, &server, &client),
+                    );
                     client
                         .get_prompt_with(&original, args, options)
                         .instrument(spans::request("prompts/get", &original, &server))
@@ -621,8 +622,9 @@ impl Inner {
                     .wait_live(&server)
                     .await
                     .map_err(ErrorObject::internal)?;
-                let options = moat::RequestOptions::default()
-                    .answer_with(crate::requests::answerer_for(&inner, &req.ctx, &server));
+                let options = moat::RequestOptions::default().answer_with(
+                    crate::requests::answerer_for(&inner, &req.ctx, &server, &client),
+                );
                 let result = client
                     .read_resource_with(&req.uri, options)
                     .instrument(spans::request("resources/read", &req.uri, &server))

@@ -84,7 +84,7 @@ pub(crate) fn meta_for_call(
         .request_meta()
         .and_then(|raw| serde_json::from_str(raw.get()).ok())
         .unwrap_or_default();
-    meta.retain(|key, _| key != "progressToken" && !key.starts_with(PROTOCOL_KEYS));
+    meta.retain(|key, _| key != "progressToken" && !key.starts_with(crate::naming::PROTOCOL_KEYS));
     if client.protocol_version().map(|v| v.era()) == Some(moat_protocol::Era::Modern) {
         let offered = capabilities_for(inner, server);
         let theirs = ctx.client_capabilities().cloned().unwrap_or_default();
@@ -109,14 +109,12 @@ pub(crate) fn meta_for_call(
     meta
 }
 
-/// The prefix of the `_meta` keys the protocol itself defines.
-pub(crate) const PROTOCOL_KEYS: &str = "io.modelcontextprotocol/";
-
 /// The answerer of one forwarded call: its questions go to the client behind `ctx`.
 pub(crate) fn answerer_for(
     inner: &Arc<Inner>,
     ctx: &RequestContext,
     server: &str,
+    connection: &Arc<moat::Client>,
 ) -> InputAnswerer {
     // Requests of one session may share a question; 2026-07-28 requests have no session,
     // so each is its own.
@@ -128,13 +126,24 @@ pub(crate) fn answerer_for(
     let weak = Arc::downgrade(inner);
     let ctx = ctx.clone();
     let server = server.to_owned();
+    // Weak: the answerer lives in the connection's table of requests in flight.
+    let connection = Arc::downgrade(connection);
     InputAnswerer::new(group, move |key, request| {
         let weak = weak.clone();
         let ctx = ctx.clone();
         let server = server.clone();
-        async move { answer(weak, Some((ctx, key)), &server, request).await }
+        let connection = connection.clone();
+        async move { answer(weak, Some((ctx, key, connection)), &server, request).await }
     })
 }
+
+/// The call a question belongs to: its client's request, the server's key for the
+/// question, and the connection to the server the call went out on.
+type Call = (
+    RequestContext,
+    Option<String>,
+    std::sync::Weak<moat::Client>,
+);
 
 /// The answer to a request `server` made outside any call.
 pub(crate) async fn answer_outside_a_call(
@@ -149,22 +158,19 @@ pub(crate) async fn answer_outside_a_call(
 /// (kept, so the client sees the names the server chose).
 async fn answer(
     weak: Weak<Inner>,
-    call: Option<(RequestContext, Option<String>)>,
+    call: Option<Call>,
     server: &str,
     request: InputRequest,
 ) -> Result<InputResponse, ErrorObject> {
-    let (ctx, key) = match call {
-        Some((ctx, key)) => (Some(ctx), key),
-        None => (None, None),
+    let (ctx, key, connection) = match call {
+        Some((ctx, key, connection)) => (Some(ctx), key, connection.upgrade()),
+        None => (None, None, None),
     };
     let inner = weak
         .upgrade()
         .ok_or_else(|| ErrorObject::internal("the gateway is shutting down"))?;
-    let kind = match &request {
-        InputRequest::CreateMessage(_) => RequestKind::Sampling,
-        InputRequest::Elicit(_) => RequestKind::Elicitation,
-        InputRequest::ListRoots(_) => RequestKind::Roots,
-        other => return Err(ErrorObject::method_not_found(other.method())),
+    let Some(kind) = kind_of(&request) else {
+        return Err(ErrorObject::method_not_found(request.method()));
     };
     let started = Instant::now();
     let mut record = AuditRecord {
@@ -204,7 +210,7 @@ async fn answer(
         ctx.as_ref(),
         key,
         server,
-        kind,
+        connection.as_ref(),
         request,
         &mut record,
     )
@@ -228,15 +234,29 @@ async fn answer(
     result
 }
 
+/// What kind of question a request is, for policy and the audit trail (`None`: one the
+/// gateway does not pass on).
+fn kind_of(request: &InputRequest) -> Option<RequestKind> {
+    match request {
+        InputRequest::CreateMessage(_) => Some(RequestKind::Sampling),
+        InputRequest::Elicit(_) => Some(RequestKind::Elicitation),
+        InputRequest::ListRoots(_) => Some(RequestKind::Roots),
+        _ => None,
+    }
+}
+
 async fn decide_and_forward(
     inner: &Arc<Inner>,
     ctx: Option<&RequestContext>,
     key: Option<String>,
     server: &str,
-    kind: RequestKind,
+    connection: Option<&Arc<moat::Client>>,
     request: InputRequest,
     record: &mut AuditRecord,
 ) -> Result<InputResponse, ErrorObject> {
+    let Some(kind) = kind_of(&request) else {
+        return Err(ErrorObject::method_not_found(request.method()));
+    };
     let settings = inner.settings();
     let verdict = settings.policy.request(server, kind);
     record.rule = verdict.rule.clone();
@@ -325,7 +345,7 @@ async fn decide_and_forward(
     };
     let tracked = match &request {
         InputRequest::Elicit(ElicitRequestParams::Url(p)) => match &p.elicitation_id {
-            Some(id) => track(inner, ctx, server, id).await,
+            Some(id) => track(inner, ctx, server, connection, id),
             None => None,
         },
         _ => None,
@@ -392,21 +412,18 @@ fn undeclared_mode(ctx: &RequestContext, params: &ElicitRequestParams) -> Option
 /// no channel for one. Returns what [`UrlElicitations::unsent`] needs to take it back.
 ///
 /// [`UrlElicitations::unsent`]: crate::url_elicitations::UrlElicitations::unsent
-async fn track(
+fn track(
     inner: &Arc<Inner>,
     ctx: &RequestContext,
     server: &str,
+    client: Option<&Arc<moat::Client>>,
     id: &str,
 ) -> Option<(u64, String, Recipient)> {
     if ctx.protocol_version().map(|v| v.era()) != Some(moat_protocol::Era::Handshake) {
         return None;
     }
-    // The connection the call went out on (the server's, or the user's own to it): the
-    // answerer is not told which, and this finds the same one the call did. Bounded, as
-    // it must not hold up the question.
-    let lookup = connection_of_call(inner.clone(), ctx.clone(), server.to_owned());
-    let client = tokio::time::timeout(std::time::Duration::from_secs(5), lookup).await;
-    let Ok(Ok(client)) = client else {
+    // The connection the call went out on (the server's, or the user's own to it).
+    let Some(client) = client else {
         tracing::debug!(
             server,
             "no connection to follow for an elicitation's completion"
@@ -420,17 +437,6 @@ async fn track(
         .url_elicitations()
         .follow(connection, server, client.notifications());
     Some((connection, id.to_owned(), to))
-}
-
-/// The connection a call to `server` goes out on, boxed by a plain function: making a
-/// connection reaches this module again (what a server asks outside a call is answered
-/// here), a cycle the compiler can only check through a named future type.
-fn connection_of_call(
-    inner: Arc<Inner>,
-    ctx: RequestContext,
-    server: String,
-) -> moat::handler::BoxFuture<Result<Arc<moat::Client>, String>> {
-    Box::pin(async move { crate::downstream_auth::client_for_call(&inner, &ctx, &server).await })
 }
 
 /// Roots asked for outside a call: from the one connected client that has them.

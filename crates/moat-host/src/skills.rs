@@ -347,8 +347,9 @@ impl SkillSource for Forwarder {
             else {
                 return Ok(None);
             };
-            let options = moat::RequestOptions::default()
-                .answer_with(crate::requests::answerer_for(&inner, &ctx, &server));
+            let options = moat::RequestOptions::default().answer_with(
+                crate::requests::answerer_for(&inner, &ctx, &server, &client),
+            );
             let mut result = match client
                 .read_resource_with(&original, options)
                 .instrument(spans::request("resources/read", &original, &server))

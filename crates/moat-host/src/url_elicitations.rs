@@ -85,7 +85,7 @@ pub(crate) struct UrlElicitations {
 
 impl UrlElicitations {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        crate::inner::lock(&self.state)
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Remembers that the URL elicitation `id` of downstream connection `connection` is
@@ -204,7 +204,7 @@ impl UrlElicitations {
         };
         // What the protocol keeps in `_meta` belongs to the server's connection.
         if let Some(meta) = &mut params.meta {
-            meta.retain(|key, _| !key.starts_with(crate::requests::PROTOCOL_KEYS));
+            meta.retain(|key, _| !key.starts_with(crate::naming::PROTOCOL_KEYS));
             if meta.is_empty() {
                 params.meta = None;
             }

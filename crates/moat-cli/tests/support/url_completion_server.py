@@ -6,6 +6,8 @@
 #       With complete_now, an accepted page is completed before the answer (on the call's
 #       stream, as a server that waits for the page does).
 #   complete {id}: notifications/elicitation/complete with that id, then "sent".
+#   require {id}: answers URLElicitationRequiredError (-32042) listing a URL elicitation
+#       with elicitationId = id (the page to visit before trying again).
 import json, sys
 
 def send(msg):
@@ -24,6 +26,9 @@ TOOLS = [
     {"name": "connect", "description": "Send the user to a page",
      "inputSchema": {"type": "object", "properties": {"id": {"type": "string"},
                      "complete_now": {"type": "boolean"}}, "required": ["id"]}},
+    {"name": "require", "description": "Refuse until a page is visited",
+     "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}},
+                     "required": ["id"]}},
     {"name": "complete", "description": "Say a page is done",
      "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}},
                      "required": ["id"]}},
@@ -56,6 +61,13 @@ for line in sys.stdin:
         if params["name"] == "complete":
             complete(eid)
             text(mid, "sent")
+            continue
+        if params["name"] == "require":
+            send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32042,
+                  "message": "This request requires more information.",
+                  "data": {"elicitations": [{"mode": "url", "elicitationId": eid,
+                           "url": "https://pages.example.com/finish?id=" + eid,
+                           "message": "Finish on the page."}]}}})
             continue
         asked += 1
         ask = "page-%d" % asked

@@ -1,13 +1,16 @@
 //! What a [`Peer`] does with what it reads: [`Peer::start`] spawns the connection's reading
 //! task, which asks the session what each message means and acts on it — answers our
 //! requests, applies cancellation and progress, and runs each request of the other side
-//! through the [`Handler`] in a task of its own, with a [`RequestContext`] for it.
+//! through the [`Handler`] in a task of its own, with a [`RequestContext`] for it (the one
+//! request of a single-request connection runs on the reading task itself, beside the
+//! reading). A handler that panics answers its request with an internal error.
 //!
 //! It sits above the handler interface, which in turn sits above the peer's sending half:
 //! a handler talks back through the [`Peer`] its context holds.
 
 use std::sync::Arc;
 
+use futures_util::FutureExt;
 use moat_protocol::error::ErrorObject;
 use moat_protocol::jsonrpc;
 use moat_protocol::lifecycle::Role;
@@ -340,8 +343,9 @@ fn encode_answer(
     (jsonrpc::encode_error(Some(id), &error), Some(error.code))
 }
 
-/// Runs a request the session let through in a task of its own that sends its answer (or
-/// puts it in the batch's); refused at once when too many are running.
+/// Runs a request the session let through in a task of its own (or, on a single-request
+/// connection, hands it to the reading task) that sends its answer (or puts it in the
+/// batch's); refused at once when too many are running.
 fn run_request(
     peer: &Peer,
     handler: &Arc<dyn Handler>,
@@ -402,7 +406,12 @@ fn run_request(
         let outcome = tokio::select! {
             biased;
             _ = token.cancelled() => None,
-            r = fut => Some(r),
+            // A panicking handler ends its request, not the connection (its reading task
+            // may be the one running it).
+            r = std::panic::AssertUnwindSafe(fut).catch_unwind() => Some(r.unwrap_or_else(|_| {
+                tracing::error!(%id, "a request's handler panicked");
+                Err(ErrorObject::internal("the server failed while handling this request"))
+            })),
         };
         answering.state().inflight.remove(&id);
         // A cancelled request gets no answer, as the spec asks.
