@@ -71,11 +71,12 @@ fn keyword(choice: &str) -> &str {
     }
 }
 
-/// The question as the terminal shows it.
+/// The question as the terminal shows it. Its message names a tool and its arguments (the
+/// model's) and may quote a server, so it is [`crate::sanitize`]d.
 fn render(question: &Question) -> String {
     format!(
         "\n{}\n[o]nce, [s]ession, [a]lways, [N]o: ",
-        question.message
+        crate::sanitize::sanitize(&question.message, true)
     )
 }
 
@@ -279,6 +280,21 @@ mod tests {
         ]
         .map(String::from)
         .to_vec()
+    }
+
+    /// The question carries a tool's name and arguments (the model's) and a server's text.
+    #[test]
+    fn the_question_shown_has_no_escapes_or_bidi_controls() {
+        let q = Question {
+            message: "Allow \x1b[2Jrm\u{202E}fdp.exe\r on \u{9b}31mdisk?\nreally".into(),
+            choices: choices(),
+        };
+        let shown = render(&q);
+        assert!(
+            shown.contains("Allow [2Jrmfdp.exe on 31mdisk?\nreally"),
+            "{shown:?}"
+        );
+        assert!(!shown.chars().any(crate::sanitize::is_hidden), "{shown:?}");
     }
 
     #[test]

@@ -99,7 +99,8 @@ pub fn fill(
         let mut prompt = format!("{intro}{}", label(name, field, is_required));
         intro.clear();
         loop {
-            let answer = ask(&prompt)?;
+            // Every word of the prompt but moat's own is the server's.
+            let answer = ask(&crate::sanitize::sanitize(&prompt, true))?;
             let answer = answer.trim();
             if answer.is_empty() {
                 if let Some(d) = field.get("default").and_then(from_default) {
@@ -125,6 +126,23 @@ pub fn fill(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A server writes the whole form: its message, field names, titles, descriptions,
+    /// choices and defaults are all shown without what a terminal would act on.
+    #[test]
+    fn a_servers_form_is_shown_without_escapes() {
+        let schema = json!({"type": "object", "properties": {
+            "k\x1b[2J": {"type": "string", "title": "T\x1b]52;c;eA==\x07", "description": "d\u{202E}",
+                "enum": ["a\u{9b}1m"], "default": "a\u{9b}1m"},
+        }});
+        let mut asked = String::new();
+        fill("M\x1b[1A\r", &schema, &mut |p| {
+            asked.push_str(p);
+            Some(String::new())
+        });
+        assert!(!asked.chars().any(crate::sanitize::is_hidden), "{asked:?}");
+        assert!(asked.contains("M[1A\n"), "{asked:?}");
+    }
 
     #[test]
     fn a_form_is_filled_field_by_field_and_retyped_when_wrong() {

@@ -550,20 +550,26 @@ async fn answer_link(
     events: &EventSink,
     link: ElicitRequestURLParams,
 ) -> ElicitResult {
-    let (result, choice) = if let Some(why) = crate::link::refuse(&link.url) {
-        tracing::info!(url = %link.url, "{why}");
-        (ElicitResult::decline(), "refused")
-    } else {
-        match consent.link(&link.message, &link.url).await {
-            Some(true) if crate::link::open(&link.url) => (accepted(), "opened"),
-            Some(true) => (accepted(), "accepted"),
-            Some(false) => (ElicitResult::decline(), "declined"),
-            None => (ElicitResult::cancel(), "cancelled"),
+    // From here on the link is the parsed address: the one asked about, opened and reported
+    // is the same normalized string, never the server's raw one.
+    let (result, choice, url) = match crate::link::check(&link.url) {
+        Err(why) => {
+            tracing::info!(url = %link.url, "{why}");
+            (ElicitResult::decline(), "refused", link.url.clone())
+        }
+        Ok(url) => {
+            let (result, choice) = match consent.link(&link.message, url.as_str()).await {
+                Some(true) if crate::link::open(&url) => (accepted(), "opened"),
+                Some(true) => (accepted(), "accepted"),
+                Some(false) => (ElicitResult::decline(), "declined"),
+                None => (ElicitResult::cancel(), "cancelled"),
+            };
+            (result, choice, url.to_string())
         }
     };
     (events)(&Event::UrlElicitation {
         message: link.message.clone(),
-        url: link.url.clone(),
+        url,
         elicitation_id: link.elicitation_id.clone(),
         choice: choice.to_owned(),
     });
