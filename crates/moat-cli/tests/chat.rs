@@ -316,6 +316,33 @@ async fn without_a_consent_channel_the_call_is_refused_with_advice() {
     assert_eq!(model.violations(), Vec::<String>::new());
 }
 
+/// The notes on stderr carry what the model wrote (a tool's arguments); JSON escapes C0
+/// controls but not a C1 CSI (U+009B) or a bidi override, and neither reaches the terminal.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_notes_carry_no_escapes_or_bidi_controls() {
+    let project = Project::new("allow");
+    let model = ScriptedModel::start(vec![
+        Step::call(
+            "web__browse",
+            json!({"url": "\u{9b}2J\u{1b}]52;c;eA==\u{7}gnp.\u{202E}exe\u{2066}"}),
+        ),
+        Step::text("There is no browser."),
+    ])
+    .await
+    .expect("model");
+    let out = chat(&project, &model, "openai", &["-p", "browse"], "").await;
+    assert!(out.status.success(), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let note = stderr
+        .lines()
+        .find(|l| l.contains("→ web__browse"))
+        .unwrap_or_else(|| panic!("a note for the call: {stderr}"));
+    assert!(note.contains("2J"), "{note:?}");
+    for c in ['\u{9b}', '\u{202E}', '\u{2066}'] {
+        assert!(!stderr.contains(c), "{c:?} in {stderr:?}");
+    }
+}
+
 /// A call policy denies never reaches the server, and the model reads why.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_policy_refusal_is_what_the_model_is_told() {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context, anyhow};
 use moat_chat::consent::{self, Prompt};
 use moat_chat::markdown::Renderer;
+use moat_chat::sanitize::sanitize;
 use moat_chat::transcript::{self, Transcript};
 use moat_chat::{ChatError, ChatSettings, Event, Overrides, Session};
 use moat_host::{Config, HostOptions};
@@ -131,7 +132,8 @@ fn consent_prompt(args: &ChatArgs, interactive: bool) -> Arc<dyn Prompt> {
 
 /// Where events go: JSON lines on stdout; else text streamed to stdout (interactive only,
 /// its Markdown rendered when stdout is a terminal) and tool calls, decisions and retries on
-/// stderr.
+/// stderr. What the model or a server wrote is [`sanitize`]d in every note, so it cannot
+/// drive the terminal (the answer's text is, by the renderer, on a terminal).
 fn sink(json: bool, interactive: bool) -> moat_chat::event::EventSink {
     // Whether this turn's text was streamed already (a refusal then only adds its marker).
     let streamed = std::sync::atomic::AtomicBool::new(false);
@@ -176,7 +178,7 @@ fn sink(json: bool, interactive: bool) -> moat_chat::event::EventSink {
                 } else if streamed.load(Relaxed) || text.is_empty() {
                     println!("\n{marker}");
                 } else {
-                    println!("{marker} {text}");
+                    println!("{marker} {}", sanitize(text, true));
                 }
                 streamed.store(false, Relaxed);
             }
@@ -186,17 +188,25 @@ fn sink(json: bool, interactive: bool) -> moat_chat::event::EventSink {
             Event::ToolCall {
                 name, arguments, ..
             } => {
+                // JSON escapes C0 controls but not C1 (U+009B is a CSI) nor bidi controls.
                 let args = arguments.to_string();
-                let short: String = args.chars().take(120).collect();
-                eprintln!("{}", dim(&format!("→ {name} {short}")));
+                let short: String = sanitize(&args, false).chars().take(120).collect();
+                eprintln!("{}", dim(&format!("→ {} {short}", sanitize(name, false))));
             }
             Event::ToolResult {
                 name, decision, ms, ..
             } => {
-                eprintln!("{}", dim(&format!("  {name}: {decision} ({ms:.0} ms)")));
+                eprintln!(
+                    "{}",
+                    dim(&format!(
+                        "  {}: {} ({ms:.0} ms)",
+                        sanitize(name, false),
+                        sanitize(decision, false)
+                    ))
+                );
             }
             Event::Sampled { text } => {
-                let short: String = text.chars().take(120).collect();
+                let short: String = sanitize(text, false).chars().take(120).collect();
                 eprintln!(
                     "{}",
                     dim(&format!("  a server's sampling request, answered: {short}"))
@@ -211,8 +221,13 @@ fn sink(json: bool, interactive: bool) -> moat_chat::event::EventSink {
                     "  ({input_tokens} input tokens: {results} older tool results cut to keep within the context budget)"
                 ))
             ),
-            Event::Consent { choice, .. } => eprintln!("{}", dim(&format!("  consent: {choice}"))),
+            Event::Consent { choice, .. } => eprintln!(
+                "{}",
+                dim(&format!("  consent: {}", sanitize(choice, false)))
+            ),
             Event::UrlElicitation { choice, url, .. } => {
+                // The session reports the parsed address; a refused one is the server's own.
+                let url = sanitize(url, false);
                 let note = match choice.as_str() {
                     "opened" => format!(
                         "  opened {url} in your browser; the call waits for the server (Ctrl-C stops it)"
@@ -242,10 +257,13 @@ fn sink(json: bool, interactive: bool) -> moat_chat::event::EventSink {
     })
 }
 
-/// Markdown styled for a terminal; as it came for anything else (a pipe, a file, NO_COLOR).
+/// Markdown styled for a terminal; as written but sanitized for a terminal without colour
+/// (NO_COLOR); as it came for anything else (a pipe, a file).
 fn renderer() -> Renderer {
     if crate::output::colour() {
         Renderer::styled()
+    } else if std::io::stdout().is_terminal() {
+        Renderer::unstyled()
     } else {
         Renderer::plain()
     }
