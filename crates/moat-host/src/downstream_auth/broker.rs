@@ -39,6 +39,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::{oneshot, watch};
 use url::Url;
 
+use super::state::{Verdict, judge};
 use super::user::UserKey;
 use super::vault::Vault;
 use crate::config::OAuthAuth;
@@ -79,6 +80,10 @@ pub(crate) struct Broker {
     callbacks: Arc<Callbacks>,
     registrations: Arc<MemoryStore>,
     users: Mutex<HashMap<UserKey, UserEntry>>,
+    /// Tests: run by a sweep between judging a client idle and letting it go, where a call
+    /// may be reading the client from the channel.
+    #[cfg(test)]
+    after_judging: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
 }
 
 /// One user's connection as it stands, and when a call last had it.
@@ -101,6 +106,8 @@ impl Broker {
             callbacks,
             registrations: Arc::new(MemoryStore::new()),
             users: Mutex::new(HashMap::new()),
+            #[cfg(test)]
+            after_judging: Mutex::new(None),
         }
     }
 
@@ -132,8 +139,9 @@ impl Broker {
             let now = rx.borrow_and_update().clone();
             match now {
                 Phase::Ready(client) if !client.peer().is_closed() => {
-                    if let Some(entry) = lock(&self.users).get_mut(&user) {
-                        entry.used = std::time::Instant::now();
+                    // Let go by the sweeper since it was read: look again.
+                    if !self.hand_out(&user, &phase, &client) {
+                        continue;
                     }
                     self.completed(ctx, asked.as_deref()).await;
                     return Ok(client);
@@ -193,6 +201,23 @@ impl Broker {
         }
     }
 
+    /// Whether `client`, read from `user`'s `phase`, may go to a call: only if it is still
+    /// the user's connection, checked and marked used under the users lock. The sweeper
+    /// closes under that lock too, so the two exclude each other: a client handed out is
+    /// held by its call (and freshly used) before any sweep can judge it, and one a sweep
+    /// has let go is never handed out — the call finds the user idle and reconnects.
+    fn hand_out(&self, user: &UserKey, phase: &watch::Sender<Phase>, client: &Arc<Client>) -> bool {
+        let mut users = lock(&self.users);
+        let current = matches!(&*phase.borrow(), Phase::Ready(c) if Arc::ptr_eq(c, client));
+        if !current || client.peer().is_closed() {
+            return false;
+        }
+        if let Some(entry) = users.get_mut(user) {
+            entry.used = std::time::Instant::now();
+        }
+        true
+    }
+
     /// Closes the users' connections unused for `idle`, and forgets the users with no
     /// connection whom no call is waiting for (their tokens stay in the vault: a user who
     /// comes back is connected again without authorizing).
@@ -202,15 +227,26 @@ impl Broker {
             let now = entry.phase.borrow().clone();
             match now {
                 Phase::Ready(client) => {
-                    // Held by the channel, by `now`, and by any call that has it.
-                    let in_use =
-                        Arc::strong_count(&client) > 2 || client.peer().pending_requests() > 0;
-                    if in_use {
-                        entry.used = std::time::Instant::now();
-                        return true;
+                    // Held by the channel, by `now`, and by any call it was handed to (or
+                    // that is about to ask for it: it is kept, to be safe).
+                    let verdict = judge(
+                        Arc::strong_count(&client) > 2,
+                        client.peer().pending_requests(),
+                        client.peer().is_closed(),
+                        entry.used.elapsed(),
+                        idle,
+                    );
+                    match verdict {
+                        Verdict::InUse => {
+                            entry.used = std::time::Instant::now();
+                            return true;
+                        }
+                        Verdict::Fresh => return true,
+                        Verdict::Close => {}
                     }
-                    if entry.used.elapsed() < idle && !client.peer().is_closed() {
-                        return true;
+                    #[cfg(test)]
+                    if let Some(hook) = lock(&self.after_judging).as_ref() {
+                        hook();
                     }
                     // Replaced only if nothing changed it meanwhile.
                     let closed = entry.phase.send_if_modified(|p| match p {
@@ -310,6 +346,7 @@ impl Broker {
     ) {
         let this = self.clone();
         let url = url.to_owned();
+        let key = user.clone();
         tokio::spawn(async move {
             let outcome = async {
                 let server_url = Url::parse(&url).map_err(|e| e.to_string())?;
@@ -344,7 +381,15 @@ impl Broker {
                     this.server
                 )),
             };
+            // New is used: a sweep between this and the waiting call's taking it must not
+            // judge it by when the user last had a connection (an authorization may have
+            // taken longer than `idle`).
+            let mut users = lock(&this.users);
+            if let Some(entry) = users.get_mut(&key) {
+                entry.used = std::time::Instant::now();
+            }
             phase.send_replace(next);
+            drop(users);
         });
     }
 }
@@ -518,4 +563,193 @@ impl TokenStore for UserStore {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use moat::transport::{Connection, Limits};
+    use serde_json::{Value, json};
+    use tokio::io::BufReader;
+
+    use super::super::state::tests::connected_client;
+    use super::*;
+
+    fn test_broker(dir: &Path, idle: Duration) -> Arc<Broker> {
+        let vault = Vault::open(dir.join("v"), None, &dir.join("key")).expect("vault");
+        let callback = "http://127.0.0.1:1/callback";
+        let callbacks = Arc::new(Callbacks {
+            base: Url::parse(callback).expect("url"),
+            waiting: Mutex::new(HashMap::new()),
+        });
+        let config = OAuthAuth {
+            callback: callback.into(),
+            client_id: Some("moat-gateway".into()),
+            client_secret: None,
+            key: None,
+            key_file: None,
+            idle_timeout: idle,
+        };
+        Arc::new(Broker::new("api", config, Arc::new(vault), callbacks))
+    }
+
+    /// `user` connected on `client`, last used an hour ago.
+    fn ready(broker: &Broker, user: &UserKey, client: Arc<Client>) -> watch::Sender<Phase> {
+        let phase = watch::channel(Phase::Ready(client)).0;
+        let entry = UserEntry {
+            phase: phase.clone(),
+            used: std::time::Instant::now() - Duration::from_secs(3600),
+        };
+        lock(&broker.users).insert(user.clone(), entry);
+        phase
+    }
+
+    /// The race a sweep and a call could run: the call reads the user's client from the
+    /// channel just after the sweep judged it idle, before the sweep lets it go. The call
+    /// is not handed that client (it finds the user idle and reconnects), and the client
+    /// is closed.
+    #[tokio::test]
+    async fn a_client_read_while_a_sweep_lets_it_go_is_not_handed_out() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let broker = test_broker(dir.path(), Duration::from_secs(60));
+        let user = UserKey::new("i", "alice");
+        let phase = ready(&broker, &user, Arc::new(connected_client().await));
+        let read: Arc<Mutex<Option<Arc<Client>>>> = Arc::default();
+        let (rx, into) = (phase.subscribe(), read.clone());
+        *lock(&broker.after_judging) = Some(Box::new(move || {
+            if let Phase::Ready(c) = &*rx.borrow() {
+                *lock(&into) = Some(c.clone());
+            }
+        }));
+        broker.sweep(Duration::from_secs(60));
+        let client = lock(&read).take().expect("the call read the client");
+        assert!(
+            !broker.hand_out(&user, &phase, &client),
+            "a call was handed the client a sweep is closing"
+        );
+        assert!(matches!(*phase.borrow(), Phase::Idle));
+        tokio::time::timeout(Duration::from_secs(5), client.peer().closed())
+            .await
+            .expect("the idle client was closed");
+    }
+
+    /// The other order: a client handed to a call is not closed by a later sweep, however
+    /// short the idle time, as long as the call has it; once it has let go, it is.
+    #[tokio::test]
+    async fn a_client_handed_out_is_kept_while_the_call_has_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let broker = test_broker(dir.path(), Duration::ZERO);
+        let user = UserKey::new("i", "alice");
+        let phase = ready(&broker, &user, Arc::new(connected_client().await));
+        let client = match &*phase.borrow() {
+            Phase::Ready(c) => c.clone(),
+            _ => unreachable!("ready"),
+        };
+        assert!(broker.hand_out(&user, &phase, &client));
+        broker.sweep(Duration::ZERO);
+        assert!(matches!(&*phase.borrow(), Phase::Ready(c) if Arc::ptr_eq(c, &client)));
+        client.ping().await.expect("the call's client works");
+        let peer = client.peer().clone();
+        drop(client);
+        broker.sweep(Duration::ZERO);
+        assert!(matches!(*phase.borrow(), Phase::Idle));
+        tokio::time::timeout(Duration::from_secs(5), peer.closed())
+            .await
+            .expect("the idle client was closed");
+    }
+
+    /// Many calls of one user through [`Broker::client_for`], while a sweep with no idle
+    /// time at all runs without pause: every call's round trip on the client it was given
+    /// succeeds (none is handed a client a sweep is closing), and clients are both reused
+    /// and, between calls, closed and made anew.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_sweep_never_closes_a_client_handed_to_a_call() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let broker = test_broker(dir.path(), Duration::ZERO);
+        let made = Arc::new(AtomicUsize::new(0));
+        let connect: Connect = {
+            let made = made.clone();
+            Arc::new(move |_authorizer| {
+                let made = made.clone();
+                Box::pin(async move {
+                    made.fetch_add(1, Ordering::Relaxed);
+                    Ok(connected_client().await)
+                })
+            })
+        };
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sweeper = {
+            let (broker, stop) = (broker.clone(), stop.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    broker.sweep(Duration::ZERO);
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        // The gateway's side of the calls: a tool whose handler takes the user's client and
+        // makes a round trip on it.
+        let front = {
+            let broker = broker.clone();
+            moat::Server::new("gateway", "1").tool_def(
+                moat_protocol::types::Tool::new("call", json!({"type": "object"})),
+                move |ctx: RequestContext, _: Value| {
+                    let (broker, connect) = (broker.clone(), connect.clone());
+                    async move {
+                        let user = UserKey::new("i", "alice");
+                        let client = broker
+                            .client_for(&ctx, "http://127.0.0.1:1/mcp", user, connect)
+                            .await?;
+                        client
+                            .ping()
+                            .await
+                            .map_err(|e| format!("the client was closed under the call: {e}"))?;
+                        Ok::<_, String>("ok")
+                    }
+                },
+            )
+        };
+        let (a, b) = tokio::io::duplex(1 << 16);
+        let (ar, aw) = tokio::io::split(a);
+        let (br, bw) = tokio::io::split(b);
+        let _front_peer = front.start(Connection::from_lines(
+            BufReader::new(ar),
+            aw,
+            Limits::default(),
+        ));
+        let caller = Arc::new(
+            Client::builder()
+                .protocol(moat::VersionPreference::Exact(
+                    moat::ProtocolVersion::V2025_11_25,
+                ))
+                .connect(Connection::from_lines(
+                    BufReader::new(br),
+                    bw,
+                    Limits::default(),
+                ))
+                .await
+                .expect("connect"),
+        );
+        let mut calls = Vec::new();
+        for n in 0..6u64 {
+            let caller = caller.clone();
+            calls.push(tokio::spawn(async move {
+                for i in 0..50u64 {
+                    let answer = caller.call_tool("call", json!({})).await.expect("call");
+                    assert_ne!(answer.is_error, Some(true), "{answer:?}");
+                    tokio::time::sleep(Duration::from_micros((i * 7 + n * 13) % 1500)).await;
+                }
+            }));
+        }
+        for call in calls {
+            call.await.expect("a call failed");
+        }
+        stop.store(true, Ordering::Relaxed);
+        sweeper.await.expect("sweeper");
+        let made = made.load(Ordering::Relaxed);
+        assert!(made > 1, "no client was swept and made anew");
+        assert!(made < 300, "no client was reused");
+    }
 }

@@ -123,12 +123,11 @@ pub(crate) async fn client_for_call(
     let per_server = inner.downstream().server(server, url, exchange);
     let slot = per_server.users.slot(&user, CONNECTIONS_PER_SERVER);
     let mut held = slot.lock().await;
-    if let Some(uc) = held.as_mut()
-        && !uc.client.peer().is_closed()
-    {
-        uc.authorizer.set_subject(token);
-        uc.used = Instant::now();
-        return Ok(uc.client.clone());
+    if let Some(client) = state::UserClients::reuse(&mut held) {
+        if let Some(uc) = held.as_ref() {
+            uc.authorizer.set_subject(token);
+        }
+        return Ok(client);
     }
     let authorizer = Arc::new(UserAuthorizer::new(
         user,

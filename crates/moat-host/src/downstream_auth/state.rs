@@ -61,9 +61,45 @@ pub(super) struct UserClient {
 }
 
 impl UserClient {
-    /// Whether a call holds the connection (or has a request on it) now.
-    fn in_use(&self) -> bool {
-        Arc::strong_count(&self.client) > 1 || self.client.peer().pending_requests() > 0
+    /// What a sweep does with this connection, unused since `self.used`.
+    fn verdict(&self, idle: Duration) -> Verdict {
+        judge(
+            // Held by this slot and by any call it was handed to.
+            Arc::strong_count(&self.client) > 1,
+            self.client.peer().pending_requests(),
+            self.client.peer().is_closed(),
+            self.used.elapsed(),
+            idle,
+        )
+    }
+}
+
+/// What a sweep does with a user's connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// A call has it: use, however long ago it was handed out (and so, used now).
+    InUse,
+    /// Used within `idle`: kept.
+    Fresh,
+    /// Unused for `idle`, or closed by the server: closed and let go.
+    Close,
+}
+
+/// The sweep's decision, made under the lock that hands connections to calls (so that no
+/// call can be given the connection between this judgement and its closing).
+pub(super) fn judge(
+    held_by_a_call: bool,
+    pending_requests: usize,
+    closed: bool,
+    unused_for: Duration,
+    idle: Duration,
+) -> Verdict {
+    if held_by_a_call || pending_requests > 0 {
+        Verdict::InUse
+    } else if closed || unused_for >= idle {
+        Verdict::Close
+    } else {
+        Verdict::Fresh
     }
 }
 
@@ -104,12 +140,13 @@ impl UserClients {
                 return true;
             };
             if let Some(uc) = held.as_mut() {
-                if uc.in_use() {
-                    uc.used = Instant::now();
-                    return true;
-                }
-                if uc.used.elapsed() < idle && !uc.client.peer().is_closed() {
-                    return true;
+                match uc.verdict(idle) {
+                    Verdict::InUse => {
+                        uc.used = Instant::now();
+                        return true;
+                    }
+                    Verdict::Fresh => return true,
+                    Verdict::Close => {}
                 }
                 if let Some(uc) = held.take() {
                     tracing::debug!("closing a user's idle downstream connection");
@@ -120,6 +157,14 @@ impl UserClients {
             // Only the map holds it: no call can be about to use it.
             Arc::strong_count(slot) > 1
         });
+    }
+
+    /// The open connection in a slot the call has locked, marked used: under the slot's
+    /// lock, which a sweep must take (`try_lock`) to close it, so the two exclude each other.
+    pub(super) fn reuse(held: &mut Option<UserClient>) -> Option<Arc<Client>> {
+        let uc = held.as_mut().filter(|uc| !uc.client.peer().is_closed())?;
+        uc.used = Instant::now();
+        Some(uc.client.clone())
     }
 
     /// `user`'s slot, made room for (at most `capacity` users) if new.
@@ -226,12 +271,22 @@ impl Downstream {
     }
 }
 
-/// Closes the least recently used connection that no call is setting up.
+/// Closes the least recently used connection that no call has, is setting up or is about
+/// to ask for. With none such, none is closed: the map outgrows `capacity` by at most the
+/// calls in progress, rather than a call's connection closing under it (or a call filling a
+/// slot the map no longer has, a connection nothing would ever close).
 fn evict_one(slots: &mut HashMap<UserKey, Slot>) {
     let oldest = slots
         .iter()
+        .filter(|(_, slot)| Arc::strong_count(slot) == 1)
         .filter_map(|(k, slot)| {
             let held = slot.try_lock().ok()?;
+            if held
+                .as_ref()
+                .is_some_and(|u| u.verdict(Duration::MAX) == Verdict::InUse)
+            {
+                return None;
+            }
             Some((k.clone(), held.as_ref().map(|u| u.used)))
         })
         .min_by_key(|(_, used)| *used)
@@ -247,4 +302,175 @@ fn evict_one(slots: &mut HashMap<UserKey, Slot>) {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use moat::transport::{Connection, Limits};
+    use tokio::io::BufReader;
+
+    use super::*;
+
+    /// A client connected in-process to a server that answers pings.
+    pub(crate) async fn connected_client() -> Client {
+        let (a, b) = tokio::io::duplex(1 << 16);
+        let (ar, aw) = tokio::io::split(a);
+        let (br, bw) = tokio::io::split(b);
+        let server = moat::Server::new("downstream", "1");
+        let peer = server.start(Connection::from_lines(
+            BufReader::new(ar),
+            aw,
+            Limits::default(),
+        ));
+        // The server lives as long as its connection.
+        tokio::spawn(async move {
+            peer.closed().await;
+            drop(server);
+        });
+        moat::Client::builder()
+            // A session (closed by `close`), where `ping` is a method.
+            .protocol(moat::VersionPreference::Exact(
+                moat::ProtocolVersion::V2025_11_25,
+            ))
+            .connect(Connection::from_lines(
+                BufReader::new(br),
+                bw,
+                Limits::default(),
+            ))
+            .await
+            .expect("connect")
+    }
+
+    #[test]
+    fn the_sweeps_decision() {
+        let (idle, long, short) = (
+            Duration::from_secs(60),
+            Duration::from_secs(61),
+            Duration::from_secs(1),
+        );
+        // A call has it, or a request is on it: in use, however long unused or closed.
+        assert_eq!(judge(true, 0, false, long, idle), Verdict::InUse);
+        assert_eq!(judge(false, 1, false, long, idle), Verdict::InUse);
+        assert_eq!(judge(true, 0, true, long, idle), Verdict::InUse);
+        assert_eq!(judge(false, 0, false, short, idle), Verdict::Fresh);
+        assert_eq!(judge(false, 0, false, idle, idle), Verdict::Close);
+        assert_eq!(judge(false, 0, false, long, idle), Verdict::Close);
+        // Closed by the server: let go at once.
+        assert_eq!(judge(false, 0, true, short, idle), Verdict::Close);
+    }
+
+    /// Calls taking the user's connection as `client_for_call` does, while a sweep with no
+    /// idle time at all runs without pause: no call is ever handed a connection that is
+    /// closed under it, and none of them is left without a connection.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_sweep_never_closes_a_connection_a_call_was_given() {
+        let users = Arc::new(UserClients::default());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sweeper = {
+            let (users, stop) = (users.clone(), stop.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    users.sweep(Duration::ZERO);
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        let user = UserKey::new("i", "alice");
+        let (reused, made) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let mut calls = Vec::new();
+        for n in 0..6u64 {
+            let (users, user) = (users.clone(), user.clone());
+            let (reused, made) = (reused.clone(), made.clone());
+            calls.push(tokio::spawn(async move {
+                for i in 0..60u64 {
+                    let slot = users.slot(&user, 8);
+                    let client = {
+                        let mut held = slot.lock().await;
+                        match UserClients::reuse(&mut held) {
+                            Some(c) => {
+                                reused.fetch_add(1, Ordering::Relaxed);
+                                c
+                            }
+                            None => {
+                                made.fetch_add(1, Ordering::Relaxed);
+                                let client = Arc::new(connected_client().await);
+                                *held = Some(UserClient {
+                                    client: client.clone(),
+                                    authorizer: test_authorizer(&user),
+                                    used: Instant::now(),
+                                });
+                                client
+                            }
+                        }
+                    };
+                    drop(slot);
+                    // The call: a round trip on the connection it was given.
+                    client
+                        .ping()
+                        .await
+                        .expect("a call's connection was closed under it");
+                    drop(client);
+                    // Pauses of their own: at times no call has the connection, and the
+                    // sweep closes it.
+                    tokio::time::sleep(Duration::from_micros((i * 7 + n * 13) % 1500)).await;
+                }
+            }));
+        }
+        for call in calls {
+            call.await.expect("a call failed");
+        }
+        stop.store(true, Ordering::Relaxed);
+        sweeper.await.expect("sweeper");
+        // Both paths were taken: connections were reused, and swept ones made anew.
+        assert!(reused.load(Ordering::Relaxed) > 0);
+        assert!(made.load(Ordering::Relaxed) > 1);
+    }
+
+    #[tokio::test]
+    async fn eviction_spares_a_connection_in_use() {
+        let users = UserClients::default();
+        let (alice, bob) = (UserKey::new("i", "alice"), UserKey::new("i", "bob"));
+        let client = Arc::new(connected_client().await);
+        *users.slot(&alice, 1).lock().await = Some(UserClient {
+            client: client.clone(),
+            authorizer: test_authorizer(&alice),
+            used: Instant::now() - Duration::from_secs(3600),
+        });
+        // Alice's call holds her connection: Bob's coming does not close it.
+        let _bob = users.slot(&bob, 1);
+        tokio::task::yield_now().await;
+        assert!(!client.peer().is_closed());
+        assert!(lock(&users.slots).contains_key(&alice));
+        // Once her call is done, hers is the one to go (Bob's call is about to fill his).
+        drop(client);
+        let _carol = users.slot(&UserKey::new("i", "carol"), 2);
+        assert!(!lock(&users.slots).contains_key(&alice));
+        assert!(lock(&users.slots).contains_key(&bob));
+    }
+
+    fn test_authorizer(user: &UserKey) -> Arc<UserAuthorizer> {
+        let exchanger = Arc::new(Exchanger::new("api", test_exchange_config()));
+        Arc::new(UserAuthorizer::new(
+            user.clone(),
+            "http://127.0.0.1:1/mcp",
+            exchanger,
+            Arc::new(TokenCache::new(4)),
+            moat_transport::AccessToken::new("subject-token"),
+        ))
+    }
+
+    fn test_exchange_config() -> ExchangeAuth {
+        ExchangeAuth {
+            issuer: None,
+            token_endpoint: Some("http://127.0.0.1:1/token".into()),
+            client_id: "moat-gateway".into(),
+            client_secret: crate::config::SecretValue::new("secret"),
+            audience: None,
+            resource: "http://127.0.0.1:1/mcp".into(),
+            scope: None,
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
 }
