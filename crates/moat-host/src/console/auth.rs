@@ -1,16 +1,31 @@
 //! Who may use the console: the one-time login token, the sessions it and the identity
 //! provider's sign-in ([`super::oidc`]) open (cookie, CSRF token, the user signed in), and
 //! the `Host`/`Origin` checks against DNS rebinding and cross-site requests.
+//!
+//! Sessions end after [`SESSION_IDLE`] without a request, or [`SESSION_MAX`] after they
+//! opened, whichever comes first; at most [`MAX_SESSIONS`] are held (opening one more drops
+//! the oldest). They are found by the SHA-256 of the cookie's value: a lookup is one hash
+//! probe, and the tokens themselves are not kept. A session of the identity provider is
+//! held, at each request, against the allow-list then in force (the caller's `admits`): one
+//! whose user a configuration reload no longer lets in is closed.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use hyper::HeaderMap;
 use hyper::header::{COOKIE, HOST, ORIGIN};
+use sha2::{Digest, Sha256};
 
 /// The session cookie's name.
 pub(crate) const COOKIE_NAME: &str = "moat_console";
+/// A session without a request for this long is closed.
+pub(crate) const SESSION_IDLE: Duration = Duration::from_secs(12 * 3600);
+/// A session is closed this long after it opened, however busy.
+pub(crate) const SESSION_MAX: Duration = Duration::from_secs(24 * 3600);
+/// At most this many sessions are held; opening one more closes the oldest.
+pub(crate) const MAX_SESSIONS: usize = 256;
 /// The header every action carries its session's CSRF token in.
 pub(crate) const CSRF_HEADER: &str = "x-csrf-token";
 
@@ -22,14 +37,42 @@ pub(crate) struct Session {
     /// Who signed in through the identity provider; `None` for the one-time link (whoever
     /// has the gateway's stderr).
     pub(crate) user: Option<String>,
+    /// Their groups, as the ID token listed them (held against the allow-list again at
+    /// each request).
+    pub(crate) groups: Vec<String>,
+}
+
+/// A session as held: not its token, which is only the key's preimage.
+struct Held {
+    csrf: String,
+    user: Option<String>,
+    groups: Vec<String>,
+    opened: Instant,
+    last_used: Instant,
+}
+
+impl Held {
+    fn alive(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.opened) < SESSION_MAX
+            && now.saturating_duration_since(self.last_used) < SESSION_IDLE
+    }
+}
+
+/// The map key of a session token.
+type Key = [u8; 32];
+
+fn key(token: &str) -> Key {
+    Sha256::digest(token.as_bytes()).into()
 }
 
 /// The console's access state.
 pub(crate) struct Auth {
     /// The login token, until it is used.
     login: Mutex<Option<String>>,
-    /// Session id → CSRF token and user.
-    sessions: Mutex<HashMap<String, (String, Option<String>)>>,
+    /// SHA-256 of the session token → the session. The key is a hash of a secret of 256
+    /// random bits: looking it up reveals nothing an attacker could use, so no
+    /// constant-time comparison is needed.
+    sessions: Mutex<HashMap<Key, Held>>,
     /// Host names accepted in `Host` (and as the host of `Origin`).
     hosts: Vec<String>,
 }
@@ -74,23 +117,47 @@ impl Auth {
             return None;
         }
         *login = None;
-        Some(self.open(None))
+        Some(self.open(None, Vec::new()))
     }
 
-    /// Opens a session for `user` (`None`: the one-time link's).
-    pub(crate) fn open(&self, user: Option<String>) -> Session {
+    /// Opens a session for `user` (`None`: the one-time link's) in `groups`.
+    pub(crate) fn open(&self, user: Option<String>, groups: Vec<String>) -> Session {
+        self.open_at(user, groups, Instant::now())
+    }
+
+    fn open_at(&self, user: Option<String>, groups: Vec<String>, now: Instant) -> Session {
         let session = Session {
             id: random_token(),
             csrf: random_token(),
             user,
+            groups,
         };
-        self.sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                session.id.clone(),
-                (session.csrf.clone(), session.user.clone()),
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        // Opening is rare (a login): the linear sweeps here keep every request's lookup a
+        // single probe.
+        sessions.retain(|_, held| held.alive(now));
+        while sessions.len() >= MAX_SESSIONS {
+            let Some(oldest) = sessions
+                .iter()
+                .min_by_key(|(_, held)| held.opened)
+                .map(|(k, _)| *k)
+            else {
+                break;
+            };
+            sessions.remove(&oldest);
+        }
+        if !session.id.is_empty() {
+            sessions.insert(
+                key(&session.id),
+                Held {
+                    csrf: session.csrf.clone(),
+                    user: session.user.clone(),
+                    groups: session.groups.clone(),
+                    opened: now,
+                    last_used: now,
+                },
             );
+        }
         session
     }
 
@@ -102,18 +169,48 @@ impl Auth {
         }
     }
 
-    /// The session the request's cookie names, if any.
-    pub(crate) fn session(&self, headers: &HeaderMap) -> Option<Session> {
-        let presented = cookie(headers, COOKIE_NAME)?;
-        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        sessions
-            .iter()
-            .find(|(id, _)| same(id.as_bytes(), presented.as_bytes()))
-            .map(|(id, (csrf, user))| Session {
-                id: id.clone(),
-                csrf: csrf.clone(),
-                user: user.clone(),
-            })
+    /// The session the request's cookie names, if it is still open; a request keeps it from
+    /// going idle. `admits(user, groups)` is the allow-list in force: a session of the
+    /// identity provider whose user it no longer lets in is closed.
+    pub(crate) fn session(
+        &self,
+        headers: &HeaderMap,
+        admits: impl Fn(&str, &[String]) -> bool,
+    ) -> Option<Session> {
+        self.session_at(headers, admits, Instant::now())
+    }
+
+    fn session_at(
+        &self,
+        headers: &HeaderMap,
+        admits: impl Fn(&str, &[String]) -> bool,
+        now: Instant,
+    ) -> Option<Session> {
+        let presented = cookie(headers, COOKIE_NAME).filter(|c| !c.is_empty())?;
+        let k = key(presented);
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let held = sessions.get_mut(&k)?;
+        let admitted = held
+            .user
+            .as_deref()
+            .is_none_or(|user| admits(user, &held.groups));
+        if !held.alive(now) || !admitted {
+            if !admitted {
+                tracing::info!(
+                    user = held.user.as_deref().unwrap_or(""),
+                    "console: session closed, the allow-list no longer has its user"
+                );
+            }
+            sessions.remove(&k);
+            return None;
+        }
+        held.last_used = now;
+        Some(Session {
+            id: presented.to_owned(),
+            csrf: held.csrf.clone(),
+            user: held.user.clone(),
+            groups: held.groups.clone(),
+        })
     }
 
     /// `Host` must name this console (a page of another site resolved to loopback cannot
@@ -225,13 +322,98 @@ mod tests {
         let session = auth.redeem(&token).expect("first use");
         assert!(auth.redeem(&token).is_none(), "spent");
         let cookie = format!("a=b; {COOKIE_NAME}={}", session.id);
-        let found = auth.session(&headers(&[("cookie", &cookie)])).unwrap();
+        let found = auth.session(&headers(&[("cookie", &cookie)]), all).unwrap();
         assert_eq!(found.csrf, session.csrf);
         assert!(
-            auth.session(&headers(&[("cookie", "moat_console=x")]))
+            auth.session(&headers(&[("cookie", "moat_console=x")]), all)
                 .is_none()
         );
-        assert!(auth.session(&headers(&[])).is_none());
+        assert!(
+            auth.session(&headers(&[("cookie", "moat_console=")]), all)
+                .is_none()
+        );
+        assert!(auth.session(&headers(&[]), all).is_none());
+    }
+
+    fn all(_: &str, _: &[String]) -> bool {
+        true
+    }
+
+    fn cookie_of(session: &Session) -> HeaderMap {
+        headers(&[("cookie", &format!("{COOKIE_NAME}={}", session.id))])
+    }
+
+    #[test]
+    fn a_session_ends_when_idle_and_at_its_age_limit() {
+        let (auth, _) = auth();
+        let t0 = Instant::now();
+        let hour = Duration::from_secs(3600);
+        // Idle: used at 11 h (kept), then nothing for 12 h: closed, and stays closed.
+        let idle = auth.open_at(Some("alice".into()), Vec::new(), t0);
+        assert!(
+            auth.session_at(&cookie_of(&idle), all, t0 + 11 * hour)
+                .is_some()
+        );
+        assert!(
+            auth.session_at(&cookie_of(&idle), all, t0 + 22 * hour)
+                .is_some()
+        );
+        assert!(
+            auth.session_at(&cookie_of(&idle), all, t0 + 22 * hour + SESSION_IDLE)
+                .is_none()
+        );
+        assert!(
+            auth.session_at(&cookie_of(&idle), all, t0).is_none(),
+            "removed"
+        );
+        // Busy: a request every 6 h keeps it from idling, but not past 24 h.
+        let busy = auth.open_at(None, Vec::new(), t0);
+        for h in [6, 12, 18, 23] {
+            assert!(
+                auth.session_at(&cookie_of(&busy), all, t0 + h * hour)
+                    .is_some()
+            );
+        }
+        assert!(
+            auth.session_at(&cookie_of(&busy), all, t0 + SESSION_MAX)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn sessions_are_bounded_and_the_oldest_goes_first() {
+        let (auth, _) = auth();
+        let t0 = Instant::now();
+        let at = |i: usize| t0 + Duration::from_secs(u64::try_from(i).unwrap());
+        let first = auth.open_at(None, Vec::new(), at(0));
+        let second = auth.open_at(None, Vec::new(), at(1));
+        for i in 2..MAX_SESSIONS + 1 {
+            auth.open_at(None, Vec::new(), at(i));
+        }
+        assert_eq!(auth.sessions.lock().unwrap().len(), MAX_SESSIONS);
+        let now = at(MAX_SESSIONS + 1);
+        assert!(
+            auth.session_at(&cookie_of(&first), all, now).is_none(),
+            "evicted"
+        );
+        assert!(auth.session_at(&cookie_of(&second), all, now).is_some());
+    }
+
+    #[test]
+    fn a_session_the_allow_list_no_longer_admits_is_closed() {
+        let (auth, token) = auth();
+        let alice = auth.open(Some("alice".into()), vec!["ops".into()]);
+        let link = auth.redeem(&token).unwrap();
+        let in_ops = |_: &str, groups: &[String]| groups.iter().any(|g| g == "ops");
+        let nobody = |_: &str, _: &[String]| false;
+        let found = auth.session(&cookie_of(&alice), in_ops).unwrap();
+        assert_eq!(found.user.as_deref(), Some("alice"));
+        assert_eq!(found.groups, ["ops"]);
+        // After a reload that drops `ops`: closed, even if the list comes back.
+        assert!(auth.session(&cookie_of(&alice), nobody).is_none());
+        assert!(auth.session(&cookie_of(&alice), all).is_none());
+        // The one-time link's session is nobody's: no allow-list applies to it.
+        assert!(auth.session(&cookie_of(&link), nobody).is_some());
     }
 
     #[test]

@@ -7,11 +7,15 @@
 //! Each flow is bound to the browser that started it by a cookie of its own (`SameSite=Lax`,
 //! so it comes back on the provider's redirect), and is spent by its first callback: a
 //! callback with a `state` we did not issue to that browser, or one used already (a replayed
-//! code), logs nobody in. The provider's metadata is fetched when first needed and kept;
+//! code), logs nobody in. Anyone who reaches the console can start a sign-in, so the flows
+//! held are bounded twice: [`MAX_FLOWS_PER_CLIENT`] for each client address (its own oldest
+//! goes first) and [`MAX_FLOWS`] in all (when full, the oldest of the address holding the
+//! most goes): one client looping on `/oidc/start` pushes out only its own. The provider's metadata is fetched when first needed and kept;
 //! its keys are fetched for each login (logins are rare, and a rotated key is then never
 //! missed).
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -31,8 +35,10 @@ pub(crate) const CALLBACK_PATH: &str = "/oidc/callback";
 /// How long a started sign-in may take.
 const FLOW_TTL: Duration = Duration::from_secs(600);
 /// At most this many sign-ins wait at once (anyone who reaches the console can start
-/// one); the oldest is dropped first.
-const MAX_FLOWS: usize = 64;
+/// one).
+const MAX_FLOWS: usize = 256;
+/// At most this many of them started from one client address (an IPv6 /64 counts as one).
+const MAX_FLOWS_PER_CLIENT: usize = 8;
 /// Each request to the provider gets this long.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Clock skew allowed on `exp`, `nbf` and `iat`.
@@ -89,6 +95,8 @@ pub(crate) struct Login {
 
 /// A sign-in under way.
 struct Flow {
+    /// Who started it ([`client_of`]).
+    client: IpAddr,
     binding: String,
     nonce: String,
     verifier: String,
@@ -153,10 +161,24 @@ impl Oidc {
     }
 
     /// The path of the redirect URI: where the provider's answer arrives.
-    pub(crate) fn callback_path(&self) -> String {
+    fn callback_path(&self) -> String {
         url::Url::parse(&self.redirect_uri)
             .map(|u| u.path().to_owned())
             .unwrap_or_else(|_| CALLBACK_PATH.to_owned())
+    }
+
+    /// Whether a request for `path` is the provider's answer: the redirect URI's path, or
+    /// its end from a `/` on (a proxy that serves the console under a prefix strips it).
+    /// Another path answering is harmless: a callback needs its flow's state and cookie.
+    pub(crate) fn is_callback(&self, path: &str) -> bool {
+        let callback = self.callback_path();
+        path.starts_with('/') && path.len() > 1 && callback.ends_with(path)
+    }
+
+    /// Whether the browser reaches the console over https (the redirect URI says so, as the
+    /// provider sends it there): its cookies then carry `Secure`.
+    pub(crate) fn secure(&self) -> bool {
+        url::Url::parse(&self.redirect_uri).is_ok_and(|u| u.scheme() == "https")
     }
 
     /// What the sign-in button calls the provider.
@@ -207,9 +229,9 @@ impl Oidc {
         Ok(m)
     }
 
-    /// Starts a sign-in: the provider's authorization URL to send the browser to, and the
-    /// value of the cookie that binds the flow to that browser.
-    pub(crate) async fn start(&self) -> Result<(String, String), LoginError> {
+    /// Starts a sign-in for the browser at `peer`: the provider's authorization URL to send
+    /// the browser to, and the value of the cookie that binds the flow to that browser.
+    pub(crate) async fn start(&self, peer: IpAddr) -> Result<(String, String), LoginError> {
         let metadata = self.metadata().await?;
         let (state, binding, nonce, verifier) = (random(), random(), random(), random());
         if state.is_empty() {
@@ -234,18 +256,11 @@ impl Oidc {
             .append_pair("code_challenge", &challenge)
             .append_pair("code_challenge_method", "S256");
         let mut flows = self.flows.lock().unwrap_or_else(|e| e.into_inner());
-        flows.retain(|_, f| f.started.elapsed() < FLOW_TTL);
-        if flows.len() >= MAX_FLOWS
-            && let Some(oldest) = flows
-                .iter()
-                .min_by_key(|(_, f)| f.started)
-                .map(|(k, _)| k.clone())
-        {
-            flows.remove(&oldest);
-        }
-        flows.insert(
+        admit(
+            &mut flows,
             state,
             Flow {
+                client: client_of(peer),
                 binding: binding.clone(),
                 nonce,
                 verifier,
@@ -256,11 +271,13 @@ impl Oidc {
     }
 
     /// Finishes a sign-in from the callback's query and the browser's flow cookie: the flow
-    /// is spent whatever comes of it.
+    /// is spent whatever comes of it. `admits(user, groups)` is the allow-list in force (a
+    /// configuration reload may have changed it since the console started).
     pub(crate) async fn finish(
         &self,
         query: &[(String, String)],
         binding: Option<&str>,
+        admits: impl Fn(&str, &[String]) -> bool,
     ) -> Result<Login, LoginError> {
         let param = |name: &str| {
             query
@@ -331,8 +348,7 @@ impl Oidc {
                 .collect(),
             _ => Vec::new(),
         };
-        let refs: Vec<&str> = groups.iter().map(String::as_str).collect();
-        if !self.config.allows(&user, &refs) {
+        if !admits(&user, &groups) {
             tracing::warn!(%user, ?groups, "console: signed in but not allowed");
             return Err(LoginError::NotAllowed(user));
         }
@@ -412,6 +428,55 @@ impl Oidc {
             .map(str::to_owned)
             .ok_or_else(|| LoginError::Token("the token endpoint returned no ID token".into()))
     }
+}
+
+/// The address a flow counts against: an IPv4 address (also when mapped into IPv6), or an
+/// IPv6 address's /64, which one host usually holds whole.
+fn client_of(peer: IpAddr) -> IpAddr {
+    match peer {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from(
+                u128::from(v6) & !((1u128 << 64) - 1),
+            )),
+        },
+    }
+}
+
+/// Holds `flow` under `state`, dropping expired flows, then the client's own oldest when it
+/// has its share, else, when all are taken, the oldest of the client holding the most.
+fn admit(flows: &mut HashMap<String, Flow>, state: String, flow: Flow) {
+    flows.retain(|_, f| f.started.elapsed() < FLOW_TTL);
+    let oldest_of = |flows: &HashMap<String, Flow>, client: IpAddr| {
+        flows
+            .iter()
+            .filter(|(_, f)| f.client == client)
+            .min_by_key(|(_, f)| f.started)
+            .map(|(k, _)| k.clone())
+    };
+    let mut counts: HashMap<IpAddr, usize> = HashMap::new();
+    for f in flows.values() {
+        *counts.entry(f.client).or_default() += 1;
+    }
+    let victim = if counts.get(&flow.client).copied().unwrap_or(0) >= MAX_FLOWS_PER_CLIENT {
+        oldest_of(flows, flow.client)
+    } else if flows.len() >= MAX_FLOWS {
+        // The oldest flow of the addresses holding the most (among equals, whichever
+        // started first, so the choice does not depend on the map's order).
+        let most = counts.values().copied().max().unwrap_or(0);
+        flows
+            .iter()
+            .filter(|(_, f)| counts.get(&f.client) == Some(&most))
+            .min_by_key(|(_, f)| f.started)
+            .map(|(k, _)| k.clone())
+    } else {
+        None
+    };
+    if let Some(victim) = victim {
+        flows.remove(&victim);
+    }
+    flows.insert(state, flow);
 }
 
 async fn read_json_any(answer: reqwest::Response) -> Result<Value, String> {
@@ -663,6 +728,7 @@ mod tests {
         oidc.flows.lock().unwrap().insert(
             state.into(),
             Flow {
+                client: IpAddr::from([127, 0, 0, 1]),
                 binding: binding.into(),
                 nonce: "n".into(),
                 verifier: "v".into(),
@@ -683,24 +749,24 @@ mod tests {
         };
         // A wrong state, or the right one from another browser: refused, the flow kept.
         assert!(matches!(
-            oidc.finish(&q("s2"), Some("b1")).await,
+            oidc.finish(&q("s2"), Some("b1"), |_, _| true).await,
             Err(LoginError::State)
         ));
         assert!(matches!(
-            oidc.finish(&q("s1"), Some("b2")).await,
+            oidc.finish(&q("s1"), Some("b2"), |_, _| true).await,
             Err(LoginError::State)
         ));
         assert!(matches!(
-            oidc.finish(&q("s1"), None).await,
+            oidc.finish(&q("s1"), None, |_, _| true).await,
             Err(LoginError::State)
         ));
         // Its own browser: spent (here refused by the provider's error), then gone.
         assert!(matches!(
-            oidc.finish(&q("s1"), Some("b1")).await,
+            oidc.finish(&q("s1"), Some("b1"), |_, _| true).await,
             Err(LoginError::Refused(_))
         ));
         assert!(matches!(
-            oidc.finish(&q("s1"), Some("b1")).await,
+            oidc.finish(&q("s1"), Some("b1"), |_, _| true).await,
             Err(LoginError::State)
         ));
     }
@@ -708,7 +774,76 @@ mod tests {
     #[tokio::test]
     async fn a_provider_that_is_down_is_said_so() {
         let oidc = oidc();
-        let e = oidc.start().await.unwrap_err();
+        let e = oidc.start(IpAddr::from([127, 0, 0, 1])).await.unwrap_err();
         assert!(matches!(e, LoginError::Provider(_)), "{e}");
+    }
+
+    /// An `Oidc` whose provider's metadata is already known (no network needed to start).
+    async fn known() -> Oidc {
+        let oidc = oidc();
+        *oidc.metadata.lock().await = Some(Metadata {
+            issuer: "http://127.0.0.1:1".into(),
+            authorization_endpoint: "http://127.0.0.1:1/auth".into(),
+            token_endpoint: "http://127.0.0.1:1/token".into(),
+            jwks_uri: "http://127.0.0.1:1/jwks".into(),
+            token_endpoint_auth_methods_supported: None,
+            code_challenge_methods_supported: None,
+        });
+        oidc
+    }
+
+    fn state_of(location: &str) -> String {
+        let url = url::Url::parse(location).unwrap();
+        url.query_pairs()
+            .find(|(k, _)| k == "state")
+            .map(|(_, v)| v.into_owned())
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn one_client_starting_sign_ins_pushes_out_only_its_own() {
+        let oidc = known().await;
+        let alice: IpAddr = "192.0.2.1".parse().unwrap();
+        let (location, _) = oidc.start(alice).await.unwrap();
+        let hers = state_of(&location);
+        // A client looping on /oidc/start, from one address and from many in its /64.
+        for i in 0..MAX_FLOWS * 2 {
+            let v6: IpAddr = format!("2001:db8::{:x}", i + 1).parse().unwrap();
+            oidc.start(v6).await.unwrap();
+            oidc.start("198.51.100.7".parse().unwrap()).await.unwrap();
+        }
+        let flows = oidc.flows.lock().unwrap();
+        assert!(flows.contains_key(&hers), "alice's sign-in was pushed out");
+        assert_eq!(flows.len(), 1 + 2 * MAX_FLOWS_PER_CLIENT);
+    }
+
+    #[tokio::test]
+    async fn when_all_flows_are_taken_the_busiest_client_gives_way() {
+        let oidc = known().await;
+        let alice: IpAddr = "192.0.2.1".parse().unwrap();
+        let (location, _) = oidc.start(alice).await.unwrap();
+        let hers = state_of(&location);
+        // Many addresses, each at its share, fill the table; the next start drops one of
+        // theirs, not alice's.
+        let mut i = 0u32;
+        while oidc.flows.lock().unwrap().len() < MAX_FLOWS {
+            let peer = IpAddr::from((0x0a00_0000 + i / 8).to_be_bytes());
+            oidc.start(peer).await.unwrap();
+            i += 1;
+        }
+        oidc.start("203.0.113.9".parse().unwrap()).await.unwrap();
+        let flows = oidc.flows.lock().unwrap();
+        assert_eq!(flows.len(), MAX_FLOWS);
+        assert!(flows.contains_key(&hers), "alice's sign-in was pushed out");
+    }
+
+    #[test]
+    fn clients_are_counted_by_address_and_ipv6_by_its_64() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:bbbb::2".parse().unwrap();
+        assert_eq!(client_of(a), client_of(b));
+        assert_ne!(client_of(a), client_of("2001:db8:1:3::1".parse().unwrap()));
+        let mapped: IpAddr = "::ffff:192.0.2.1".parse().unwrap();
+        assert_eq!(client_of(mapped), IpAddr::from([192, 0, 2, 1]));
     }
 }

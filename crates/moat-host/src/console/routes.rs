@@ -2,6 +2,7 @@
 //! assets, the login link, the identity provider's sign-in and its callback, the JSON the
 //! page reads, the event stream, and the actions.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http_body_util::{BodyExt, Limited};
@@ -25,8 +26,13 @@ const MAX_BODY: usize = 64 * 1024;
 const HTML: &str = "text/html; charset=utf-8";
 const JSON: &str = "application/json";
 
-pub(crate) async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
-    let mut response = route(state, req).await;
+/// Answers `req`, which came from `peer`.
+pub(crate) async fn handle(
+    state: &Arc<State>,
+    req: Request<Incoming>,
+    peer: SocketAddr,
+) -> Response<Body> {
+    let mut response = route(state, req, peer).await;
     let headers = response.headers_mut();
     for (name, value) in [
         (
@@ -45,7 +51,7 @@ pub(crate) async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Respon
     response
 }
 
-async fn route(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
+async fn route(state: &Arc<State>, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
     let path = req.uri().path().to_owned();
     let action = req.method() == Method::POST;
     if let Err(refusal) = state.auth.check_origin(req.headers(), action) {
@@ -55,12 +61,12 @@ async fn route(state: &Arc<State>, req: Request<Incoming>) -> Response<Body> {
         (&Method::GET, "/app.css") => asset("text/css; charset=utf-8", assets::CSS),
         (&Method::GET, "/app.js") => asset("text/javascript; charset=utf-8", assets::JS),
         (&Method::GET, "/login") => login(state, req.uri().query().unwrap_or("")),
-        (&Method::GET, "/oidc/start") => oidc_start(state).await,
-        (&Method::GET, p) if state.oidc.as_ref().is_some_and(|o| o.callback_path() == p) => {
+        (&Method::GET, "/oidc/start") => oidc_start(state, peer).await,
+        (&Method::GET, p) if state.oidc.as_ref().is_some_and(|o| o.is_callback(p)) => {
             oidc_callback(state, &req).await
         }
         (&Method::GET, _) | (&Method::POST, _) => {
-            let Some(session) = state.auth.session(req.headers()) else {
+            let Some(session) = state.auth.session(req.headers(), admits(state)) else {
                 return if path.starts_with("/api/") {
                     refused(Refusal::Unauthorized)
                 } else {
@@ -106,6 +112,20 @@ fn not_logged_in(state: &State) -> String {
     page(&format!("{sign_in}{NOT_LOGGED_IN}"))
 }
 
+/// The allow-list in force (`[console.oidc]` `users` and `groups` as the last configuration
+/// reload left them): whether it lets in a user in some groups. Without `[console.oidc]`
+/// any more, nobody signed in through the provider is let in.
+fn admits(state: &State) -> impl Fn(&str, &[String]) -> bool + use<> {
+    let settings = state.inner.upgrade().map(|inner| inner.settings());
+    move |user, groups| {
+        let refs: Vec<&str> = groups.iter().map(String::as_str).collect();
+        settings
+            .as_ref()
+            .and_then(|s| s.config.console.oidc.as_ref())
+            .is_some_and(|oidc| oidc.allows(user, &refs))
+    }
+}
+
 /// Text for HTML.
 fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
@@ -116,7 +136,7 @@ fn escape(text: &str) -> String {
 }
 
 /// A sign-in that logged nobody in: why, and a way to try again.
-fn login_refused(status: StatusCode, why: &LoginError) -> Response<Body> {
+fn login_refused(state: &State, status: StatusCode, why: &LoginError) -> Response<Body> {
     let mut response = text(
         status,
         HTML,
@@ -126,27 +146,44 @@ fn login_refused(status: StatusCode, why: &LoginError) -> Response<Body> {
             escape(&why.to_string())
         )),
     );
-    clear_flow_cookie(&mut response);
+    clear_flow_cookie(state, &mut response);
     response
 }
 
-fn clear_flow_cookie(response: &mut Response<Body>) {
-    if let Ok(value) = HeaderValue::from_str(&format!(
-        "{FLOW_COOKIE}=; Path=/oidc/; HttpOnly; SameSite=Lax; Max-Age=0"
-    )) {
+/// `; Secure` when the console is reached over https ([`super::oidc::Oidc::secure`]).
+fn secure_attr(state: &State) -> &'static str {
+    if state.oidc.as_ref().is_some_and(|o| o.secure()) {
+        "; Secure"
+    } else {
+        ""
+    }
+}
+
+/// The flow cookie's attributes. `Path=/`: the callback's path as the browser sees it may
+/// differ from the console's own (a redirect URI anywhere, a proxy serving the console
+/// under a prefix), and a cookie that does not reach the callback fails every sign-in.
+fn flow_cookie(state: &State, value: &str, max_age: u64) -> String {
+    format!(
+        "{FLOW_COOKIE}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{}",
+        secure_attr(state)
+    )
+}
+
+fn clear_flow_cookie(state: &State, response: &mut Response<Body>) {
+    if let Ok(value) = HeaderValue::from_str(&flow_cookie(state, "", 0)) {
         response.headers_mut().append(SET_COOKIE, value);
     }
 }
 
 /// `/oidc/start`: to the provider, with this browser's flow bound to a cookie.
-async fn oidc_start(state: &Arc<State>) -> Response<Body> {
+async fn oidc_start(state: &Arc<State>, peer: SocketAddr) -> Response<Body> {
     let Some(oidc) = &state.oidc else {
         return error(
             StatusCode::NOT_FOUND,
             "no identity provider is configured ([console.oidc])",
         );
     };
-    match oidc.start().await {
+    match oidc.start(peer.ip()).await {
         Ok((location, binding)) => {
             let mut response = Response::new(full(""));
             *response.status_mut() = StatusCode::SEE_OTHER;
@@ -155,16 +192,14 @@ async fn oidc_start(state: &Arc<State>) -> Response<Body> {
             }
             // Lax, not Strict: it must come back on the provider's redirect, a navigation
             // from another site.
-            if let Ok(value) = HeaderValue::from_str(&format!(
-                "{FLOW_COOKIE}={binding}; Path=/oidc/; HttpOnly; SameSite=Lax; Max-Age=600"
-            )) {
+            if let Ok(value) = HeaderValue::from_str(&flow_cookie(state, &binding, 600)) {
                 response.headers_mut().insert(SET_COOKIE, value);
             }
             response
         }
         Err(e) => {
             tracing::warn!(error = %e, "console: sign-in could not start");
-            login_refused(StatusCode::BAD_GATEWAY, &e)
+            login_refused(state, StatusCode::BAD_GATEWAY, &e)
         }
     }
 }
@@ -176,7 +211,7 @@ async fn oidc_callback(state: &Arc<State>, req: &Request<Incoming>) -> Response<
     };
     let query = parse_query(req.uri().query().unwrap_or(""));
     let login = match oidc
-        .finish(&query, cookie(req.headers(), FLOW_COOKIE))
+        .finish(&query, cookie(req.headers(), FLOW_COOKIE), admits(state))
         .await
     {
         Ok(login) => login,
@@ -186,10 +221,10 @@ async fn oidc_callback(state: &Arc<State>, req: &Request<Incoming>) -> Response<
                 LoginError::Provider(_) => StatusCode::BAD_GATEWAY,
                 _ => StatusCode::FORBIDDEN,
             };
-            return login_refused(status, &e);
+            return login_refused(state, status, &e);
         }
     };
-    let session = state.auth.open(Some(login.user));
+    let session = state.auth.open(Some(login.user), login.groups);
     // A page that moves on to `/` rather than a redirect: after a navigation that came from
     // the provider's site, a browser keeps a `SameSite=Strict` cookie off the rest of the
     // redirect chain, but sends it on a navigation this page starts.
@@ -201,14 +236,17 @@ async fn oidc_callback(state: &Arc<State>, req: &Request<Incoming>) -> Response<
          <a href=\"/\">Open the console</a>.</p></html>"
             .into(),
     );
-    set_session_cookie(&mut response, &session);
-    clear_flow_cookie(&mut response);
+    set_session_cookie(&mut response, &session, secure_attr(state));
+    clear_flow_cookie(state, &mut response);
     response
 }
 
-fn set_session_cookie(response: &mut Response<Body>, session: &Session) {
+/// The session cookie: a browser-session cookie (the console ends the session itself,
+/// [`super::auth::SESSION_IDLE`], [`super::auth::SESSION_MAX`]); `secure` is `"; Secure"`
+/// or nothing.
+fn set_session_cookie(response: &mut Response<Body>, session: &Session, secure: &str) {
     let cookie = format!(
-        "{COOKIE_NAME}={}; Path=/; HttpOnly; SameSite=Strict",
+        "{COOKIE_NAME}={}; Path=/; HttpOnly; SameSite=Strict{secure}",
         session.id
     );
     if let Ok(value) = HeaderValue::from_str(&cookie) {
@@ -238,7 +276,9 @@ fn login(state: &Arc<State>, query: &str) -> Response<Body> {
     response
         .headers_mut()
         .insert(LOCATION, HeaderValue::from_static("/"));
-    set_session_cookie(&mut response, &session);
+    // Not `Secure` even behind https: the link the gateway prints is plain http, on which a
+    // browser would drop such a cookie.
+    set_session_cookie(&mut response, &session, "");
     response
 }
 
@@ -457,5 +497,80 @@ mod tests {
         );
         assert_eq!(decode("100%"), "100%");
         assert_eq!(decode("%zz"), "%zz");
+    }
+
+    fn state(redirect: Option<&str>) -> State {
+        let text = "[console.oidc]\nissuer = \"http://127.0.0.1:1\"\nclient_id = \"console\"\n\
+                    users = [\"alice\"]\n";
+        let config = crate::config::Config::from_toml_str(text, None).unwrap();
+        let oidc = redirect.map(|r| {
+            super::super::oidc::Oidc::new(config.console.oidc.clone().unwrap(), r.to_owned())
+        });
+        State {
+            inner: std::sync::Weak::new(),
+            auth: super::super::auth::Auth::new("127.0.0.1:4000".parse().unwrap()).0,
+            oidc,
+            pending: Arc::new(super::super::Pending::new(std::sync::Weak::new())),
+            config_errors: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn attributes(cookie: &str) -> Vec<String> {
+        cookie
+            .split(';')
+            .skip(1)
+            .map(|a| a.trim().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_flow_cookie_reaches_a_callback_anywhere() {
+        for redirect in [
+            "http://127.0.0.1:4000/oidc/callback",
+            "https://console.example/auth/done",
+            "https://proxy.example/moat/oidc/callback",
+        ] {
+            let cookie = flow_cookie(&state(Some(redirect)), "b", 600);
+            assert!(
+                attributes(&cookie).contains(&"Path=/".to_owned()),
+                "{cookie}"
+            );
+        }
+    }
+
+    #[test]
+    fn cookies_are_secure_when_the_console_is_reached_over_https() {
+        let https = state(Some("https://console.example/oidc/callback"));
+        let http = state(Some("http://127.0.0.1:4000/oidc/callback"));
+        let secure = |cookie: &str| attributes(cookie).contains(&"Secure".to_owned());
+        assert!(secure(&flow_cookie(&https, "b", 600)));
+        assert!(!secure(&flow_cookie(&http, "b", 600)));
+        assert!(!secure(&flow_cookie(&state(None), "b", 600)));
+        let session = https.auth.open(Some("alice".into()), Vec::new());
+        for (state, want) in [(&https, true), (&http, false)] {
+            let mut response = Response::new(full(""));
+            set_session_cookie(&mut response, &session, secure_attr(state));
+            let cookie = response.headers()[SET_COOKIE].to_str().unwrap();
+            assert_eq!(secure(cookie), want, "{cookie}");
+        }
+    }
+
+    #[test]
+    fn the_callback_is_its_path_or_what_a_prefix_proxy_forwards() {
+        let state = state(Some("https://proxy.example/moat/oidc/callback"));
+        let oidc = state.oidc.as_ref().unwrap();
+        for path in ["/moat/oidc/callback", "/oidc/callback"] {
+            assert!(oidc.is_callback(path), "{path}");
+        }
+        for path in ["/", "/api/pending", "callback", "/moat", "lback"] {
+            assert!(!oidc.is_callback(path), "{path}");
+        }
+    }
+
+    #[test]
+    fn sign_ins_are_held_against_the_current_allow_list() {
+        // No gateway (or no [console.oidc] any more): nobody signed in is let in.
+        let state = state(Some("http://127.0.0.1:4000/oidc/callback"));
+        assert!(!admits(&state)("alice", &[]));
     }
 }

@@ -10,8 +10,8 @@ use super::State;
 
 pub(crate) async fn serve(listener: TcpListener, state: Arc<State>) {
     loop {
-        let tcp = match listener.accept().await {
-            Ok((tcp, _)) => tcp,
+        let (tcp, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of descriptors, usually: the browser retries.
                 tracing::debug!(error = %e, "console: accept failed");
@@ -23,7 +23,7 @@ pub(crate) async fn serve(listener: TcpListener, state: Arc<State>) {
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(super::routes::handle(&state, req).await) }
+                async move { Ok::<_, Infallible>(super::routes::handle(&state, req, peer).await) }
             });
             let io = hyper_util::rt::TokioIo::new(tcp);
             if let Err(e) = hyper::server::conn::http1::Builder::new()
