@@ -17,7 +17,9 @@
 //! ```
 //!
 //! At least one of `users` and `groups` is required: a provider's users are many, and the
-//! console approves calls. Changes apply when the gateway starts again.
+//! console approves calls. Changes apply when the gateway starts again, except `users` and
+//! `groups`: the console reads them from the configuration in force at each request, so a
+//! reload applies them to new sign-ins and to open sessions.
 
 use std::path::PathBuf;
 
