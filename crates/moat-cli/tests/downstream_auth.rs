@@ -787,7 +787,14 @@ async fn python_authorizes(mode: &str) -> Option<Value> {
             .starts_with(&setup.issuer.url),
         "{report}"
     );
+    // Landed at the gateway's callback, which took the authorization's answer.
     assert_eq!(asked[0]["landed"]["status"], 200, "{report}");
+    assert!(
+        asked[0]["landed"]["page"]
+            .as_str()
+            .is_some_and(|p| p.contains("authorization received")),
+        "{report}"
+    );
     assert_eq!(report["result"]["content"][0]["text"], "bob", "{report}");
     let seen = setup.seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 1);
@@ -806,16 +813,33 @@ fn completions(report: &Value) -> Vec<Value> {
         .collect()
 }
 
-/// In the SDK's own negotiation (2026-07-28 with this gateway) the retried call is how the
-/// client learns the authorization ended: no notification.
+/// In the SDK's own negotiation (2026-07-28 with this gateway) the URL elicitation is an
+/// input request of the call, and the retried call's answer is how the client learns the
+/// authorization ended: no notification. Were an older SDK to settle on 2025-11-25, the
+/// gateway would tell it by exactly one `notifications/elicitation/complete` instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oauth_url_elicitation_with_the_python_sdk_client() {
     let Some(report) = python_authorizes("auto").await else {
         return;
     };
-    if report["protocolVersion"] == "2026-07-28" {
-        assert!(completions(&report).is_empty(), "{report}");
+    // The round itself (one URL elicitation, followed to the gateway's callback, the call
+    // answered as bob) is checked by `python_authorizes`; here, how it ended.
+    let id = report["elicitations"][0]["elicitationId"].clone();
+    assert!(id.as_str().is_some_and(|s| !s.is_empty()), "{report}");
+    let done = completions(&report);
+    match report["protocolVersion"].as_str() {
+        Some("2026-07-28") => {
+            assert!(done.is_empty(), "{report}");
+            // Answered whole by the retried call, not left asking for input.
+            assert_eq!(report["result"]["resultType"], "complete", "{report}");
+        }
+        Some("2025-11-25") => {
+            assert_eq!(done.len(), 1, "{report}");
+            assert_eq!(done[0]["params"]["elicitationId"], id, "{report}");
+        }
+        other => panic!("negotiated {other:?}, a version without URL elicitation: {report}"),
     }
+    assert_ne!(report["result"]["isError"], true, "{report}");
 }
 
 /// Over the 2025-11-25 handshake, once bob is back from authorizing the gateway tells the
