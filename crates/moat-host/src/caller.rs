@@ -18,8 +18,9 @@ pub(crate) struct Caller {
     /// Whether an issuer vouched (a token), rather than the local system.
     pub(crate) by_token: bool,
     /// The user as per-user state (lasting consent, rate limits) tells users apart: the
-    /// name, followed by its issuer for every issuer but the first, so that users of two
-    /// issuers who carry the same name never share that state.
+    /// name, followed by its issuer for every issuer but `[auth]`'s top-level one, so that
+    /// users of two issuers who carry the same name never share that state; a token that
+    /// names no user, by its client and issuer (never the local operator's state).
     state_user: Option<String>,
 }
 
@@ -34,13 +35,12 @@ impl Caller {
             None => ("sub", "groups"),
         };
         let who = Who::of(identity, user_claim, groups_claim);
-        let first = auth
-            .and_then(|a| a.issuers.first())
-            .map(|i| i.issuer.as_str());
-        let state_user = who.user.as_ref().map(|user| match &identity.issuer {
-            Some(issuer) if Some(issuer.as_str()) != first => format!("{user} ({issuer})"),
-            _ => user.clone(),
-        });
+        let state_user = state_user(
+            who.user.as_deref(),
+            identity.issuer.as_deref(),
+            identity.client_id.as_deref(),
+            auth.and_then(|a| a.primary.as_deref()),
+        );
         Caller {
             who: Some(who),
             client_id: identity.client_id.clone(),
@@ -68,6 +68,23 @@ impl Caller {
         } else {
             None
         }
+    }
+}
+
+/// Whose per-user state a caller uses (see the `state_user` field of [`Caller`]). The
+/// issuer is a URL, which has no spaces, so the parts cannot be read two ways.
+fn state_user(
+    user: Option<&str>,
+    issuer: Option<&str>,
+    client_id: Option<&str>,
+    primary: Option<&str>,
+) -> Option<String> {
+    match (user, issuer) {
+        // The local OS user, or a caller nobody vouched for: as before issuers existed.
+        (user, None) => user.map(str::to_owned),
+        (Some(user), Some(issuer)) if Some(issuer) == primary => Some(user.to_owned()),
+        (Some(user), Some(issuer)) => Some(format!("{user} ({issuer})")),
+        (None, Some(issuer)) => Some(format!("client {} ({issuer})", client_id.unwrap_or("-"))),
     }
 }
 
@@ -105,4 +122,43 @@ pub(crate) fn check_tool_scopes(
         return Ok(());
     }
     Err(moat::transport::http::server::insufficient_scope(&needed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::state_user;
+
+    #[test]
+    fn per_user_state_never_mixes_issuers_nor_falls_to_the_operator() {
+        let a = Some("https://a.example");
+        let b = Some("https://b.example");
+        // The top-level issuer's users keep their plain names (as with one issuer).
+        assert_eq!(
+            state_user(Some("dana"), a, None, a).as_deref(),
+            Some("dana")
+        );
+        // Another issuer's user of the same name is another user.
+        assert_eq!(
+            state_user(Some("dana"), b, None, a).as_deref(),
+            Some("dana (https://b.example)")
+        );
+        // With no top-level issuer, every issuer's users are named with it: reordering
+        // `[[auth.issuers]]` changes nobody's name.
+        assert_eq!(
+            state_user(Some("dana"), a, None, None).as_deref(),
+            Some("dana (https://a.example)")
+        );
+        // A token that names no user is its client's, never the operator's (None).
+        assert_eq!(
+            state_user(None, b, Some("ci-bot"), a).as_deref(),
+            Some("client ci-bot (https://b.example)")
+        );
+        assert!(state_user(None, a, None, a).is_some());
+        // The local user (no issuer) is as before.
+        assert_eq!(
+            state_user(Some("root"), None, None, a).as_deref(),
+            Some("root")
+        );
+        assert_eq!(state_user(None, None, None, a), None);
+    }
 }

@@ -54,6 +54,11 @@ use super::source::Source;
 pub struct AuthConfig {
     /// The authorization servers trusted, in the order configured (never empty).
     pub issuers: Vec<IssuerConfig>,
+    /// The issuer whose users per-user state (rate-limit buckets, lasting consent) names by
+    /// their plain name: the top-level `issuer`, the single-issuer form. Users of every other
+    /// issuer are named with their issuer, so adding or reordering `[[auth.issuers]]` never
+    /// gives one issuer's user another's state. `None`: every issuer's users are qualified.
+    pub primary: Option<String>,
     /// This gateway's resource URL, which tokens must name in `aud`.
     pub resource: String,
     /// Scopes every token must carry.
@@ -108,7 +113,9 @@ impl IssuerConfig {
 impl AuthConfig {
     /// Tokens of `issuer` for `resource`, with the defaults.
     pub fn new(issuer: impl Into<String>, resource: impl Into<String>) -> AuthConfig {
+        let issuer = issuer.into();
         AuthConfig {
+            primary: Some(issuer.clone()),
             issuers: vec![IssuerConfig::new(issuer)],
             resource: resource.into(),
             scopes: Vec::new(),
@@ -285,9 +292,14 @@ pub(crate) fn auth(src: &Source<'_>, raw: TomlAuth) -> Result<AuthConfig, Config
     let at = |key: &'static str| ["auth", key];
     let resource = url_value(src, &at("resource"), "auth.resource", &raw.resource)?;
     let mut issuers = Vec::new();
+    let mut primary = None;
     match raw.issuer {
         Some(issuer) => issuers.push(IssuerConfig {
-            issuer: url_value(src, &at("issuer"), "auth.issuer", &issuer)?,
+            issuer: {
+                let url = url_value(src, &at("issuer"), "auth.issuer", &issuer)?;
+                primary = Some(url.clone());
+                url
+            },
             jwks_uri: match &raw.jwks_uri {
                 Some(u) => Some(src.expand(&at("jwks_uri"), "auth.jwks_uri", u)?),
                 None => None,
@@ -353,6 +365,7 @@ pub(crate) fn auth(src: &Source<'_>, raw: TomlAuth) -> Result<AuthConfig, Config
         ));
     }
     let mut config = AuthConfig::new("", resource);
+    config.primary = primary;
     config.issuers = issuers;
     config.scopes = raw.scopes;
     if let Some(c) = raw.user_claim {
