@@ -90,7 +90,11 @@ pub async fn run(args: ChatArgs) -> Result<(), Failure> {
     .await
     .map_err(|e| Failure::Connection(anyhow!(e)))?;
     for (name, why) in session.host().down_reasons() {
-        eprintln!("moat chat: server {name} is not running: {why}");
+        // Why may quote what the server printed.
+        eprintln!(
+            "moat chat: server {name} is not running: {}",
+            sanitize(&why, false)
+        );
     }
     session.restore(history);
     session
