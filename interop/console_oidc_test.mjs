@@ -133,6 +133,22 @@ try {
   }
   step("replay-refused");
 
+  // A configuration reload whose allow-list no longer has alice (group ops) closes her
+  // session: her next request is not let in. The reload applies within moments; polled.
+  const api = async () => (await page.request.get(`${origin}/api/pending`)).status();
+  if ((await api()) !== 200) fail("alice's session did not let her read /api/pending");
+  step("session-live");
+  await nextLine("reloaded");
+  let after = 200;
+  for (let i = 0; i < 150 && after === 200; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+    after = await api();
+  }
+  if (after !== 401) fail(`alice's session after the reload that dropped her group: ${after}`);
+  const door = await page.goto(consoleUrl);
+  if (door.status() !== 401) fail(`the page after the reload: ${door.status()}`);
+  step("session-closed");
+
   // The provider goes down between its answer and the token request: a clear page, and
   // no session. The provider's redirect to the console is held until the test says so.
   // A new browser session (the provider would remember alice, and skip its login).

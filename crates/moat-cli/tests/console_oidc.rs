@@ -10,6 +10,7 @@
 //!   `HttpOnly`, `SameSite=Strict`; she approves a client's call, which completes, and the
 //!   audit trail says she approved it;
 //! - the same callback replayed (a spent code and state) is refused;
+//! - a configuration reload whose allow-list drops her group closes her session;
 //! - the provider down when the console redeems the code: a clear page, no session;
 //! - the one-time login link keeps working beside it.
 //!
@@ -222,22 +223,25 @@ fn the_console_signs_in_through_the_identity_provider() {
     let dir = tempfile::tempdir().unwrap();
     let config_path = dir.path().join("moat.toml");
     let tools = json!([{"name": "greet", "description": "Greets someone."}]);
-    let config = format!(
-        "state_dir = {state}\n\n[servers.mutable]\ncommand = {python}\nargs = [{server}]\n\
+    let config = |groups: &str| {
+        format!(
+            "state_dir = {state}\n\n[servers.mutable]\ncommand = {python}\nargs = [{server}]\n\
          env = {{ MOAT_TEST_TOOLS = {tools} }}\nsandbox = false\n\n\
          [policy]\ndefault = \"allow\"\n\n[[policy.rules]]\nname = \"greet-asks\"\n\
          decision = \"ask\"\nserver = \"mutable\"\ntool = \"greet\"\n\n\
          [consent]\ntimeout = \"90s\"\n\n\
          [console.oidc]\nissuer = {issuer}\nclient_id = \"moat-console\"\n\
          client_secret_env = \"CONSOLE_OIDC_SECRET\"\nname = \"Test IdP\"\n\
-         scopes = [\"groups\"]\ngroups = [\"ops\"]\n",
-        state = toml_str(&dir.path().join("state").to_string_lossy()),
-        python = toml_str(&p.python()),
-        server = toml_str(&p.path("py_mutable_server.py")),
-        tools = toml_str(&tools.to_string()),
-        issuer = toml_str(&issuer.url),
-    );
-    std::fs::write(&config_path, config).unwrap();
+         scopes = [\"groups\"]\ngroups = [{groups}]\n",
+            state = toml_str(&dir.path().join("state").to_string_lossy()),
+            python = toml_str(&p.python()),
+            server = toml_str(&p.path("py_mutable_server.py")),
+            tools = toml_str(&tools.to_string()),
+            issuer = toml_str(&issuer.url),
+            groups = toml_str(groups),
+        )
+    };
+    std::fs::write(&config_path, config("ops")).unwrap();
     let gateway = HttpGateway::start(
         MOAT,
         &config_path,
@@ -283,6 +287,11 @@ fn the_console_signs_in_through_the_identity_provider() {
         "greet: from alice's console"
     );
     browser.step("replay-refused", &gateway);
+    browser.step("session-live", &gateway);
+    // The gateway reloads a changed file on its own.
+    std::fs::write(&config_path, config("admins")).unwrap();
+    browser.go_on("reloaded");
+    browser.step("session-closed", &gateway);
     browser.step("provider-answered", &gateway);
     issuer.stop();
     browser.go_on("provider-down");
