@@ -29,33 +29,12 @@ pub fn telemetry(args: &GatewayArgs) -> Option<moat_host::config::telemetry::Tel
 pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
     let path = config_path(args.config.as_deref()).map_err(Failure::Usage)?;
     let mut config = Config::load(&path).map_err(|e| Failure::Usage(anyhow!(e)))?;
-    if let (Some(issuer), Some(resource)) = (&args.oauth_issuer, &args.resource) {
-        // The flags stand in for the issuer, resource and scopes of [auth], keeping its
-        // claim mappings and tool scopes.
-        let mut auth = config
-            .auth
-            .take()
-            .unwrap_or_else(|| AuthConfig::new(issuer.clone(), resource.clone()));
-        auth.only_issuer(issuer);
-        auth.resource = resource.clone();
-        if !args.scope.is_empty() {
-            auth.scopes = args.scope.clone();
-        }
-        config.auth = Some(auth);
-    }
+    let flags = Flags::of(&args);
+    flags.apply(&mut config);
     let resource = match &config.auth {
         Some(auth) if args.http.is_some() => Some(resource_options(auth).map_err(Failure::Usage)?),
         _ => None,
     };
-    if args.store.is_some() {
-        config.store.url = args.store.clone();
-    }
-    if args.search.is_some() {
-        config.tool_search.mode = moat_host::SearchMode::On;
-    }
-    if args.metrics.is_some() {
-        config.telemetry.metrics = args.metrics;
-    }
     let metrics_addr = config.telemetry.metrics.filter(|_| !args.check);
     // Read before any server starts: a bad key file is a usage error, not a half start.
     let state_keys = match &args.state_key_file {
@@ -122,7 +101,7 @@ pub async fn run(args: GatewayArgs) -> Result<(), Failure> {
         summary(&for_summary, &summary_path);
         release_startup_memory();
     });
-    spawn_reload(host.clone(), path.clone(), console.clone());
+    spawn_reload(host.clone(), path.clone(), console.clone(), flags);
 
     if let Some((current, retired)) = state_keys {
         // A `Server` is a handle: this sets the gateway's own server's keys.
@@ -426,12 +405,71 @@ async fn check(host: &Host, json: bool, search: Option<&str>) -> Result<(), Fail
 
 /// Reload on SIGHUP and on change; a broken edit is reported and the running
 /// configuration kept.
-fn spawn_reload(host: Host, path: PathBuf, console: Option<std::sync::Arc<moat_host::Console>>) {
+/// The flags that stand in for settings of moat.toml: applied to the file as loaded at
+/// start and again at each reload, so an edit to the file never undoes them.
+#[derive(Clone)]
+struct Flags {
+    oauth_issuer: Option<String>,
+    resource: Option<String>,
+    scope: Vec<String>,
+    store: Option<String>,
+    search: bool,
+    metrics: Option<std::net::SocketAddr>,
+}
+
+impl Flags {
+    fn of(args: &GatewayArgs) -> Flags {
+        Flags {
+            oauth_issuer: args.oauth_issuer.clone(),
+            resource: args.resource.clone(),
+            scope: args.scope.clone(),
+            store: args.store.clone(),
+            search: args.search.is_some(),
+            metrics: args.metrics,
+        }
+    }
+
+    fn apply(&self, config: &mut Config) {
+        if let (Some(issuer), Some(resource)) = (&self.oauth_issuer, &self.resource) {
+            // The flags stand in for the issuer, resource and scopes of [auth], keeping its
+            // claim mappings and tool scopes.
+            let mut auth = config
+                .auth
+                .take()
+                .unwrap_or_else(|| AuthConfig::new(issuer.clone(), resource.clone()));
+            auth.only_issuer(issuer);
+            auth.resource = resource.clone();
+            if !self.scope.is_empty() {
+                auth.scopes = self.scope.clone();
+            }
+            config.auth = Some(auth);
+        }
+        if self.store.is_some() {
+            config.store.url = self.store.clone();
+        }
+        if self.search {
+            config.tool_search.mode = moat_host::SearchMode::On;
+        }
+        if self.metrics.is_some() {
+            config.telemetry.metrics = self.metrics;
+        }
+    }
+}
+
+fn spawn_reload(
+    host: Host,
+    path: PathBuf,
+    console: Option<std::sync::Arc<moat_host::Console>>,
+    flags: Flags,
+) {
     tokio::spawn(async move {
         let mut changes = moat_host::watch::watch(path);
         while let Some(next) = changes.recv().await {
             let error = match next {
-                Ok(config) => match host.reload(config).await {
+                Ok(mut config) => match {
+                    flags.apply(&mut config);
+                    host.reload(config).await
+                } {
                     Ok(()) => None,
                     Err(e) => {
                         eprintln!(
