@@ -466,18 +466,19 @@ fn spawn_reload(
         let mut changes = moat_host::watch::watch(path);
         while let Some(next) = changes.recv().await {
             let error = match next {
-                Ok(mut config) => match {
+                Ok(mut config) => {
                     flags.apply(&mut config);
-                    host.reload(config).await
-                } {
-                    Ok(()) => None,
-                    Err(e) => {
-                        eprintln!(
-                            "moat gateway: reload refused, still running the previous configuration: {e}"
-                        );
-                        Some(format!("reload refused: {e}"))
+                    let reloaded = host.reload(config).await;
+                    match reloaded {
+                        Ok(()) => None,
+                        Err(e) => {
+                            eprintln!(
+                                "moat gateway: reload refused, still running the previous configuration: {e}"
+                            );
+                            Some(format!("reload refused: {e}"))
+                        }
                     }
-                },
+                }
                 Err(e) => {
                     eprintln!(
                         "moat gateway: the configuration has an error, still running the previous one: {e}"

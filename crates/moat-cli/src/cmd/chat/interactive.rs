@@ -3,6 +3,7 @@
 //! tool call, which the server is told of (`notifications/cancelled`) — and keeps the
 //! session.
 
+use moat_chat::sanitize::sanitize;
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -68,8 +69,13 @@ pub async fn run(session: &mut Session, state: &Path) -> Result<(), Failure> {
             "/tools" => match session.refresh_tools().await {
                 Ok(()) => {
                     for tool in session.tools() {
+                        // A server's words: nothing in them may drive the terminal.
                         let first = tool.description.lines().next().unwrap_or_default();
-                        println!("{}  {}", tool.name, dim(first));
+                        println!(
+                            "{}  {}",
+                            sanitize(&tool.name, false),
+                            dim(&sanitize(first, false))
+                        );
                     }
                 }
                 Err(e) => eprintln!("error: {e}"),
@@ -178,6 +184,6 @@ fn servers(session: &Session) {
         println!("{name}: running");
     }
     for (name, why) in down {
-        println!("{name}: not running ({why})");
+        println!("{name}: not running ({})", sanitize(&why, false));
     }
 }
