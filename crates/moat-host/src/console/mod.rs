@@ -4,7 +4,8 @@
 //! approves them), the audit trail, and the configuration errors of the last reload.
 //!
 //! Access: the gateway prints a login URL with a one-time token; opening it sets a session
-//! cookie (`HttpOnly`, `SameSite=Strict`) and spends the token. With `[console.oidc]`, people
+//! cookie (`HttpOnly`, `SameSite=Strict`) and spends the token; sessions end when idle or
+//! old ([`auth`]). With `[console.oidc]`, people
 //! also sign in through an OpenID Connect provider ([`oidc`]), if its allow-list has them. Every action carries the
 //! session's CSRF token in a header, and every request passes the same `Host`/`Origin`
 //! checks as the MCP endpoint (DNS rebinding, cross-site requests). The page, its style and

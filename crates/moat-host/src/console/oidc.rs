@@ -172,7 +172,7 @@ impl Oidc {
     /// Another path answering is harmless: a callback needs its flow's state and cookie.
     pub(crate) fn is_callback(&self, path: &str) -> bool {
         let callback = self.callback_path();
-        path.starts_with('/') && path.len() > 1 && callback.ends_with(path)
+        path == callback || (path.starts_with('/') && path.len() > 1 && callback.ends_with(path))
     }
 
     /// Whether the browser reaches the console over https (the redirect URI says so, as the
