@@ -39,7 +39,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::{oneshot, watch};
 use url::Url;
 
-use super::state::{Verdict, judge};
+use super::idle::{Verdict, judge};
 use super::user::UserKey;
 use super::vault::Vault;
 use crate::config::OAuthAuth;

@@ -23,6 +23,7 @@ mod cache;
 mod error;
 mod exchange;
 pub(crate) mod headers;
+mod idle;
 pub(crate) mod state;
 mod user;
 mod vault;
