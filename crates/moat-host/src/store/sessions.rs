@@ -224,8 +224,13 @@ impl SessionDirectory for PostgresDirectory {
                     .collect();
             }
             for sql in [
-                "DELETE FROM http_sessions WHERE touched_at < now() - make_interval(secs => $1)",
-                "DELETE FROM sse_events WHERE written_at < now() - make_interval(secs => $1)",
+                // A stale session's events go with it.
+                "WITH gone AS (DELETE FROM http_sessions \
+                     WHERE touched_at < now() - make_interval(secs => $1) RETURNING id) \
+                 DELETE FROM sse_events WHERE session_id IN (SELECT id FROM gone)",
+                // Events written after their session was removed (a batch in flight then).
+                "DELETE FROM sse_events e WHERE written_at < now() - make_interval(secs => $1) \
+                 AND NOT EXISTS (SELECT 1 FROM http_sessions s WHERE s.id = e.session_id)",
             ] {
                 client
                     .execute(sql, &[&stale_seconds])

@@ -12,7 +12,7 @@
 //! are not written (logged; a live replica still replays them from memory).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
@@ -21,6 +21,15 @@ use super::directory::{SharedDirectory, StoredEvent};
 
 /// Events waiting to be written, at most.
 const QUEUE: usize = 16_384;
+
+/// Bytes of events waiting to be written, at most: a slow store must not make the queue
+/// hold a copy of every large tool result.
+const QUEUE_BYTES: usize = 32 * 1024 * 1024;
+
+/// An event larger than this is not written (logged): replaying it from the store after a
+/// takeover is not worth holding and writing a copy of every large result. A resume that
+/// needed it ends there (see [`super::resume_foreign`]'s gap rule).
+const MAX_EVENT_BYTES: usize = 1024 * 1024;
 
 /// Events written in one batch, at most.
 const BATCH: usize = 512;
@@ -38,31 +47,49 @@ enum Item {
 pub(crate) struct Journal {
     queue: mpsc::Sender<Item>,
     dropped: AtomicU64,
+    /// Bytes of the events queued now.
+    queued_bytes: Arc<AtomicUsize>,
 }
 
 impl Journal {
     /// A journal writing to `directory`, from a task of its own.
     pub(crate) fn start(directory: SharedDirectory) -> Arc<Journal> {
         let (queue, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(write(directory, rx));
+        let queued_bytes = Arc::new(AtomicUsize::new(0));
+        tokio::spawn(write(directory, rx, queued_bytes.clone()));
         Arc::new(Journal {
             queue,
             dropped: AtomicU64::new(0),
+            queued_bytes,
         })
     }
 
     /// Queue one event; never waits.
     pub(crate) fn record(&self, event: StoredEvent) {
+        let size = event.json.len();
+        if size > MAX_EVENT_BYTES {
+            return self.not_written();
+        }
+        if self.queued_bytes.fetch_add(size, Ordering::Relaxed) + size > QUEUE_BYTES {
+            self.queued_bytes.fetch_sub(size, Ordering::Relaxed);
+            return self.not_written();
+        }
         if self.queue.try_send(Item::Event(event)).is_err() {
-            let before = self.dropped.fetch_add(1, Ordering::Relaxed);
-            // Once, then at every 1,000th: the log must not become the next bottleneck.
-            if before.is_multiple_of(1000) {
-                tracing::warn!(
-                    dropped = before + 1,
-                    "stream events are not being written to the session directory as fast \
-                     as they come; a session taken over after this replica dies may miss some"
-                );
-            }
+            self.queued_bytes.fetch_sub(size, Ordering::Relaxed);
+            self.not_written();
+        }
+    }
+
+    fn not_written(&self) {
+        let before = self.dropped.fetch_add(1, Ordering::Relaxed);
+        // Once, then at every 1,000th: the log must not become the next bottleneck.
+        if before.is_multiple_of(1000) {
+            tracing::warn!(
+                dropped = before + 1,
+                "stream events are not being written to the session directory (too large, or \
+                 coming faster than it takes them); a session taken over after this replica \
+                 dies may have to end a resumed stream early"
+            );
         }
     }
 
@@ -89,14 +116,21 @@ impl StreamJournal {
     }
 }
 
-async fn write(directory: SharedDirectory, mut rx: mpsc::Receiver<Item>) {
+async fn write(
+    directory: SharedDirectory,
+    mut rx: mpsc::Receiver<Item>,
+    queued_bytes: Arc<AtomicUsize>,
+) {
     let mut items = Vec::with_capacity(BATCH);
     let mut events = Vec::with_capacity(BATCH);
     while rx.recv_many(&mut items, BATCH).await > 0 {
         let mut flushed = Vec::new();
         for item in items.drain(..) {
             match item {
-                Item::Event(e) => events.push(e),
+                Item::Event(e) => {
+                    queued_bytes.fetch_sub(e.json.len(), Ordering::Relaxed);
+                    events.push(e);
+                }
                 Item::Flush(done) => flushed.push(done),
             }
         }
@@ -141,5 +175,33 @@ mod tests {
         assert_eq!(seqs, vec![0, 1, 2, 3, 4]);
         assert!(kept[4].answers && !kept[3].answers);
         assert!(directory.events("s", "t_2").await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_event_too_large_is_not_written_and_the_rest_are() {
+        let directory = Arc::new(MemoryDirectory::default());
+        let journal = Journal::start(directory.clone());
+        let stream = StreamJournal {
+            journal: journal.clone(),
+            session: "s".into(),
+        };
+        let huge = format!("{{\"n\":\"{}\"}}", "x".repeat(MAX_EVENT_BYTES));
+        stream.record("t_1", 0, false, "{}");
+        stream.record("t_1", 1, false, &huge);
+        stream.record("t_1", 2, true, "{}");
+        journal.flush().await;
+        let seqs: Vec<u64> = directory
+            .events("s", "t_1")
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(
+            seqs,
+            vec![0, 2],
+            "the large one is left out (a resume stops before it)"
+        );
+        assert_eq!(journal.queued_bytes.load(Ordering::Relaxed), 0);
     }
 }

@@ -1479,19 +1479,22 @@ async fn resume_foreign(
             }),
         None => Vec::new(),
     };
-    let unseen: Vec<_> = kept
-        .iter()
-        .filter(|e| after.is_none_or(|a| e.seq > a))
-        .collect();
-    if let Some(first) = unseen.first()
-        && first.seq != after.map_or(0, |a| a + 1)
-    {
-        tracing::warn!(
-            session = %session.id,
-            stream = %prefix,
-            "resuming a stream another replica served: events between {last} and {} are gone",
-            first.seq
-        );
+    // The events that follow the client's last one without a gap; after a gap (events
+    // trimmed, or never written) the replay stops: the client must not miss one unawares.
+    let first = after.map_or(0, |a| a + 1);
+    let mut unseen = Vec::new();
+    let later = kept.iter().filter(|e| after.is_none_or(|a| e.seq > a));
+    for (expected, e) in (first..).zip(later) {
+        if e.seq != expected {
+            tracing::warn!(
+                session = %session.id,
+                stream = %prefix,
+                "resuming a stream another replica served: its events from {expected} on \
+                 are not all in the directory; the replay stops there"
+            );
+            break;
+        }
+        unseen.push(e);
     }
     let replayed: String = unseen
         .iter()
@@ -1509,8 +1512,10 @@ async fn resume_foreign(
             &session.id,
         ));
     }
-    let answered: std::collections::HashSet<RequestId> = kept
-        .iter()
+    // Answered: what the client saw before, and what it gets now.
+    let seen = kept.iter().filter(|e| after.is_some_and(|a| e.seq <= a));
+    let answered: std::collections::HashSet<RequestId> = seen
+        .chain(unseen.iter().copied())
         .filter(|e| e.answers)
         .flat_map(|e| answered_ids(&e.json))
         .collect();
