@@ -358,10 +358,19 @@ impl RequestContext {
         self.round.as_ref()?.launch()?.task()
     }
 
-    /// Servers must not ask for what the client did not declare.
+    /// Servers must not ask for what the client did not declare: nor an elicitation in a
+    /// mode it did not declare (an empty `elicitation` is form mode alone).
     fn require(&self, request: &InputRequest) -> Result<(), Error> {
         let (what, has): (&'static str, fn(&ClientCapabilities) -> bool) = match request {
             InputRequest::CreateMessage(_) => ("sampling", |c| c.sampling.is_some()),
+            InputRequest::Elicit(ElicitRequestParams::Url(_)) => ("url-mode elicitation", |c| {
+                c.elicitation.as_ref().is_some_and(|e| e.url.is_some())
+            }),
+            InputRequest::Elicit(ElicitRequestParams::Form(_)) => ("form-mode elicitation", |c| {
+                c.elicitation
+                    .as_ref()
+                    .is_some_and(|e| e.form.is_some() || e.url.is_none())
+            }),
             InputRequest::Elicit(_) => ("elicitation", |c| c.elicitation.is_some()),
             InputRequest::ListRoots(_) => ("roots", |c| c.roots.is_some()),
             _ => return Ok(()),

@@ -1,0 +1,100 @@
+//! A server asks for input only in an elicitation mode the client declared: a client that
+//! declared `elicitation: {}` (form mode alone, as before modes existed) is never sent a
+//! link, and one that declared only URL mode is never sent a form; the handler learns
+//! which mode the client lacks.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use moat::types::{ClientCapabilities, ElicitRequestParams, ElicitResult, ElicitationCapability};
+use moat::{Client, NoArgs, RequestContext, Server};
+use serde_json::json;
+
+fn server() -> Server {
+    let ask = |params: serde_json::Value| {
+        move |ctx: RequestContext, _: NoArgs| {
+            let params = params.clone();
+            async move {
+                let params: ElicitRequestParams =
+                    serde_json::from_value(params).map_err(|e| e.to_string())?;
+                Ok::<_, String>(match ctx.elicit(params).await {
+                    Ok(answer) => format!("{:?}", answer.action),
+                    Err(e) => format!("refused: {e}"),
+                })
+            }
+        }
+    };
+    Server::new("asker", "1.0")
+        .tool_with_context(
+            "link",
+            "Sends the user to a page",
+            ask(
+                json!({"mode": "url", "message": "Sign in", "elicitationId": "e-1",
+                       "url": "https://example.com/sign-in"}),
+            ),
+        )
+        .tool_with_context(
+            "form",
+            "Asks for a name",
+            ask(
+                json!({"message": "Name?", "requestedSchema": {"type": "object",
+                       "properties": {"name": {"type": "string"}}}}),
+            ),
+        )
+}
+
+async fn client_declaring(elicitation: ElicitationCapability) -> Client {
+    let (a, b) = support::pair();
+    let _served = server().start(a);
+    let capabilities = ClientCapabilities {
+        elicitation: Some(elicitation),
+        ..ClientCapabilities::default()
+    };
+    Client::builder()
+        .on_elicitation(|_| async { Ok(ElicitResult::accept(BTreeMap::new())) })
+        .capabilities(capabilities)
+        .connect(b)
+        .await
+        .expect("connect")
+}
+
+async fn text(client: &Client, tool: &str) -> String {
+    let result = client.call_tool(tool, json!({})).await.expect("call");
+    let value = serde_json::to_value(&result).expect("encode");
+    value["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn mode(form: bool, url: bool) -> ElicitationCapability {
+    let mut cap = ElicitationCapability::default();
+    cap.form = form.then(Default::default);
+    cap.url = url.then(Default::default);
+    cap
+}
+
+#[tokio::test]
+async fn only_a_declared_mode_is_asked_for() {
+    // `elicitation: {}`: form mode alone.
+    let client = client_declaring(mode(false, false)).await;
+    assert_eq!(text(&client, "form").await, "Accept");
+    let refused = text(&client, "link").await;
+    assert!(
+        refused.starts_with("refused") && refused.contains("url-mode"),
+        "{refused}"
+    );
+    // URL mode alone.
+    let client = client_declaring(mode(false, true)).await;
+    assert_eq!(text(&client, "link").await, "Accept");
+    let refused = text(&client, "form").await;
+    assert!(
+        refused.starts_with("refused") && refused.contains("form-mode"),
+        "{refused}"
+    );
+    // Both.
+    let client = client_declaring(mode(true, true)).await;
+    assert_eq!(text(&client, "link").await, "Accept");
+    assert_eq!(text(&client, "form").await, "Accept");
+}
