@@ -167,7 +167,8 @@ pub struct GatewayArgs {
     pub metrics: Option<std::net::SocketAddr>,
     /// Serve the web console at http://ADDR/ (HOST:PORT or just PORT, on 127.0.0.1): calls
     /// waiting for consent (approve or deny them there), servers, tools, held pins, the
-    /// audit trail. A one-time login URL is printed on start. docs/console.md.
+    /// audit trail. A one-time login URL is printed on start; with `[console.oidc]`, people
+    /// also sign in through your identity provider. docs/console.md.
     #[arg(long, value_name = "ADDR", env = "MOAT_CONSOLE")]
     pub console: Option<String>,
     /// With --http: require `Authorization: Bearer TOKEN` (needed off loopback). Also
