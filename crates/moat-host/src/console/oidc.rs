@@ -20,8 +20,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, JwkSet, PublicKeyUse};
-use jsonwebtoken::{Algorithm, AlgorithmFamily, DecodingKey, Validation};
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{DecodingKey, Validation};
+use moat::transport::http::server::{SIGNING_ALGORITHMS, key_fits};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -45,20 +46,6 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 const LEEWAY: u64 = 60;
 /// The largest answer read from the provider.
 const MAX_ANSWER: usize = 256 * 1024;
-
-/// Only asymmetric algorithms: an HMAC "signature" keyed with something public must never
-/// verify.
-const ALLOWED: &[Algorithm] = &[
-    Algorithm::RS256,
-    Algorithm::RS384,
-    Algorithm::RS512,
-    Algorithm::PS256,
-    Algorithm::PS384,
-    Algorithm::PS512,
-    Algorithm::ES256,
-    Algorithm::ES384,
-    Algorithm::EdDSA,
-];
 
 /// Why a sign-in logged nobody in; each says so in words for the error page.
 #[derive(Debug, thiserror::Error)]
@@ -520,23 +507,6 @@ fn clip(s: &str) -> String {
     }
 }
 
-/// Whether `jwk` may verify a token signed with `alg` naming `kid`.
-fn fits(jwk: &Jwk, alg: Algorithm, kid: Option<&str>) -> bool {
-    let family = match jwk.algorithm {
-        AlgorithmParameters::EllipticCurve(_) => AlgorithmFamily::Ec,
-        AlgorithmParameters::RSA(_) => AlgorithmFamily::Rsa,
-        AlgorithmParameters::OctetKeyPair(_) => AlgorithmFamily::Ed,
-        AlgorithmParameters::OctetKey(_) => return false,
-    };
-    family.algorithms().contains(&alg)
-        && kid.is_none_or(|kid| jwk.common.key_id.as_deref() == Some(kid))
-        && jwk
-            .common
-            .key_algorithm
-            .is_none_or(|a| a.to_string() == format!("{alg:?}"))
-        && !matches!(jwk.common.public_key_use, Some(ref u) if *u != PublicKeyUse::Signature)
-}
-
 /// Checks an ID token (OpenID Connect Core 3.1.3.7): signed by one of `keys` with an
 /// asymmetric algorithm, issued by `issuer` for `client_id` (and, if it names an
 /// authorized party, that is us), not expired, and carrying our `nonce`. Its claims.
@@ -550,7 +520,9 @@ pub(crate) fn validate_id_token(
     let bad = |why: &str| LoginError::Token(why.to_owned());
     let header = jsonwebtoken::decode_header(token)
         .map_err(|_| bad("its header is malformed or names an algorithm not accepted"))?;
-    if !ALLOWED.contains(&header.alg) {
+    // Only asymmetric algorithms, the resource server's list: an HMAC "signature" keyed
+    // with something public must never verify.
+    if !SIGNING_ALGORITHMS.contains(&header.alg) {
         return Err(LoginError::Token(format!(
             "it is signed with {:?}, which is not accepted",
             header.alg
@@ -569,7 +541,7 @@ pub(crate) fn validate_id_token(
     for jwk in keys
         .keys
         .iter()
-        .filter(|k| fits(k, header.alg, header.kid.as_deref()))
+        .filter(|k| key_fits(k, header.alg, header.kid.as_deref()))
     {
         let Ok(key) = DecodingKey::from_jwk(jwk) else {
             continue;
@@ -626,7 +598,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jsonwebtoken::{EncodingKey, Header};
+    use jsonwebtoken::{Algorithm, EncodingKey, Header};
     use serde_json::json;
 
     /// An Ed25519 key pair: the signing key, and the JWKS publishing its public half.

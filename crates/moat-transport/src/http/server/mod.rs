@@ -57,7 +57,7 @@ pub use forward::FORWARDED;
 pub use modern::{SharedToolHeaders, ToolHeaders};
 pub use resource::{
     INSUFFICIENT_SCOPE, Identity, IntrospectionOptions, IssuerOptions, MAX_SKEW, ResourceError,
-    ResourceOptions, insufficient_scope,
+    ResourceOptions, SIGNING_ALGORITHMS, insufficient_scope, key_fits,
 };
 
 use super::headers as h;

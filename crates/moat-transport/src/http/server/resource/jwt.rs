@@ -12,7 +12,7 @@ use super::{Denial, Identity, ResourceOptions, Trusted, identity_of};
 
 /// The algorithms that may ever be accepted: asymmetric ones only. An HMAC "signature"
 /// made with the issuer's public key as the secret must never verify.
-pub(super) const ALLOWED: &[Algorithm] = &[
+pub const SIGNING_ALGORITHMS: &[Algorithm] = &[
     Algorithm::RS256,
     Algorithm::RS384,
     Algorithm::RS512,
@@ -141,7 +141,7 @@ mod tests {
     #[test]
     fn no_hmac_is_ever_allowed() {
         assert!(
-            !ALLOWED
+            !SIGNING_ALGORITHMS
                 .iter()
                 .any(|a| matches!(a, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512))
         );

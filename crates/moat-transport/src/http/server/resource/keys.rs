@@ -57,8 +57,9 @@ fn family_of(jwk: &Jwk) -> AlgorithmFamily {
     }
 }
 
-/// Whether `jwk` may verify a token signed with `alg` and naming `kid`.
-fn fits(jwk: &Jwk, alg: Algorithm, kid: Option<&str>) -> bool {
+/// Whether `jwk` may verify a token signed with `alg` and naming `kid`: a public key of
+/// the algorithm's family, with that id, not restricted to another algorithm or use.
+pub fn key_fits(jwk: &Jwk, alg: Algorithm, kid: Option<&str>) -> bool {
     let family = family_of(jwk);
     // A symmetric key in a JWKS is never a verification key for anyone else's tokens.
     family != AlgorithmFamily::Hmac
@@ -98,7 +99,7 @@ impl KeyCache {
         self.state()
             .keys
             .iter()
-            .filter(|k| fits(k, alg, kid))
+            .filter(|k| key_fits(k, alg, kid))
             .cloned()
             .collect()
     }

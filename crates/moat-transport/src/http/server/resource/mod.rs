@@ -34,6 +34,8 @@ use url::Url;
 pub use crate::identity::Identity;
 
 pub(crate) use challenge::Challenge;
+pub use jwt::SIGNING_ALGORITHMS;
+pub use keys::key_fits;
 pub(crate) use metadata::well_known_paths;
 pub(crate) use step_up::scopes_needed;
 pub use step_up::{INSUFFICIENT_SCOPE, insufficient_scope};
@@ -258,7 +260,9 @@ fn secure_url(what: &'static str, url: &str) -> Result<Url, ResourceError> {
 
 impl Authorizer {
     pub(crate) fn new(mut options: ResourceOptions) -> Result<Authorizer, ResourceError> {
-        options.algorithms.retain(|a| jwt::ALLOWED.contains(a));
+        options
+            .algorithms
+            .retain(|a| jwt::SIGNING_ALGORITHMS.contains(a));
         if options.algorithms.is_empty() {
             return Err(ResourceError::NoAlgorithm);
         }
