@@ -1,6 +1,6 @@
 //! The `[console]` table: how people log in to the web console (`moat gateway --console`)
 //! besides the one-time link it prints — through an OpenID Connect provider, and who of its
-//! users may. Plain data; [`crate::console`] runs the login.
+//! users may. Plain data; the console module runs the login.
 //!
 //! ```toml
 //! [console.oidc]

@@ -15,7 +15,7 @@
 //! replica is reported as failed.
 //!
 //! The events of resumable SSE streams are written to the directory too, in batches off
-//! the call path (see [`super::journal`]): a client that resumes a dead replica's stream
+//! the call path (the server's journal): a client that resumes a dead replica's stream
 //! on the replica that took its session over gets the events it had not seen, then an
 //! error for each request whose answer died with the replica.
 
