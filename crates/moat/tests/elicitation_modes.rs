@@ -68,11 +68,16 @@ async fn text(client: &Client, tool: &str) -> String {
         .to_owned()
 }
 
+/// The `elicitation` capability with these modes (`{}` when neither).
 fn mode(form: bool, url: bool) -> ElicitationCapability {
-    let mut cap = ElicitationCapability::default();
-    cap.form = form.then(Default::default);
-    cap.url = url.then(Default::default);
-    cap
+    let mut declared = serde_json::Map::new();
+    if form {
+        declared.insert("form".into(), json!({}));
+    }
+    if url {
+        declared.insert("url".into(), json!({}));
+    }
+    serde_json::from_value(declared.into()).expect("a capability")
 }
 
 #[tokio::test]
