@@ -359,33 +359,39 @@ impl RequestContext {
     }
 
     /// Servers must not ask for what the client did not declare: nor an elicitation in a
-    /// mode it did not declare (an empty `elicitation` is form mode alone).
+    /// mode it did not declare (an empty `elicitation` is form mode alone). A missing mode
+    /// is named `elicitation.url` / `elicitation.form` (nested in `requiredCapabilities`).
     fn require(&self, request: &InputRequest) -> Result<(), Error> {
-        let (what, has): (&'static str, fn(&ClientCapabilities) -> bool) = match request {
-            InputRequest::CreateMessage(_) => ("sampling", |c| c.sampling.is_some()),
-            InputRequest::Elicit(ElicitRequestParams::Url(_)) => ("url-mode elicitation", |c| {
-                c.elicitation.as_ref().is_some_and(|e| e.url.is_some())
-            }),
-            InputRequest::Elicit(ElicitRequestParams::Form(_)) => ("form-mode elicitation", |c| {
-                c.elicitation
-                    .as_ref()
-                    .is_some_and(|e| e.form.is_some() || e.url.is_none())
-            }),
-            InputRequest::Elicit(_) => ("elicitation", |c| c.elicitation.is_some()),
-            InputRequest::ListRoots(_) => ("roots", |c| c.roots.is_some()),
-            _ => return Ok(()),
-        };
-        match self.client_capabilities() {
-            Some(caps) if has(caps) => Ok(()),
-            _ => {
-                if let Some(task) = self.current_task() {
-                    task.lacks(what);
-                } else if let Some(round) = &self.round {
-                    round.lacks(what);
+        let caps = self.client_capabilities();
+        let lacking: Option<&'static str> = match request {
+            InputRequest::CreateMessage(_) => caps
+                .is_none_or(|c| c.sampling.is_none())
+                .then_some("sampling"),
+            InputRequest::Elicit(params) => {
+                match (caps.and_then(|c| c.elicitation.as_ref()), params) {
+                    (None, _) => Some("elicitation"),
+                    (Some(e), ElicitRequestParams::Url(_)) => {
+                        e.url.is_none().then_some("elicitation.url")
+                    }
+                    (Some(e), ElicitRequestParams::Form(_)) => {
+                        (e.form.is_none() && e.url.is_some()).then_some("elicitation.form")
+                    }
+                    // A mode of a later revision: the client decides.
+                    (Some(_), _) => None,
                 }
-                Err(Error::ClientLacks(what))
             }
+            InputRequest::ListRoots(_) => caps.is_none_or(|c| c.roots.is_none()).then_some("roots"),
+            _ => None,
+        };
+        let Some(what) = lacking else {
+            return Ok(());
+        };
+        if let Some(task) = self.current_task() {
+            task.lacks(what);
+        } else if let Some(round) = &self.round {
+            round.lacks(what);
         }
+        Err(Error::ClientLacks(what))
     }
 
     async fn input<R: serde::de::DeserializeOwned>(

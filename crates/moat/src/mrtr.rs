@@ -258,10 +258,21 @@ struct RoundState {
 /// The error for a handler that needed capabilities the client did not declare: `-32021`,
 /// with `data.requiredCapabilities` naming them.
 pub(crate) fn missing_capabilities(names: &[&str]) -> ErrorObject {
-    let required: serde_json::Map<String, Value> = names
-        .iter()
-        .map(|n| ((*n).to_owned(), Value::Object(serde_json::Map::new())))
-        .collect();
+    // `elicitation.url` is `{"elicitation": {"url": {}}}`.
+    let mut required = serde_json::Map::new();
+    for name in names {
+        let mut at = &mut required;
+        for part in name.split('.') {
+            let next = at
+                .entry(part.to_owned())
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+            if !next.is_object() {
+                *next = Value::Object(serde_json::Map::new());
+            }
+            let Value::Object(inner) = next else { break };
+            at = inner;
+        }
+    }
     ErrorObject::new(
         MISSING_REQUIRED_CLIENT_CAPABILITY,
         format!(

@@ -8,7 +8,7 @@ mod support;
 use std::collections::BTreeMap;
 
 use moat::types::{ClientCapabilities, ElicitRequestParams, ElicitResult, ElicitationCapability};
-use moat::{Client, NoArgs, RequestContext, Server};
+use moat::{Client, NoArgs, ProtocolVersion, RequestContext, Server, VersionPreference};
 use serde_json::json;
 
 fn server() -> Server {
@@ -35,6 +35,18 @@ fn server() -> Server {
             ),
         )
         .tool_with_context(
+            "link_or_fail",
+            "Sends the user to a page, or fails",
+            |ctx: RequestContext, _: NoArgs| async move {
+                let params: ElicitRequestParams = serde_json::from_value(json!({
+                    "mode": "url", "message": "Sign in", "elicitationId": "e-2",
+                    "url": "https://example.com/sign-in"}))
+                .map_err(|e| e.to_string())?;
+                let answer = ctx.elicit(params).await.map_err(|e| e.to_string())?;
+                Ok::<_, String>(format!("{:?}", answer.action))
+            },
+        )
+        .tool_with_context(
             "form",
             "Asks for a name",
             ask(
@@ -45,6 +57,10 @@ fn server() -> Server {
 }
 
 async fn client_declaring(elicitation: ElicitationCapability) -> Client {
+    client_at(elicitation, ProtocolVersion::V2025_11_25).await
+}
+
+async fn client_at(elicitation: ElicitationCapability, version: ProtocolVersion) -> Client {
     let (a, b) = support::pair();
     let _served = server().start(a);
     let capabilities = ClientCapabilities {
@@ -52,6 +68,7 @@ async fn client_declaring(elicitation: ElicitationCapability) -> Client {
         ..ClientCapabilities::default()
     };
     Client::builder()
+        .protocol(VersionPreference::Exact(version))
         .on_elicitation(|_| async { Ok(ElicitResult::accept(BTreeMap::new())) })
         .capabilities(capabilities)
         .connect(b)
@@ -87,7 +104,7 @@ async fn only_a_declared_mode_is_asked_for() {
     assert_eq!(text(&client, "form").await, "Accept");
     let refused = text(&client, "link").await;
     assert!(
-        refused.starts_with("refused") && refused.contains("url-mode"),
+        refused.starts_with("refused") && refused.contains("elicitation.url"),
         "{refused}"
     );
     // URL mode alone.
@@ -95,11 +112,26 @@ async fn only_a_declared_mode_is_asked_for() {
     assert_eq!(text(&client, "link").await, "Accept");
     let refused = text(&client, "form").await;
     assert!(
-        refused.starts_with("refused") && refused.contains("form-mode"),
+        refused.starts_with("refused") && refused.contains("elicitation.form"),
         "{refused}"
     );
     // Both.
     let client = client_declaring(mode(true, true)).await;
     assert_eq!(text(&client, "link").await, "Accept");
     assert_eq!(text(&client, "form").await, "Accept");
+}
+
+#[tokio::test]
+async fn in_2026_a_missing_mode_is_named_in_required_capabilities() {
+    let client = client_at(mode(true, false), ProtocolVersion::V2026_07_28).await;
+    let err = client
+        .call_tool("link_or_fail", json!({}))
+        .await
+        .expect_err("the client lacks URL mode");
+    let err = err.remote().expect("a JSON-RPC error");
+    assert_eq!(err.code, -32021, "{err:?}");
+    assert_eq!(
+        err.data.as_ref().expect("data")["requiredCapabilities"],
+        json!({ "elicitation": { "url": {} } })
+    );
 }
