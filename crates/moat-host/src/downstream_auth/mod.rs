@@ -53,6 +53,28 @@ pub(crate) async fn client_for_call(
 ) -> Result<Arc<Client>, String> {
     // Up (or waited for) first: a server that is down is down for every user.
     let shared = inner.wait_live(server).await?;
+    let per_user = inner.settings().config.server(server).is_some_and(|cfg| {
+        matches!(cfg.transport, ServerTransport::Url { .. })
+            && matches!(
+                cfg.auth,
+                Some(DownstreamAuth::Exchange(_) | DownstreamAuth::OAuth(_))
+            )
+    });
+    if !per_user {
+        return Ok(shared);
+    }
+    // Boxed: the per-user path's state is 8 KB, which every call's future would otherwise
+    // carry (and copy) whether or not it takes this path.
+    Box::pin(user_client(inner, ctx, server, shared)).await
+}
+
+/// The calling user's own connection to `server` (per-user credentials), else `shared`.
+async fn user_client(
+    inner: &Arc<Inner>,
+    ctx: &RequestContext,
+    server: &str,
+    shared: Arc<Client>,
+) -> Result<Arc<Client>, String> {
     let settings = inner.settings();
     let Some(cfg) = settings.config.server(server) else {
         return Ok(shared);
