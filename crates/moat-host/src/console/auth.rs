@@ -77,6 +77,32 @@ pub(crate) struct Auth {
     hosts: Vec<String>,
 }
 
+/// The session held under `k` if it is still open: not expired, and its user (if any)
+/// still let in by `admits`. A closed one is removed.
+fn open_held<'m>(
+    sessions: &'m mut HashMap<Key, Held>,
+    k: &Key,
+    admits: impl Fn(&str, &[String]) -> bool,
+    now: Instant,
+) -> Option<&'m mut Held> {
+    let held = sessions.get(k)?;
+    let admitted = held
+        .user
+        .as_deref()
+        .is_none_or(|user| admits(user, &held.groups));
+    if !held.alive(now) || !admitted {
+        if !admitted {
+            tracing::info!(
+                user = held.user.as_deref().unwrap_or(""),
+                "console: session closed, the allow-list no longer has its user"
+            );
+        }
+        sessions.remove(k);
+        return None;
+    }
+    sessions.get_mut(k)
+}
+
 /// Why a request is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Refusal {
@@ -187,23 +213,8 @@ impl Auth {
         now: Instant,
     ) -> Option<Session> {
         let presented = cookie(headers, COOKIE_NAME).filter(|c| !c.is_empty())?;
-        let k = key(presented);
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        let held = sessions.get_mut(&k)?;
-        let admitted = held
-            .user
-            .as_deref()
-            .is_none_or(|user| admits(user, &held.groups));
-        if !held.alive(now) || !admitted {
-            if !admitted {
-                tracing::info!(
-                    user = held.user.as_deref().unwrap_or(""),
-                    "console: session closed, the allow-list no longer has its user"
-                );
-            }
-            sessions.remove(&k);
-            return None;
-        }
+        let held = open_held(&mut sessions, &key(presented), admits, now)?;
         held.last_used = now;
         Some(Session {
             id: presented.to_owned(),
@@ -211,6 +222,23 @@ impl Auth {
             user: held.user.clone(),
             groups: held.groups.clone(),
         })
+    }
+
+    /// Whether the session `id` is still open, by the same rules as [`Auth::session`]
+    /// (closing it if not), without counting as a request: what a long-lived response, the
+    /// event stream, asks before each thing it sends.
+    pub(crate) fn still_open(&self, id: &str, admits: impl Fn(&str, &[String]) -> bool) -> bool {
+        self.still_open_at(id, admits, Instant::now())
+    }
+
+    fn still_open_at(
+        &self,
+        id: &str,
+        admits: impl Fn(&str, &[String]) -> bool,
+        now: Instant,
+    ) -> bool {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        open_held(&mut sessions, &key(id), admits, now).is_some()
     }
 
     /// `Host` must name this console (a page of another site resolved to loopback cannot
@@ -397,6 +425,34 @@ mod tests {
             "evicted"
         );
         assert!(auth.session_at(&cookie_of(&second), all, now).is_some());
+    }
+
+    #[test]
+    fn an_event_stream_asks_whether_its_session_is_still_open_without_using_it() {
+        let (auth, token) = auth();
+        let t0 = Instant::now();
+        let hour = Duration::from_secs(3600);
+        let alice = auth.open_at(Some("alice".into()), vec!["ops".into()], t0);
+        let in_ops = |_: &str, groups: &[String]| groups.iter().any(|g| g == "ops");
+        let nobody = |_: &str, _: &[String]| false;
+        assert!(auth.still_open_at(&alice.id, in_ops, t0 + hour));
+        assert!(!auth.still_open_at("not-a-session", all, t0));
+        // Asking is not a request: a stream open all night does not keep the session.
+        for h in 2..12 {
+            assert!(auth.still_open_at(&alice.id, in_ops, t0 + h * hour));
+        }
+        assert!(!auth.still_open_at(&alice.id, in_ops, t0 + SESSION_IDLE));
+        assert!(
+            auth.session_at(&cookie_of(&alice), all, t0).is_none(),
+            "closed for requests too"
+        );
+        // A reload that drops the user's group closes it at the stream's next question.
+        let bob = auth.open_at(Some("bob".into()), vec!["ops".into()], t0);
+        assert!(!auth.still_open_at(&bob.id, nobody, t0));
+        assert!(auth.session_at(&cookie_of(&bob), all, t0).is_none());
+        // The one-time link's session answers to no allow-list.
+        let link = auth.redeem(&token).unwrap();
+        assert!(auth.still_open(&link.id, nobody));
     }
 
     #[test]

@@ -297,7 +297,9 @@ async fn read(state: &Arc<State>, session: &Session, path: &str, query: &str) ->
         );
     }
     if path == "/api/events" {
-        let mut response = Response::new(pending_events(state));
+        let (st, id) = (state.clone(), session.id.clone());
+        let still_open = move || st.auth.still_open(&id, admits(&st));
+        let mut response = Response::new(pending_events(state, still_open));
         response
             .headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
