@@ -261,13 +261,11 @@ impl Handler for SessionHandler {
         self.server
             .tasks
             .drop_session(&Arc::downgrade(&self.session));
-        let me = Arc::as_ptr(&self.session);
-        let mut sessions = self
-            .server
+        self.server
             .sessions
             .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        sessions.retain(|s| s.as_ptr() != me && s.strong_count() > 0);
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&super::inner::session_key(&self.session));
     }
 }
 

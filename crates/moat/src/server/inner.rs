@@ -2,6 +2,7 @@
 //! registry, live connections and tasks. Every clone of the server and every connection
 //! holds it.
 
+use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 
@@ -42,7 +43,9 @@ pub(crate) struct ServerInner {
     pub(super) skill_source: RwLock<Option<Arc<dyn super::skills::SkillSource>>>,
     /// Shared, so that reading the options on every request is a reference count, not a copy.
     pub(super) options: RwLock<Arc<ServerOptions>>,
-    pub(super) sessions: Mutex<Vec<Weak<Session>>>,
+    /// Every connection's session, by its address ([`session_key`]): one is added and
+    /// removed per 2026-07-28 request, so neither may cost a walk over all the others.
+    pub(super) sessions: Mutex<HashMap<usize, Weak<Session>>>,
     /// Every task, of every connection.
     pub(super) tasks: Arc<TaskStore>,
 }
@@ -161,7 +164,13 @@ impl ServerInner {
 
     pub(super) fn live_sessions(&self) -> Vec<Arc<Session>> {
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        sessions.retain(|s| s.strong_count() > 0);
-        sessions.iter().filter_map(Weak::upgrade).collect()
+        sessions.retain(|_, s| s.strong_count() > 0);
+        sessions.values().filter_map(Weak::upgrade).collect()
     }
+}
+
+/// The key of `session` among the server's sessions: its address, which stays its own while
+/// the map holds a `Weak` to it.
+pub(super) fn session_key(session: &Arc<Session>) -> usize {
+    Arc::as_ptr(session) as usize
 }

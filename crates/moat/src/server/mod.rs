@@ -32,6 +32,7 @@ pub mod tasks;
 mod template;
 mod tools;
 
+use std::collections::HashMap;
 use std::fmt::Display;
 use std::future::Future;
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -102,7 +103,7 @@ impl Server {
                 skills: RwLock::new(Vec::new()),
                 skill_source: RwLock::new(None),
                 options: RwLock::new(Arc::new(ServerOptions::default())),
-                sessions: Mutex::new(Vec::new()),
+                sessions: Mutex::new(HashMap::new()),
                 tasks: Arc::default(),
             }),
         }
@@ -582,7 +583,7 @@ impl Server {
             .sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(Arc::downgrade(&session));
+            .insert(inner::session_key(&session), Arc::downgrade(&session));
         let handler = Arc::new(SessionHandler::new(self.inner.clone(), session.clone()));
         let mut options = self.inner.options().peer.clone();
         if identity.is_some() {
@@ -630,5 +631,53 @@ impl WeakServer {
     /// The server, if it still exists.
     pub fn upgrade(&self) -> Option<Server> {
         self.0.upgrade().map(|inner| Server { inner })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(server: &Server) -> usize {
+        server
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    /// One connection per 2026-07-28 request: each is forgotten when it ends, so that a
+    /// server taking millions of them holds only those still open.
+    #[tokio::test]
+    async fn a_closed_connection_leaves_no_session_behind() {
+        let server = Server::new("t", "1");
+        let connect = |single_request| {
+            let (in_tx, inbound) = tokio::sync::mpsc::channel(4);
+            let (outbound, out_rx) = tokio::sync::mpsc::channel(4);
+            let peer = server.start(Connection {
+                inbound,
+                outbound,
+                closer: None,
+                single_request,
+            });
+            (peer, in_tx, out_rx)
+        };
+        let kept = connect(false);
+        for _ in 0..100 {
+            let (peer, in_tx, _out) = connect(true);
+            drop(in_tx); // the request's stream ended
+            peer.closed().await;
+        }
+        // `on_close` runs just after `closed` resolves.
+        for _ in 0..100 {
+            if held(&server) == 1 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(held(&server), 1, "only the open connection is held");
+        assert_eq!(server.inner.live_sessions().len(), 1);
+        drop(kept);
     }
 }
