@@ -55,10 +55,7 @@ pub(crate) async fn client_for_call(
     let shared = inner.wait_live(server).await?;
     let per_user = inner.settings().config.server(server).is_some_and(|cfg| {
         matches!(cfg.transport, ServerTransport::Url { .. })
-            && matches!(
-                cfg.auth,
-                Some(DownstreamAuth::Exchange(_) | DownstreamAuth::OAuth(_))
-            )
+            && cfg.auth.as_ref().is_some_and(DownstreamAuth::per_user)
     });
     if !per_user {
         return Ok(shared);
