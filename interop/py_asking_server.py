@@ -17,6 +17,11 @@ field, `answer`), waits for the answer (20 s at most), and returns one text:
 
 or "call N: question N got no answer (...)". So a test sees how many times the tool was
 run, and which question the answer it got was given to.
+
+Its tool `roots_then_fail` (no arguments) sends the client `roots/list`, as a server
+may at any time, waits for whatever comes back, and then fails for a reason of its own:
+an error result (`isError`) whose text is "failed; roots/list got: <the response>". So
+a test sees a call that fails by itself while a roots request crossed it.
 """
 
 import itertools
@@ -48,14 +53,14 @@ def fail(req_id, code, message):
     send({"jsonrpc": "2.0", "id": req_id, "error": {"code": code, "message": message}})
 
 
-def ask_client(params, timeout=20.0):
-    """Sends `elicitation/create` and waits for the client's response message."""
+def ask_client(params, timeout=20.0, method="elicitation/create"):
+    """Sends `method` (`elicitation/create`) and waits for the client's response message."""
     rid = f"ask-{next(_ids)}"
     done = threading.Event()
     slot = {}
     with _pending_lock:
         _pending[rid] = (done, slot)
-    send({"jsonrpc": "2.0", "id": rid, "method": "elicitation/create", "params": params})
+    send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
     done.wait(timeout)
     with _pending_lock:
         _pending.pop(rid, None)
@@ -85,11 +90,25 @@ def run_ask(req_id):
     answer(req_id, {"content": [{"type": "text", "text": text}]})
 
 
-TOOL = {
-    "name": "ask",
-    "description": "Asks the client a numbered question and reports the answer.",
-    "inputSchema": {"type": "object", "properties": {}},
-}
+def run_roots_then_fail(req_id):
+    reply = ask_client({}, method="roots/list")
+    text = f"failed; roots/list got: {json.dumps(reply, sort_keys=True)}"
+    answer(req_id, {"content": [{"type": "text", "text": text}], "isError": True})
+
+
+TOOLS = [
+    {
+        "name": "ask",
+        "description": "Asks the client a numbered question and reports the answer.",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
+    {
+        "name": "roots_then_fail",
+        "description": "Asks the client for its roots, then fails for a reason of its own.",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
+]
+RUNS = {"ask": run_ask, "roots_then_fail": run_roots_then_fail}
 
 
 def handle(message):
@@ -118,9 +137,10 @@ def handle(message):
     elif method == "ping":
         answer(req_id, {})
     elif method == "tools/list":
-        answer(req_id, {"tools": [TOOL]})
-    elif method == "tools/call" and (message.get("params") or {}).get("name") == "ask":
-        threading.Thread(target=run_ask, args=(req_id,), daemon=True).start()
+        answer(req_id, {"tools": TOOLS})
+    elif method == "tools/call" and (message.get("params") or {}).get("name") in RUNS:
+        run = RUNS[message["params"]["name"]]
+        threading.Thread(target=run, args=(req_id,), daemon=True).start()
     elif method == "tools/call":
         fail(req_id, -32602, "Unknown tool")
     else:

@@ -573,6 +573,51 @@ async fn a_handshake_era_servers_question_gets_only_the_answer_to_it() {
     }
 }
 
+/// A server may ask for roots at any time (the reference everything server does right
+/// after `initialized`), so a `roots/list` that arrives during a call is not necessarily
+/// the call's. When the call's client declared no roots, the server gets an error for its
+/// request and the call goes on: a call that then fails for its own reasons comes back as
+/// the server's result, in both eras, never as the 2026-07-28 "missing capability: roots"
+/// (-32021) that would blame the client for a question the call did not ask.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_roots_request_crossing_a_call_of_a_client_without_roots_leaves_the_call_alone() {
+    let Some(peers) = peers(&[VENV_PYTHON]) else {
+        return;
+    };
+    let (_guard, dir) = real_tempdir();
+    let servers = format!(
+        "[servers.asker]\ncommand = {py:?}\nargs = [{srv:?}]\nsandbox = false\n\n",
+        py = path(&peers, VENV_PYTHON),
+        srv = script("py_asking_server.py"),
+    );
+    let config = write_config(&dir, &servers);
+    let config = config.to_string_lossy().into_owned();
+    let call = async |rev: ProtocolVersion| {
+        let client = Client::builder()
+            .protocol(VersionPreference::Exact(rev))
+            .request_timeout(Some(REQUEST_TIMEOUT))
+            .connect_command([MOAT, "gateway", "--config", &config])
+            .await
+            .unwrap_or_else(|e| panic!("{rev}: the gateway starts: {e}"));
+        let out = client.call_tool("asker__roots_then_fail", json!({})).await;
+        client.close().await;
+        (rev, out)
+    };
+    let (legacy, modern) = tokio::join!(
+        call(ProtocolVersion::V2025_11_25),
+        call(ProtocolVersion::V2026_07_28)
+    );
+    for (rev, out) in [legacy, modern] {
+        let text = outcome_text(&out);
+        let result = out.unwrap_or_else(|e| panic!("{rev}: the server's own result, not {e}"));
+        assert!(result.is_error(), "{rev}: {text}");
+        assert!(
+            text.contains("failed; roots/list got:") && text.contains("did not declare roots"),
+            "{rev}: the server's request should be refused, saying why: {text}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 3. Tasks
 // ---------------------------------------------------------------------------------------

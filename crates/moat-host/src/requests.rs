@@ -12,7 +12,8 @@
 //!
 //! A request outside any call (a server asking for roots on its own) goes to the one
 //! connected client that can answer it; with several, nobody can tell whose it is, and the
-//! server gets an error saying so.
+//! server gets an error saying so. A roots request during a call whose client declared no
+//! roots is answered with an error, not passed into the call: it may not be the call's.
 //!
 //! An elicitation goes on only in a mode the client declared (`elicitation.form`,
 //! `elicitation.url`; an empty `elicitation` is form only): the gateway offers servers both
@@ -284,6 +285,18 @@ async fn decide_and_forward(
             )),
         };
     };
+    // A server may ask for roots at any time (the reference servers do right after
+    // `initialized`), so a `roots/list` during a call need not be the call's. Passed into
+    // a call whose client has no roots, it would fail the call with "missing capability"
+    // in 2026-07-28; the server is told instead, and the call goes on.
+    if kind == RequestKind::Roots && ctx.client_capabilities().is_none_or(|c| c.roots.is_none()) {
+        record.end(Outcome::Failed);
+        return Err(ErrorObject::new(
+            moat_protocol::error::METHOD_NOT_FOUND,
+            "the client behind the call in flight did not declare roots \
+             (capabilities.roots); moat does not pass roots/list on",
+        ));
+    }
     if let InputRequest::Elicit(params) = &request
         && let Some(mode) = undeclared_mode(ctx, params)
     {
