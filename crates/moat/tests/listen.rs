@@ -147,3 +147,52 @@ async fn the_subscribe_hook_sees_watchers_come_and_go() {
     let weak = server.downgrade();
     assert!(weak.upgrade().is_some());
 }
+
+/// Over Streamable HTTP a 2026-07-28 request has a connection of its own, which the server
+/// holds among those notifications reach only while it listens: the stream still gets what
+/// it asked for, and nothing after it is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_stream_over_http_gets_its_notifications() {
+    use moat::transport::http::server::HttpServerOptions;
+    let server = server();
+    let http = server
+        .bind_http("127.0.0.1:0".parse().unwrap(), HttpServerOptions::default())
+        .await
+        .unwrap();
+    let url = format!("http://{}/mcp", http.local_addr().unwrap());
+    tokio::spawn(http.run());
+    let client = Client::builder()
+        .protocol(VersionPreference::Exact(ProtocolVersion::V2026_07_28))
+        .connect_url(&url, moat::HttpOptions::default())
+        .await
+        .unwrap();
+    // Stateless requests come and go before and beside the stream.
+    client.call_tool("a", serde_json::json!({})).await.unwrap();
+    let listening = client
+        .listen(SubscriptionFilter {
+            tools_list_changed: Some(true),
+            resource_subscriptions: Some(vec!["x://watched".into()]),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    client.call_tool("a", serde_json::json!({})).await.unwrap();
+    let mut rx = client.notifications();
+    server.notify_resource_updated("x://watched").await;
+    let n = next(&mut rx).await.expect("an update");
+    assert_eq!(n.method, "notifications/resources/updated");
+    let _server = server
+        .clone()
+        .tool("b", "Another", |_: NoArgs| async { Ok::<_, String>("b") });
+    let n = next(&mut rx).await.expect("list_changed");
+    assert_eq!(n.method, "notifications/tools/list_changed");
+
+    drop(listening);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.notify_resource_updated("x://watched").await;
+    assert!(
+        next(&mut rx).await.is_none(),
+        "nothing after the stream was cancelled"
+    );
+    client.close().await;
+}

@@ -257,15 +257,14 @@ impl Handler for SessionHandler {
         for uri in subscribed {
             self.server.subscription_changed(&uri, false);
         }
-        // 2025-11-25 tasks belong to their connection.
-        self.server
-            .tasks
-            .drop_session(&Arc::downgrade(&self.session));
-        self.server
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&super::inner::session_key(&self.session));
+        // 2025-11-25 tasks belong to their connection. Looking for them walks every task,
+        // so only a connection that made one does (not each 2026-07-28 request).
+        if self.session.owns_tasks() {
+            self.server
+                .tasks
+                .drop_session(&Arc::downgrade(&self.session));
+        }
+        self.server.let_go(&self.session);
     }
 }
 
@@ -1002,6 +1001,8 @@ async fn listen(
     };
     let server_weak = Arc::downgrade(server);
     let id = ctx.request_id().clone();
+    // A 2026-07-28 request's connection is held only while it listens (see `start_as`).
+    server.hold(&session);
     session
         .listeners
         .lock()

@@ -162,6 +162,22 @@ impl ServerInner {
                 .any(|t| t.def.task_support() != TaskSupport::Forbidden)
     }
 
+    /// Keep `session` among those notifications reach.
+    pub(super) fn hold(&self, session: &Arc<Session>) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(session_key(session), Arc::downgrade(session));
+    }
+
+    /// `session` closed: notifications no longer look for it.
+    pub(super) fn let_go(&self, session: &Arc<Session>) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&session_key(session));
+    }
+
     pub(super) fn live_sessions(&self) -> Vec<Arc<Session>> {
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         sessions.retain(|_, s| s.strong_count() > 0);

@@ -579,11 +579,12 @@ impl Server {
         identity: Option<moat_transport::SharedIdentity>,
     ) -> Peer {
         let session = Arc::new(Session::new());
-        self.inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(inner::session_key(&session), Arc::downgrade(&session));
+        // Notifications reach a session, or a 2026-07-28 request's connection once it opens
+        // a `subscriptions/listen` stream (nothing else is ever sent to it unasked): a
+        // stateless request then takes no global lock to come and go.
+        if !conn.single_request {
+            self.inner.hold(&session);
+        }
         let handler = Arc::new(SessionHandler::new(self.inner.clone(), session.clone()));
         let mut options = self.inner.options().peer.clone();
         if identity.is_some() {
@@ -647,8 +648,9 @@ mod tests {
             .len()
     }
 
-    /// One connection per 2026-07-28 request: each is forgotten when it ends, so that a
-    /// server taking millions of them holds only those still open.
+    /// Sessions come and go, and so does a connection per 2026-07-28 request: each is
+    /// forgotten when it ends, so that a server taking millions of them holds only those
+    /// still open.
     #[tokio::test]
     async fn a_closed_connection_leaves_no_session_behind() {
         let server = Server::new("t", "1");
@@ -664,10 +666,12 @@ mod tests {
             (peer, in_tx, out_rx)
         };
         let kept = connect(false);
-        for _ in 0..100 {
-            let (peer, in_tx, _out) = connect(true);
-            drop(in_tx); // the request's stream ended
-            peer.closed().await;
+        for single_request in [true, false] {
+            for _ in 0..100 {
+                let (peer, in_tx, _out) = connect(single_request);
+                drop(in_tx); // the request's stream ended, or the session's
+                peer.closed().await;
+            }
         }
         // `on_close` runs just after `closed` resolves.
         for _ in 0..100 {

@@ -3,6 +3,7 @@
 //! notifications sent to it on those.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use moat_protocol::types::{
@@ -20,6 +21,9 @@ pub(crate) struct Session {
     pub(super) subscriptions: Mutex<HashSet<String>>,
     /// Modern era: open `subscriptions/listen` streams.
     pub(super) listeners: Mutex<Vec<Listener>>,
+    /// Whether a 2025-11-25 task was ever made on this connection: only then is there
+    /// anything of it in the server's task store to drop when it closes.
+    owns_tasks: AtomicBool,
 }
 
 /// One open `subscriptions/listen` stream: its request id and what it honours.
@@ -36,7 +40,18 @@ impl Session {
             peer: OnceLock::new(),
             subscriptions: Mutex::new(HashSet::new()),
             listeners: Mutex::new(Vec::new()),
+            owns_tasks: AtomicBool::new(false),
         }
+    }
+
+    /// A task owned by this connection was made.
+    pub(super) fn made_a_task(&self) {
+        self.owns_tasks.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether this connection may own tasks in the server's store.
+    pub(super) fn owns_tasks(&self) -> bool {
+        self.owns_tasks.load(Ordering::Relaxed)
     }
 
     pub(crate) fn set_peer(&self, peer: Peer) {
