@@ -277,9 +277,15 @@ impl<'a> Message<'a> {
             }
         }
         if let Some(raw) = env.method.0 {
-            let method: Cow<'a, str> = match serde_json::from_str(raw.get()) {
-                Ok(m) => m,
-                Err(_) => return Err(fail("Invalid request: method must be a string".to_owned())),
+            // Borrowed unless it has escapes (a `Cow` alone would always copy).
+            let method: Cow<'a, str> = match serde_json::from_str::<&'a str>(raw.get()) {
+                Ok(m) => Cow::Borrowed(m),
+                Err(_) => match serde_json::from_str::<String>(raw.get()) {
+                    Ok(m) => Cow::Owned(m),
+                    Err(_) => {
+                        return Err(fail("Invalid request: method must be a string".to_owned()));
+                    }
+                },
             };
             if env.result.0.is_some() || env.error.0.is_some() {
                 return Err(fail(
@@ -467,6 +473,24 @@ mod tests {
             Ok(_) => panic!("accepted: {}", &line[..line.len().min(80)]),
             Err(e) => e,
         }
+    }
+
+    /// The method is read in place, and one written with escapes still reads right.
+    #[test]
+    fn a_method_borrows_from_the_line_unless_escaped() {
+        let Ok(Message::Request(r)) =
+            Message::parse(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+        else {
+            panic!("a request")
+        };
+        assert!(matches!(r.method, Cow::Borrowed("tools/list")));
+        let Ok(Message::Request(r)) =
+            Message::parse(r#"{"jsonrpc":"2.0","id":1,"method":"tools\/list"}"#)
+        else {
+            panic!("a request")
+        };
+        assert!(matches!(r.method, Cow::Owned(ref m) if m == "tools/list"));
+        assert!(Message::parse(r#"{"jsonrpc":"2.0","id":1,"method":7}"#).is_err());
     }
 
     #[test]

@@ -270,11 +270,11 @@ pub fn check_input_responses(input_responses: Option<&RawValue>) -> Result<(), E
 
 #[derive(Deserialize, Default)]
 struct Fields<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "text")]
     name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "text")]
     uri: Option<Cow<'a, str>>,
-    #[serde(rename = "taskId", borrow, default)]
+    #[serde(rename = "taskId", borrow, default, deserialize_with = "text")]
     task_id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     arguments: Option<&'a RawValue>,
@@ -285,12 +285,20 @@ struct Fields<'a> {
         deserialize_with = "present"
     )]
     input_responses: Option<&'a RawValue>,
-    #[serde(rename = "requestState", borrow, default)]
+    #[serde(rename = "requestState", borrow, default, deserialize_with = "text")]
     request_state: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     task: Option<&'a RawValue>,
     #[serde(rename = "_meta", borrow, default)]
     meta: Option<&'a RawValue>,
+}
+
+/// A string borrowed from the input unless it has escapes (serde's own `Option<Cow<str>>`
+/// always copies: its `borrow` reaches only a bare `Cow`); `null` → `None`.
+fn text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Cow<'de, str>>, D::Error> {
+    #[derive(Deserialize)]
+    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+    Ok(Option::<Text<'de>>::deserialize(d)?.map(|t| t.0))
 }
 
 /// Present (even as `null`) → `Some`; absent → `None` (through `default`).
@@ -302,7 +310,12 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValu
 struct MetaFields<'a> {
     #[serde(rename = "progressToken", default)]
     progress_token: Option<ProgressToken>,
-    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
+    #[serde(
+        rename = "io.modelcontextprotocol/protocolVersion",
+        borrow,
+        default,
+        deserialize_with = "text"
+    )]
     protocol_version: Option<Cow<'a, str>>,
     #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
     client_capabilities: Option<&'a RawValue>,
@@ -378,5 +391,44 @@ fn read_meta(raw: Option<&RawValue>) -> RequestMeta<'_> {
         client_capabilities: m.client_capabilities,
         client_info: m.client_info,
         log_level: m.log_level,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).expect("JSON")
+    }
+
+    /// The names a request is routed by are read in place, unless written with escapes.
+    #[test]
+    fn names_borrow_from_the_params_unless_escaped() {
+        let p = params(
+            r#"{"name":"echo","uri":"x://a","taskId":"t","requestState":"s",
+                "_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#,
+        );
+        let (meta, fields) = read(Some(&p));
+        let fields = fields.expect("fields");
+        for field in [
+            &fields.name,
+            &fields.uri,
+            &fields.task_id,
+            &fields.request_state,
+        ] {
+            assert!(matches!(field, Some(Cow::Borrowed(_))), "{field:?}");
+        }
+        assert!(matches!(
+            meta.protocol_version,
+            Some(Cow::Borrowed("2026-07-28"))
+        ));
+        let p = params(r#"{"name":"e\u0063ho","uri":null}"#);
+        let (_, fields) = read(Some(&p));
+        let fields = fields.expect("fields");
+        assert!(matches!(fields.name, Some(Cow::Owned(ref n)) if n == "echo"));
+        assert_eq!(fields.uri, None);
+        let p = params(r#"{"name":7}"#);
+        assert!(read(Some(&p)).1.is_err(), "a name that is no string");
     }
 }
