@@ -103,6 +103,53 @@ impl<'a> RequestHead<'a> {
     }
 }
 
+/// A request's pieces, owned, for whoever keeps them past the message they came in (a
+/// handler's task): taken from an [`OwnedRequestHead`] without a copy
+/// ([`OwnedRequestHead::into_parts`]) or copied from a borrowed head
+/// ([`RequestHead::to_parts`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct RequestParts {
+    /// The request id.
+    pub id: RequestId,
+    /// The method name.
+    pub method: String,
+    /// The params as sent.
+    pub params: Option<Box<RawValue>>,
+    /// The whole `_meta` object.
+    pub meta: Option<Box<RawValue>>,
+    /// `progressToken`.
+    pub progress_token: Option<ProgressToken>,
+    /// `io.modelcontextprotocol/clientCapabilities`, undecoded.
+    pub client_capabilities: Option<Box<RawValue>>,
+    /// `io.modelcontextprotocol/clientInfo`, undecoded.
+    pub client_info: Option<Box<RawValue>>,
+    /// `io.modelcontextprotocol/logLevel`.
+    pub log_level: Option<LoggingLevel>,
+    /// The named fields of the params, or why they could not be read.
+    pub fields: Result<RequestFields, ErrorObject>,
+}
+
+impl RequestHead<'_> {
+    /// The pieces of this head, copied.
+    pub fn to_parts(&self) -> RequestParts {
+        RequestParts {
+            id: self.id.clone(),
+            method: self.method.as_ref().to_owned(),
+            params: self.params.map(ToOwned::to_owned),
+            meta: self.meta.raw.map(ToOwned::to_owned),
+            progress_token: self.meta.progress_token.clone(),
+            client_capabilities: self.meta.client_capabilities.map(ToOwned::to_owned),
+            client_info: self.meta.client_info.map(ToOwned::to_owned),
+            log_level: self.meta.log_level,
+            fields: match &self.fields {
+                Ok(f) => Ok(f.to_owned_fields()),
+                Err(e) => Err(e.clone()),
+            },
+        }
+    }
+}
+
 /// A [`RequestHead`] owned: what a transport that read a request hands to the session
 /// (a 2026-07-28 POST, whose headers it checked against the head).
 #[derive(Debug, Clone)]
@@ -142,6 +189,21 @@ impl OwnedRequestHead {
     /// The request's id.
     pub fn id(&self) -> &RequestId {
         &self.id
+    }
+
+    /// The pieces of this head, moved out of it (the message as it arrived is dropped).
+    pub fn into_parts(self) -> RequestParts {
+        RequestParts {
+            id: self.id,
+            method: self.method,
+            params: self.params,
+            meta: self.meta.raw,
+            progress_token: self.meta.progress_token,
+            client_capabilities: self.meta.client_capabilities,
+            client_info: self.meta.client_info,
+            log_level: self.meta.log_level,
+            fields: self.fields,
+        }
     }
 
     /// The head, borrowed from this one.

@@ -18,7 +18,8 @@ use std::time::Instant;
 use serde_json::value::RawValue;
 
 pub use head::{
-    OwnedRequestHead, ParamsFields, RequestFields, RequestHead, RequestMeta, check_input_responses,
+    OwnedRequestHead, ParamsFields, RequestFields, RequestHead, RequestMeta, RequestParts,
+    check_input_responses,
 };
 pub use outbound::{Outbound, OutboundNotice, OutboundRequests, negotiated_version, outbound};
 

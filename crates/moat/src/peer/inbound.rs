@@ -14,7 +14,7 @@ use futures_util::FutureExt;
 use moat_protocol::error::ErrorObject;
 use moat_protocol::jsonrpc;
 use moat_protocol::lifecycle::Role;
-use moat_protocol::session::{Incoming, Notice, NoticeKind, Reply, RequestHead};
+use moat_protocol::session::{Incoming, Notice, NoticeKind, Reply, RequestParts};
 use moat_protocol::{Era, ProtocolVersion, RequestId};
 use moat_transport::{Connection, Frame, Inbound};
 use serde_json::value::RawValue;
@@ -68,7 +68,15 @@ async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Ar
             Inbound::Frame(Frame::Line(line)) => on_line(&peer, &handler, line, &caller).await,
             Inbound::Request(head) => {
                 let incoming = peer.state().session.handle_request(head.view());
-                if let Some(reply) = act(&peer, &handler, incoming, None, &caller) {
+                let reply = match incoming {
+                    // The transport's owned copy is moved into the handler, not copied again.
+                    Incoming::Request(view) => {
+                        let version = view.version;
+                        run_request(&peer, &handler, head.into_parts(), version, None, &caller)
+                    }
+                    incoming => act(&peer, &handler, incoming, None, &caller),
+                };
+                if let Some(reply) = reply {
                     peer.send_reply(reply).await;
                 }
             }
@@ -220,7 +228,9 @@ fn act(
     caller: &Caller,
 ) -> Option<Reply> {
     match incoming {
-        Incoming::Request(head) => run_request(peer, handler, head, batch, caller),
+        Incoming::Request(head) => {
+            run_request(peer, handler, head.to_parts(), head.version, batch, caller)
+        }
         Incoming::Initialize { id, params } => {
             let outcome = handler.initialize(params, peer).map(|(result, v)| {
                 peer.state().session.initialize_answered(v);
@@ -349,7 +359,8 @@ fn encode_answer(
 fn run_request(
     peer: &Peer,
     handler: &Arc<dyn Handler>,
-    head: RequestHead<'_>,
+    head: RequestParts,
+    version: Option<ProtocolVersion>,
     batch: BatchSlot,
     caller: &Caller,
 ) -> Option<Reply> {
@@ -367,36 +378,35 @@ fn run_request(
             tracing::warn!(id = %head.id, "the peer reused the id of a request still in flight");
         }
     }
-    let modern = head.version.map(ProtocolVersion::era) == Some(Era::Modern);
-    let meta = head.meta;
-    let client_capabilities = match meta.client_capabilities {
-        Some(raw) => Capabilities::Raw(Arc::from(raw.to_owned()), Default::default()),
+    let modern = version.map(ProtocolVersion::era) == Some(Era::Modern);
+    let client_capabilities = match head.client_capabilities {
+        Some(raw) => Capabilities::Raw(Arc::from(raw), Default::default()),
         None => Capabilities::Known(peer.client_capabilities()),
     };
     // Only a 2026-07-28 request names its client; before, `initialize` did, once.
-    let client_info = match meta.client_info {
-        Some(raw) if modern => ClientInfo::Raw(Arc::from(raw.to_owned()), Default::default()),
+    let client_info = match head.client_info {
+        Some(raw) if modern => ClientInfo::Raw(Arc::from(raw), Default::default()),
         _ => ClientInfo::Known,
     };
     let ctx = RequestContext {
         peer: peer.clone(),
         id: head.id.clone(),
-        progress_token: meta.progress_token,
+        progress_token: head.progress_token,
         cancel: token.clone(),
-        version: head.version,
+        version,
         client_capabilities,
         client_info,
-        log_level: meta.log_level,
+        log_level: head.log_level,
         round: None,
-        request_meta: meta.raw.map(|m| Arc::from(m.to_owned())),
+        request_meta: head.meta.map(Arc::from),
         identity: caller.identity.clone(),
         transport_trace: caller.trace.clone(),
     };
     let incoming = IncomingRequest {
         id: head.id.clone(),
-        method: head.method.into_owned(),
-        params: head.params.map(ToOwned::to_owned),
-        fields: head.fields.map(|f| f.to_owned_fields()),
+        method: head.method,
+        params: head.params,
+        fields: head.fields,
     };
     let fut = handler.handle_request(incoming, ctx);
     let local = peer.shared.single_request && batch.is_none();
