@@ -260,13 +260,14 @@ impl FromStr for VersionPreference {
     }
 }
 
-/// The set of revisions one side is willing to speak.
+/// The set of revisions one side is willing to speak. Cheap to clone (each connection
+/// takes a copy).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SupportedVersions(Vec<ProtocolVersion>);
+pub struct SupportedVersions(std::sync::Arc<[ProtocolVersion]>);
 
 impl Default for SupportedVersions {
     fn default() -> Self {
-        SupportedVersions(ProtocolVersion::ALL.to_vec())
+        SupportedVersions(ProtocolVersion::ALL.into())
     }
 }
 
@@ -275,7 +276,7 @@ impl SupportedVersions {
     pub fn new(mut versions: Vec<ProtocolVersion>) -> Self {
         versions.sort();
         versions.dedup();
-        SupportedVersions(versions)
+        SupportedVersions(versions.into())
     }
 
     /// Whether `v` is in the set.

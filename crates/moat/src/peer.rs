@@ -167,6 +167,16 @@ struct State_ {
     peer_info: Option<Arc<Implementation>>,
 }
 
+/// Where a connection is on its way to the end; only ever moves forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Stage {
+    Open,
+    /// Nothing more will arrive from the other side (its requests may still be draining).
+    InputEnded,
+    /// Shut down, and the transport released.
+    Closed,
+}
+
 struct Shared {
     /// Unique among the peers of this process (see [`Peer::id`]).
     id: u64,
@@ -175,10 +185,8 @@ struct Shared {
     outbound: mpsc::Sender<Outgoing>,
     state: Mutex<State_>,
     options: PeerOptions,
-    closed_tx: watch::Sender<bool>,
-    /// Set when nothing more will arrive from the other side (its requests may still be
-    /// draining).
-    input_ended_tx: watch::Sender<bool>,
+    /// How far the connection has come towards its end.
+    stage_tx: watch::Sender<Stage>,
     closer: Mutex<Option<Closer>>,
     /// Wakes the timer task when a request is due before the deadline it sleeps until.
     timer: tokio::sync::Notify,
@@ -214,8 +222,7 @@ impl Peer {
     /// A peer for `conn` as `role`: its sending half, its state and its timers. Reading is
     /// [`Peer::start`]'s (in `inbound`), which hands each message to the handler.
     fn new(conn: &mut Connection, role: Role, options: PeerOptions) -> Peer {
-        let (closed_tx, _) = watch::channel(false);
-        let (input_ended_tx, _) = watch::channel(false);
+        let (stage_tx, _) = watch::channel(Stage::Open);
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let shared = Arc::new(Shared {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -245,8 +252,7 @@ impl Peer {
                 peer_info: None,
             }),
             options,
-            closed_tx,
-            input_ended_tx,
+            stage_tx,
             closer: Mutex::new(conn.closer.take()),
             timer: tokio::sync::Notify::new(),
             tracker: TaskTracker::new(),
@@ -549,14 +555,14 @@ impl Peer {
     /// Wait until nothing more will arrive from the other side: a stream kept open for it
     /// (a listen stream) has no reader left to serve.
     pub(crate) async fn input_ended(&self) {
-        let mut rx = self.shared.input_ended_tx.subscribe();
-        let _ = rx.wait_for(|ended| *ended).await;
+        let mut rx = self.shared.stage_tx.subscribe();
+        let _ = rx.wait_for(|stage| *stage >= Stage::InputEnded).await;
     }
 
     /// Wait until the connection has shut down.
     pub async fn closed(&self) {
-        let mut rx = self.shared.closed_tx.subscribe();
-        let _ = rx.wait_for(|c| *c).await;
+        let mut rx = self.shared.stage_tx.subscribe();
+        let _ = rx.wait_for(|stage| *stage == Stage::Closed).await;
     }
 
     /// Close the connection: fail pending calls, stop handlers, and release the transport
@@ -578,7 +584,7 @@ impl Peer {
         if let Some(closer) = closer {
             closer().await;
         }
-        self.shared.closed_tx.send_replace(true);
+        self.shared.stage_tx.send_replace(Stage::Closed);
     }
 
     /// Fail every request of ours still waiting, and refuse new ones: no answer can come.
@@ -731,7 +737,7 @@ fn now() -> Instant {
 /// session keeps the deadlines, this task only sleeps on them): a request whose deadline
 /// passed gets `Error::Timeout`, and the other side a `notifications/cancelled`.
 async fn timer_loop(peer: Peer) {
-    let mut closed = peer.shared.closed_tx.subscribe();
+    let mut stage = peer.shared.stage_tx.subscribe();
     loop {
         let next = {
             let mut state = peer.state();
@@ -746,7 +752,7 @@ async fn timer_loop(peer: Peer) {
             }
         };
         tokio::select! {
-            _ = closed.wait_for(|c| *c) => return,
+            _ = stage.wait_for(|s| *s == Stage::Closed) => return,
             _ = peer.shared.timer.notified() => continue,
             _ = sleep => {}
         }

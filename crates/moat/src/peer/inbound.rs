@@ -21,7 +21,7 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{LocalRequest, Peer, PeerOptions};
+use super::{LocalRequest, Peer, PeerOptions, Stage};
 use crate::error::Error;
 use crate::handler::{Capabilities, ClientInfo, Handler, IncomingRequest, RequestContext};
 
@@ -114,7 +114,13 @@ async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Ar
     }
     // Nothing more will arrive: our own requests can never be answered, so they fail now.
     peer.fail_pending(&reason);
-    peer.shared.input_ended_tx.send_replace(true);
+    peer.shared.stage_tx.send_if_modified(|stage| {
+        let earlier = *stage < Stage::InputEnded;
+        if earlier {
+            *stage = Stage::InputEnded;
+        }
+        earlier
+    });
     // The other side may still be reading: let the requests it already sent finish and be
     // answered (a client that writes a request and closes stdin gets its answer), within
     // the drain deadline.
