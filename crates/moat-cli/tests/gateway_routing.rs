@@ -492,6 +492,16 @@ async fn overlapping_calls_to_a_handshake_era_server_never_get_another_clients_a
     assert_asked_only_own(&spans.lock().unwrap(), &tags);
 }
 
+/// A gateway configuration in `dir` with `interop/py_asking_server.py` as server `asker`.
+fn asker_config(dir: &Path, peers: &Path) -> String {
+    let servers = format!(
+        "[servers.asker]\ncommand = {py:?}\nargs = [{srv:?}]\nsandbox = false\n\n",
+        py = path(peers, VENV_PYTHON),
+        srv = script("py_asking_server.py"),
+    );
+    write_config(dir, &servers).to_string_lossy().into_owned()
+}
+
 /// A tool of a handshake-era server (`interop/py_asking_server.py`: each call numbered,
 /// its question "question N") asks the client through the gateway. A 2025-11-25 client
 /// answers on the call's stream: the tool runs once, its question answered. A 2026-07-28
@@ -506,13 +516,7 @@ async fn a_handshake_era_servers_question_gets_only_the_answer_to_it() {
         return;
     };
     let (_guard, dir) = real_tempdir();
-    let servers = format!(
-        "[servers.asker]\ncommand = {py:?}\nargs = [{srv:?}]\nsandbox = false\n\n",
-        py = path(&peers, VENV_PYTHON),
-        srv = script("py_asking_server.py"),
-    );
-    let config = write_config(&dir, &servers);
-    let config = config.to_string_lossy().into_owned();
+    let config = asker_config(&dir, &peers);
     let ask = async |rev: ProtocolVersion| {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
@@ -585,13 +589,7 @@ async fn a_roots_request_crossing_a_call_of_a_client_without_roots_leaves_the_ca
         return;
     };
     let (_guard, dir) = real_tempdir();
-    let servers = format!(
-        "[servers.asker]\ncommand = {py:?}\nargs = [{srv:?}]\nsandbox = false\n\n",
-        py = path(&peers, VENV_PYTHON),
-        srv = script("py_asking_server.py"),
-    );
-    let config = write_config(&dir, &servers);
-    let config = config.to_string_lossy().into_owned();
+    let config = asker_config(&dir, &peers);
     let call = async |rev: ProtocolVersion| {
         let client = Client::builder()
             .protocol(VersionPreference::Exact(rev))
