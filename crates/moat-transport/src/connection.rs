@@ -169,6 +169,34 @@ pub type Epilogue = Pin<Box<dyn Future<Output = Option<String>> + Send>>;
 /// Closes a connection's underlying resource (e.g. shuts down a child process).
 pub type Closer = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
+/// A connection's reading loop, handed back to the transport to poll (see [`DriverSlot`]).
+pub type Driver = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Where the consumer of a connection may leave its reading loop for the transport to poll,
+/// in the task that serves the connection, instead of spawning it: a 2026-07-28 request over
+/// HTTP then costs one task and its wake-ups fewer. A consumer that leaves nothing runs its
+/// loop as for any connection.
+#[derive(Clone, Default)]
+pub struct DriverSlot(std::sync::Arc<std::sync::Mutex<Option<Driver>>>);
+
+impl DriverSlot {
+    /// Leave `driver` for the transport to poll.
+    pub fn put(&self, driver: Driver) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(driver);
+    }
+
+    /// The loop left here, if any.
+    pub fn take(&self) -> Option<Driver> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+impl std::fmt::Debug for DriverSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DriverSlot")
+    }
+}
+
 /// A live connection: inbound frames, outbound messages, and how to close it.
 pub struct Connection {
     /// Frames from the peer; `None` once the stream has ended.
@@ -180,6 +208,9 @@ pub struct Connection {
     /// The connection carries one request and its answer, then ends (a 2026-07-28 request
     /// over HTTP): there is no session to keep state for across requests.
     pub single_request: bool,
+    /// Set by a transport that polls the consumer's reading loop itself, if the consumer
+    /// leaves it there (see [`DriverSlot`]).
+    pub driver: Option<DriverSlot>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -236,6 +267,7 @@ impl Connection {
             outbound: out_tx,
             closer: Some(closer),
             single_request: false,
+            driver: None,
         }
     }
 }

@@ -19,7 +19,8 @@ pub mod stdio;
 
 pub use child::{ChildConfig, ChildProcess};
 pub use connection::{
-    Closer, Connection, Epilogue, Inbound, Limits, Outgoing, OutgoingKind, TraceHeaders,
+    Closer, Connection, Driver, DriverSlot, Epilogue, Inbound, Limits, Outgoing, OutgoingKind,
+    TraceHeaders,
 };
 pub use framing::Frame;
 pub use identity::{AccessToken, Identity, SharedIdentity};

@@ -1331,6 +1331,7 @@ mod tests {
             outbound: out_tx,
             closer: None,
             single_request: false,
+            driver: None,
         };
         (conn, seen)
     }

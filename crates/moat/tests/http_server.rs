@@ -12,11 +12,31 @@ use serde_json::{Value, json};
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
 
+/// How many calls of `wait` have ended (each only by being cancelled).
+static WAITS_ENDED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 fn server() -> Server {
     Server::new("http-test", "1.0")
         .tool("echo", "Echo text", |a: Echo| async move {
             Ok::<_, String>(a.text)
         })
+        .tool_with_context(
+            "wait",
+            "Report progress once, then wait until cancelled",
+            |ctx: RequestContext, _: NoArgs| async move {
+                // The handler is dropped when its request is cancelled: count the drop.
+                struct Count;
+                impl Drop for Count {
+                    fn drop(&mut self) {
+                        WAITS_ENDED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+                let _count = Count;
+                ctx.progress(1.0, None, None).await;
+                ctx.cancelled().await;
+                Ok::<_, String>("cancelled".to_owned())
+            },
+        )
         .tool_with_context(
             "flood",
             "Send many big progress notifications",
@@ -402,4 +422,69 @@ async fn slow_clients_are_cut_off() {
         .unwrap();
     let head = String::from_utf8_lossy(&buf[..n]);
     assert!(head.starts_with("HTTP/1.1 408"), "{head}");
+}
+
+/// A 2026-07-28 request lives as long as its response: a client that drops the stream it is
+/// reading (or the connection, while waiting for a JSON answer) cancels the request, and the
+/// server stops working on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_request_ends_when_its_client_goes() {
+    let (addr, _) = start(HttpServerOptions::default()).await;
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+        "name": "wait", "arguments": {},
+        "_meta": {
+            "progressToken": "p",
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }
+    }})
+    .to_string();
+    let request = |c: &reqwest::Client, accept: &str| {
+        c.post(format!("http://{addr}/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", accept)
+            .body(body.clone())
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "wait")
+    };
+    let ended_by = |n: usize| async move {
+        for _ in 0..100 {
+            if WAITS_ENDED.load(std::sync::atomic::Ordering::SeqCst) >= n {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    };
+    let before = WAITS_ENDED.load(std::sync::atomic::Ordering::SeqCst);
+
+    // An SSE stream: its first event is the progress; then the client goes away.
+    let c = client();
+    let mut stream = request(&c, "application/json, text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    let first = stream.chunk().await.unwrap().expect("an event");
+    assert!(String::from_utf8_lossy(&first).contains("notifications/progress"));
+    drop(stream);
+    drop(c);
+    assert!(
+        ended_by(before + 1).await,
+        "the dropped stream's request still runs"
+    );
+
+    // JSON only: the client gives up waiting and closes its connection.
+    let c = client();
+    let gave_up = request(&c, "application/json")
+        .timeout(Duration::from_millis(300))
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "no answer was expected: {gave_up:?}");
+    drop(c);
+    assert!(
+        ended_by(before + 2).await,
+        "the abandoned request still runs"
+    );
 }

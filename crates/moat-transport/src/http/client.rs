@@ -351,6 +351,7 @@ pub async fn connect(url: &str, options: ClientOptions) -> Result<Connection, Cl
         outbound: out_tx,
         closer: Some(closer),
         single_request: false,
+        driver: None,
     })
 }
 

@@ -1,5 +1,6 @@
 //! What a [`Peer`] does with what it reads: [`Peer::start`] spawns the connection's reading
-//! task, which asks the session what each message means and acts on it — answers our
+//! task (or leaves it to the transport to poll, when it offers to: a 2026-07-28 request over
+//! HTTP), which asks the session what each message means and acts on it — answers our
 //! requests, applies cancellation and progress, and runs each request of the other side
 //! through the [`Handler`] in a task of its own, with a [`RequestContext`] for it (the one
 //! request of a single-request connection runs on the reading task itself, beside the
@@ -35,7 +36,14 @@ impl Peer {
         options: PeerOptions,
     ) -> Peer {
         let peer = Peer::new(&mut conn, role, options);
-        tokio::spawn(read_loop(peer.clone(), conn.inbound, handler));
+        let reading = read_loop(peer.clone(), conn.inbound, handler);
+        // A transport that serves the connection in a task of its own polls the loop there.
+        match conn.driver.take() {
+            Some(slot) => slot.put(Box::pin(reading)),
+            None => {
+                tokio::spawn(reading);
+            }
+        }
         peer
     }
 }

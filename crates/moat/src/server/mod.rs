@@ -662,6 +662,7 @@ mod tests {
                 outbound,
                 closer: None,
                 single_request,
+                driver: None,
             });
             (peer, in_tx, out_rx)
         };

@@ -1176,7 +1176,7 @@ async fn post_modern(
     };
     if let Some(error) = modern::answer_of(&exchange.first) {
         let mut exchange = exchange;
-        exchange.cancel.answered();
+        exchange.rest.cancel.answered();
         if let Some(r) = step_up(shared, &exchange.first.text) {
             return r;
         }

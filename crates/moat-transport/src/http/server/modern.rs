@@ -18,7 +18,7 @@ use moat_protocol::jsonrpc::Message;
 use moat_protocol::session::{self, OwnedRequestHead, RequestHead};
 use tokio::sync::mpsc;
 
-use crate::connection::{Connection, Inbound, Outgoing, OutgoingKind};
+use crate::connection::{Connection, Driver, DriverSlot, Inbound, Outgoing, OutgoingKind};
 use crate::framing::Frame;
 use crate::http::headers::{self as h, ParamHeader};
 
@@ -138,11 +138,63 @@ pub(crate) fn status_for(error: Option<i64>) -> http::StatusCode {
     }
 }
 
-/// A request's own connection, as handed to the MCP side.
+/// A request's own connection, as handed to the MCP side: its first outgoing message, and
+/// the rest.
 pub(crate) struct Exchange {
     pub first: Outgoing,
-    pub rest: mpsc::Receiver<Outgoing>,
+    pub rest: Rest,
+}
+
+/// What follows an exchange's first message.
+pub(crate) struct Rest {
+    rx: mpsc::Receiver<Outgoing>,
+    // Dropped before `driving`, so that the reading loop sees the cancellation (or the end
+    // of its input) when it is polled for the last time.
     pub cancel: CancelOnDrop,
+    driving: Driving,
+}
+
+impl Rest {
+    /// The next message of the MCP side, running its reading loop meanwhile.
+    pub(crate) async fn next(&mut self) -> Option<Outgoing> {
+        self.driving.recv(&mut self.rx).await
+    }
+}
+
+/// The MCP side's reading loop for one request, when it left it to this task to poll
+/// ([`DriverSlot`]): no task of its own to spawn and wake. Whatever is left of it when the
+/// exchange ends is polled once more, then spawned if it still has work (a request that
+/// drains after a cancellation).
+#[derive(Default)]
+pub(crate) struct Driving(Option<Driver>);
+
+impl Driving {
+    /// The next message from `rx`, polling the reading loop while waiting for it.
+    async fn recv(&mut self, rx: &mut mpsc::Receiver<Outgoing>) -> Option<Outgoing> {
+        if let Some(driver) = self.0.as_mut() {
+            tokio::select! {
+                biased;
+                msg = rx.recv() => return msg,
+                () = driver => self.0 = None,
+            }
+        }
+        rx.recv().await
+    }
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        let Some(mut driver) = self.0.take() else {
+            return;
+        };
+        // Usually done at once: its input has just ended, or its cancellation is queued.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if driver.as_mut().poll(&mut cx).is_pending()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            rt.spawn(driver);
+        }
+    }
 }
 
 /// Serve one request on a connection of its own; returns its first outgoing message and
@@ -155,12 +207,15 @@ pub(crate) async fn start(
     let id = head.id().clone();
     let (in_tx, in_rx) = mpsc::channel(4);
     let (out_tx, mut out_rx) = mpsc::channel(64);
+    let slot = DriverSlot::default();
     on_connection(Connection {
         inbound: in_rx,
         outbound: out_tx,
         closer: None,
         single_request: true,
+        driver: Some(slot.clone()),
     });
+    let mut driving = Driving(slot.take());
     in_tx
         .send(origin.wrap(Inbound::Request(Box::new(head))))
         .await
@@ -171,15 +226,18 @@ pub(crate) async fn start(
     };
     // Hang-ups are for resumable streams; this era has none.
     let first = loop {
-        let msg = out_rx.recv().await?;
+        let msg = driving.recv(&mut out_rx).await?;
         if !msg.hang_up {
             break msg;
         }
     };
     Some(Exchange {
         first,
-        rest: out_rx,
-        cancel,
+        rest: Rest {
+            rx: out_rx,
+            cancel,
+            driving,
+        },
     })
 }
 
@@ -229,15 +287,13 @@ type Item = Result<BodyFrame<Bytes>, Infallible>;
 pub(crate) fn sse_body(exchange: Exchange, keepalive: Duration) -> super::stream::SseBody {
     struct St {
         first: Option<Outgoing>,
-        rest: mpsc::Receiver<Outgoing>,
-        cancel: CancelOnDrop,
+        rest: Rest,
         done: bool,
         keepalive: Duration,
     }
     let st = St {
         first: Some(exchange.first),
         rest: exchange.rest,
-        cancel: exchange.cancel,
         done: false,
         keepalive,
     };
@@ -247,7 +303,7 @@ pub(crate) fn sse_body(exchange: Exchange, keepalive: Duration) -> super::stream
         }
         let msg = match st.first.take() {
             Some(m) => m,
-            None => match tokio::time::timeout(st.keepalive, st.rest.recv()).await {
+            None => match tokio::time::timeout(st.keepalive, st.rest.next()).await {
                 Ok(Some(m)) if m.hang_up => {
                     // Not resumable in this era: nothing to say; keep streaming.
                     let item: Item = Ok(BodyFrame::data(Bytes::from_static(b":\n\n")));
@@ -262,7 +318,7 @@ pub(crate) fn sse_body(exchange: Exchange, keepalive: Duration) -> super::stream
             },
         };
         if answer_of(&msg).is_some() {
-            st.cancel.answered();
+            st.rest.cancel.answered();
             st.done = true;
         }
         let text = super::stream::encode_event(None, &msg.text);
@@ -273,14 +329,14 @@ pub(crate) fn sse_body(exchange: Exchange, keepalive: Duration) -> super::stream
 }
 
 /// Wait for the answer, dropping what comes before it (a client that takes no SSE).
-pub(crate) async fn answer_only(mut exchange: Exchange) -> Option<(String, Option<i64>)> {
-    let mut msg = exchange.first;
+pub(crate) async fn answer_only(exchange: Exchange) -> Option<(String, Option<i64>)> {
+    let (mut msg, mut rest) = (exchange.first, exchange.rest);
     loop {
         if let Some(error) = answer_of(&msg) {
-            exchange.cancel.answered();
+            rest.cancel.answered();
             return Some((msg.text, error));
         }
-        msg = exchange.rest.recv().await?;
+        msg = rest.next().await?;
     }
 }
 

@@ -139,6 +139,7 @@ impl Sessions {
             outbound: out_tx,
             closer: Some(closer),
             single_request: false,
+            driver: None,
         };
         (session, conn)
     }
