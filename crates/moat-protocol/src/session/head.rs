@@ -84,20 +84,25 @@ impl<'a> RequestHead<'a> {
 
     /// The same head, owned (copied, not read again), for a transport that read it to hand
     /// it on to the session.
-    pub fn into_owned(self) -> OwnedRequestHead {
+    pub fn into_owned(mut self) -> OwnedRequestHead {
         OwnedRequestHead {
             line: String::new(),
+            protocol_version: self.meta.protocol_version.take().map(Cow::into_owned),
+            parts: self.into_parts(),
+        }
+    }
+
+    /// The pieces of this head, owned (copied where borrowed), for a handler's task.
+    pub fn into_parts(self) -> RequestParts {
+        RequestParts {
             id: self.id,
             method: self.method.into_owned(),
             params: self.params.map(ToOwned::to_owned),
-            meta: OwnedMeta {
-                raw: self.meta.raw.map(ToOwned::to_owned),
-                progress_token: self.meta.progress_token,
-                protocol_version: self.meta.protocol_version.map(Cow::into_owned),
-                client_capabilities: self.meta.client_capabilities.map(ToOwned::to_owned),
-                client_info: self.meta.client_info.map(ToOwned::to_owned),
-                log_level: self.meta.log_level,
-            },
+            meta: self.meta.raw.map(ToOwned::to_owned),
+            progress_token: self.meta.progress_token,
+            client_capabilities: self.meta.client_capabilities.map(ToOwned::to_owned),
+            client_info: self.meta.client_info.map(ToOwned::to_owned),
+            log_level: self.meta.log_level,
             fields: self.fields.map(|f| f.to_owned_fields()),
         }
     }
@@ -106,8 +111,8 @@ impl<'a> RequestHead<'a> {
 /// A request's pieces, owned, for whoever keeps them past the message they came in (a
 /// handler's task): taken from an [`OwnedRequestHead`] without a copy
 /// ([`OwnedRequestHead::into_parts`]) or copied from a borrowed head
-/// ([`RequestHead::to_parts`]).
-#[derive(Debug)]
+/// ([`RequestHead::into_parts`]).
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RequestParts {
     /// The request id.
@@ -130,47 +135,15 @@ pub struct RequestParts {
     pub fields: Result<RequestFields, ErrorObject>,
 }
 
-impl RequestHead<'_> {
-    /// The pieces of this head, copied.
-    pub fn to_parts(&self) -> RequestParts {
-        RequestParts {
-            id: self.id.clone(),
-            method: self.method.as_ref().to_owned(),
-            params: self.params.map(ToOwned::to_owned),
-            meta: self.meta.raw.map(ToOwned::to_owned),
-            progress_token: self.meta.progress_token.clone(),
-            client_capabilities: self.meta.client_capabilities.map(ToOwned::to_owned),
-            client_info: self.meta.client_info.map(ToOwned::to_owned),
-            log_level: self.meta.log_level,
-            fields: match &self.fields {
-                Ok(f) => Ok(f.to_owned_fields()),
-                Err(e) => Err(e.clone()),
-            },
-        }
-    }
-}
-
 /// A [`RequestHead`] owned: what a transport that read a request hands to the session
 /// (a 2026-07-28 POST, whose headers it checked against the head).
 #[derive(Debug, Clone)]
 pub struct OwnedRequestHead {
     /// The message as it arrived, for a consumer that reads lines itself.
     line: String,
-    id: RequestId,
-    method: String,
-    params: Option<Box<RawValue>>,
-    meta: OwnedMeta,
-    fields: Result<RequestFields, ErrorObject>,
-}
-
-#[derive(Debug, Clone)]
-struct OwnedMeta {
-    raw: Option<Box<RawValue>>,
-    progress_token: Option<ProgressToken>,
+    /// `_meta`'s revision, which the session reads and a handler does not need.
     protocol_version: Option<String>,
-    client_capabilities: Option<Box<RawValue>>,
-    client_info: Option<Box<RawValue>>,
-    log_level: Option<LoggingLevel>,
+    parts: RequestParts,
 }
 
 impl OwnedRequestHead {
@@ -188,40 +161,31 @@ impl OwnedRequestHead {
 
     /// The request's id.
     pub fn id(&self) -> &RequestId {
-        &self.id
+        &self.parts.id
     }
 
     /// The pieces of this head, moved out of it (the message as it arrived is dropped).
     pub fn into_parts(self) -> RequestParts {
-        RequestParts {
-            id: self.id,
-            method: self.method,
-            params: self.params,
-            meta: self.meta.raw,
-            progress_token: self.meta.progress_token,
-            client_capabilities: self.meta.client_capabilities,
-            client_info: self.meta.client_info,
-            log_level: self.meta.log_level,
-            fields: self.fields,
-        }
+        self.parts
     }
 
     /// The head, borrowed from this one.
     pub fn view(&self) -> RequestHead<'_> {
+        let p = &self.parts;
         RequestHead {
-            id: self.id.clone(),
-            method: Cow::Borrowed(&self.method),
-            params: self.params.as_deref(),
+            id: p.id.clone(),
+            method: Cow::Borrowed(&p.method),
+            params: p.params.as_deref(),
             version: None,
             meta: RequestMeta {
-                raw: self.meta.raw.as_deref(),
-                progress_token: self.meta.progress_token.clone(),
-                protocol_version: self.meta.protocol_version.as_deref().map(Cow::Borrowed),
-                client_capabilities: self.meta.client_capabilities.as_deref(),
-                client_info: self.meta.client_info.as_deref(),
-                log_level: self.meta.log_level,
+                raw: p.meta.as_deref(),
+                progress_token: p.progress_token.clone(),
+                protocol_version: self.protocol_version.as_deref().map(Cow::Borrowed),
+                client_capabilities: p.client_capabilities.as_deref(),
+                client_info: p.client_info.as_deref(),
+                log_level: p.log_level,
             },
-            fields: match &self.fields {
+            fields: match &p.fields {
                 Ok(f) => Ok(ParamsFields {
                     name: f.name.as_deref().map(Cow::Borrowed),
                     uri: f.uri.as_deref().map(Cow::Borrowed),

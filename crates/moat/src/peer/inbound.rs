@@ -243,7 +243,8 @@ fn act(
 ) -> Option<Reply> {
     match incoming {
         Incoming::Request(head) => {
-            run_request(peer, handler, head.to_parts(), head.version, batch, caller)
+            let version = head.version;
+            run_request(peer, handler, head.into_parts(), version, batch, caller)
         }
         Incoming::Initialize { id, params } => {
             let outcome = handler.initialize(params, peer).map(|(result, v)| {

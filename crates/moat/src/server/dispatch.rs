@@ -662,12 +662,11 @@ async fn dispatch(
 }
 
 /// Whether answering `method` reads what the server offers (and so waits for
-/// [`ServerInner::ready`]).
+/// [`ServerInner::ready`]; `tools/call`, which does too, waits in [`call_tool`]).
 fn reads_registry(method: &str) -> bool {
     matches!(
         method,
         methods::TOOLS_LIST
-            | methods::TOOLS_CALL
             | methods::RESOURCES_LIST
             | methods::RESOURCES_TEMPLATES_LIST
             | methods::RESOURCES_READ

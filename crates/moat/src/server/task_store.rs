@@ -70,6 +70,12 @@ impl TaskStore {
                 "Server busy: too many tasks; retry later",
             ));
         }
+        // Its connection then has something here to drop when it closes.
+        if let Owner::Session(session) = &owner
+            && let Some(session) = session.upgrade()
+        {
+            session.made_a_task();
+        }
         let id = new_task_id();
         // A TTL too long for the clock is as good as forever.
         let deadline = now

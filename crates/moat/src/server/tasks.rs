@@ -391,7 +391,6 @@ pub(crate) fn call_as_legacy_task(
         .map_or(options.tasks.ttl, Duration::from_millis)
         .max(Duration::from_secs(1))
         .min(options.tasks.max_ttl);
-    session.made_a_task();
     let entry = new_task(
         server,
         Owner::Session(Arc::downgrade(session)),
