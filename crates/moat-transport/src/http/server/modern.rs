@@ -171,14 +171,32 @@ pub(crate) struct Driving(Option<Driver>);
 impl Driving {
     /// The next message from `rx`, polling the reading loop while waiting for it.
     async fn recv(&mut self, rx: &mut mpsc::Receiver<Outgoing>) -> Option<Outgoing> {
-        if let Some(driver) = self.0.as_mut() {
-            tokio::select! {
-                biased;
-                msg = rx.recv() => return msg,
-                () = driver => self.0 = None,
-            }
+        std::future::poll_fn(|cx| self.poll_recv(rx, cx)).await
+    }
+
+    /// One poll of [`Driving::recv`]. The loop runs in this very task, so what it sends
+    /// while polled must not wake the task: that wake-up would make the runtime queue the
+    /// task again, and rouse an idle worker to take it, for a message read just below. So
+    /// the receiver holds a no-op waker while the loop runs, and this task's own after; a
+    /// message sent from elsewhere in between is found by the last look (tokio's receiver
+    /// looks again after taking a waker).
+    fn poll_recv(
+        &mut self,
+        rx: &mut mpsc::Receiver<Outgoing>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Outgoing>> {
+        use std::task::Poll;
+        let Some(driver) = self.0.as_mut() else {
+            return rx.poll_recv(cx);
+        };
+        let mut quiet = std::task::Context::from_waker(std::task::Waker::noop());
+        if let Poll::Ready(msg) = rx.poll_recv(&mut quiet) {
+            return Poll::Ready(msg);
         }
-        rx.recv().await
+        if driver.as_mut().poll(cx).is_ready() {
+            self.0 = None;
+        }
+        rx.poll_recv(cx)
     }
 }
 
@@ -497,6 +515,51 @@ mod tests {
             ("mcp-name", enc.as_str()),
         ];
         assert!(check(&hs, "prompts/get", &p).is_ok());
+    }
+
+    /// Counts the wake-ups of a task.
+    #[derive(Default)]
+    struct Wakes(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    impl Wakes {
+        fn count(&self) -> usize {
+            self.0.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    #[test]
+    fn what_the_polled_loop_sends_is_read_at_once_without_waking_the_task() {
+        let (tx, mut rx) = mpsc::channel(4);
+        let keep = tx.clone();
+        let mut driving = Driving(Some(Box::pin(async move {
+            let _ = tx
+                .send(Outgoing::new("from the loop".to_owned(), None))
+                .await;
+            std::future::pending::<()>().await;
+        })));
+        let wakes = Arc::new(Wakes::default());
+        let waker = std::task::Waker::from(wakes.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
+        let got = driving.poll_recv(&mut rx, &mut cx);
+        assert!(
+            matches!(&got, std::task::Poll::Ready(Some(m)) if m.text == "from the loop"),
+            "read in the poll that ran the loop"
+        );
+        assert_eq!(wakes.count(), 0, "the loop's own send woke the task");
+
+        // Waiting again, the task's waker is the one held: a message from elsewhere wakes it.
+        assert!(driving.poll_recv(&mut rx, &mut cx).is_pending());
+        keep.try_send(Outgoing::new("from elsewhere".to_owned(), None))
+            .expect("room in the channel");
+        assert_eq!(wakes.count(), 1);
+        let got = driving.poll_recv(&mut rx, &mut cx);
+        assert!(matches!(&got, std::task::Poll::Ready(Some(m)) if m.text == "from elsewhere"));
     }
 
     #[test]
