@@ -713,6 +713,16 @@ async fn consent_always_on_one_gateway_applies_on_the_other() {
     loop {
         let before = asked_b.load(Ordering::SeqCst);
         let result = b.call_tool("down__asky", json!({})).await.unwrap();
+        if result.is_error != Some(true) && asked_b.load(Ordering::SeqCst) != before {
+            // The approval reached this gateway while b was being asked: a 2026-07-28 call
+            // asks in one round and decides in the retry that carries the answer, by which
+            // time "always" applied. The next call must not ask at all.
+            assert!(
+                given.elapsed() < Duration::from_secs(10),
+                "still asked after the approval applied"
+            );
+            continue;
+        }
         if result.is_error != Some(true) {
             assert_eq!(asked_b.load(Ordering::SeqCst), before, "not asked again");
             eprintln!(
