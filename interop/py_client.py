@@ -68,7 +68,8 @@ Options:
                            is the MCP endpoint) or sse (legacy HTTP+SSE, URL is
                            the SSE endpoint, e.g. http://HOST/sse)
 
-Every "calls" entry also has "elapsedMs" (how long the call took). With
+Every "calls" entry also has "elapsedMs" (how long the call took) and
+"endedAtMs" (when it ended, Unix time in milliseconds). With
 --elicit or --elicit-decline the output also has "elicitations": every
 elicitation request received, in order, as {"message", "requestedSchema",
 "mode", "answer"}.
@@ -385,6 +386,7 @@ async def run(opts: dict[str, Any]) -> dict[str, Any]:
                     raise RuntimeError(f"tools/call {name} failed: {describe(e)}") from e
                 entry["error"] = describe(e)
             entry["elapsedMs"] = round((time.monotonic() - started) * 1000)
+            entry["endedAtMs"] = round(time.time() * 1000)
             out["calls"].append(entry)
         for uri in opts["reads"]:
             result = await step(f"resources/read {uri}", client.read_resource(uri))
@@ -427,6 +429,7 @@ async def retry_call(client: Any, name: str, arguments: dict[str, Any], secs: fl
             break
         await anyio.sleep(0.2)
     entry["elapsedMs"] = round((time.monotonic() - started) * 1000)
+    entry["endedAtMs"] = round(time.time() * 1000)
     return entry
 
 

@@ -11,8 +11,10 @@
 //! - every call completes or fails with an error its client sees; none hangs; and a client
 //!   that starts after the restarts is served;
 //! - with the replicas sharing a PostgreSQL store (`[store] url`), every completed call is in
-//!   the one audit trail, once (but for those the killed replica answered in its last
-//!   milliseconds, whose records were still being batched), and its hash chain verifies;
+//!   the one audit trail, once — each call carries a tag of its own, stored with its
+//!   arguments, so a missing or doubled record is named — but for those the killed replica
+//!   answered in its last moments, whose records were still being batched; and the trail's
+//!   hash chain verifies;
 //! - a session subscribed to a resource keeps getting its updates after the restarts;
 //! - a client of the killed replica that had lost its connection mid-call resumes the call's
 //!   stream through the balancer: it gets the progress it had not seen, each step once and
@@ -22,11 +24,12 @@
 //! (`MOAT_TEST_POSTGRES_URL`); without them the test fails under CI (`CI` set) and is
 //! skipped elsewhere, saying why.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use moat::{Client, HttpOptions, ProtocolVersion, VersionPreference};
 use moat_test_support::interop::{self, VENV_PYTHON};
@@ -336,7 +339,7 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
     std::fs::write(
         &config,
         format!(
-            "state_dir = {:?}\n[store]\nurl = {store:?}\n[audit]\nsign = true\n\
+            "state_dir = {:?}\n[store]\nurl = {store:?}\n[audit]\nsign = true\nfull_arguments = true\n\
              [policy]\ndefault = \"allow\"\n\
              [servers.{docs}]\ncommand = {MOAT:?}\nargs = [\"serve\", \"everything\"]\nsandbox = false\n\
              [servers.ts]\ncommand = \"node\"\nargs = [{js:?}, \"stdio\"]\nsandbox = false\n",
@@ -395,7 +398,7 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
             py.args([
                 "--call",
                 &format!("{docs}__test_tool_with_progress"),
-                r#"{"duration": 0.2, "steps": 2}"#,
+                &format!(r#"{{"duration": 0.2, "steps": 2, "call": "py{i}"}}"#),
             ]);
         }
     }
@@ -434,6 +437,10 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
     let stop = Arc::new(AtomicBool::new(false));
     let modern = Arc::new(Tally::default());
     let sessions = Arc::new(Tally::default());
+    // Each session call carries a tag of its own ("call": "s7"), stored with its audit
+    // record; the calls that completed, by tag, with when their client saw the answer.
+    let next_tag = Arc::new(AtomicUsize::new(0));
+    let completed_calls = Arc::new(std::sync::Mutex::new(Vec::<(String, i64)>::new()));
     let mut load = Vec::new();
     for _ in 0..2 {
         let (stop, modern, authority, docs) = (
@@ -456,6 +463,7 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
     }
     for version in [ProtocolVersion::V2025_06_18, ProtocolVersion::V2025_11_25] {
         let (stop, sessions, url) = (stop.clone(), sessions.clone(), url.clone());
+        let (next_tag, completed_calls) = (next_tag.clone(), completed_calls.clone());
         let tool = format!("{docs}__test_tool_with_progress");
         load.push(tokio::spawn(async move {
             let mut first = true;
@@ -473,9 +481,15 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
                 first = false;
                 let mut failed_in_a_row = 0;
                 while !stop.load(Ordering::Relaxed) && failed_in_a_row < 3 {
-                    let call = client.call_tool(&tool, json!({"duration": 0.2, "steps": 2}));
+                    let tag = format!("s{}", next_tag.fetch_add(1, Ordering::Relaxed));
+                    let call =
+                        client.call_tool(&tool, json!({"duration": 0.2, "steps": 2, "call": tag}));
                     match tokio::time::timeout(CALL_BOUND, call).await {
                         Ok(Ok(r)) if r.is_error != Some(true) => {
+                            completed_calls
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .push((tag, unix_ms(SystemTime::now())));
                             sessions.ok.fetch_add(1, Ordering::Relaxed);
                             failed_in_a_row = 0;
                         }
@@ -496,6 +510,7 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
     tokio::time::sleep(Duration::from_secs(4)).await;
     let cut_off = cut_off.await.expect("the cut-off client");
     // One replica dies outright.
+    let killed_at = unix_ms(SystemTime::now());
     if let Some(mut r) = replicas[0].take() {
         assert!(r.server.stop(libc::SIGKILL, WITHIN), "SIGKILL");
     }
@@ -553,11 +568,20 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
                 .as_str()
                 .is_some_and(|n| n.ends_with("test_tool_with_progress"))
         };
-        let ok = py_calls
+        let ok_calls: Vec<&Value> = py_calls
             .iter()
             .filter(progress)
             .filter(|c| c.get("error").is_none() && c["result"]["isError"] != true)
-            .count();
+            .collect();
+        let ok = ok_calls.len();
+        completed_calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(ok_calls.iter().map(|c| {
+                let tag = c["arguments"]["call"].as_str().expect("the call's tag");
+                let ended = c["endedAtMs"].as_i64().expect("endedAtMs");
+                (tag.to_owned(), ended)
+            }));
         let failed: Vec<&Value> = py_calls.iter().filter_map(|c| c.get("error")).collect();
         eprintln!(
             "Python SDK session: {} calls, {} failed: {failed:?}",
@@ -675,13 +699,61 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
     eprintln!(
         "audited as completed: {completed}; the clients saw {all_ok} complete, {all_failed} fail"
     );
-    // Records are batched off the call path (a few milliseconds): the replica killed with
-    // SIGKILL may take the records of the calls it answered in its last milliseconds with
-    // it (docs/deploy.md, "Known limits"). Nothing else may be missing, nor anything twice.
-    const LOST_TO_SIGKILL: usize = 2;
+    // Each call's tag is in its stored arguments: a call is audited as completed at most
+    // once, and only calls the clients made are (one whose client saw it fail may be: its
+    // answer was lost with a replica).
+    let mut audited: HashMap<String, usize> = HashMap::new();
+    for r in records.iter().filter(|r| r["outcome"] == "ok") {
+        let tag = r["arguments"]["call"]
+            .as_str()
+            .unwrap_or_else(|| panic!("an audited call without its tag: {r}"));
+        *audited.entry(tag.to_owned()).or_default() += 1;
+    }
+    let made = next_tag.load(Ordering::Relaxed);
+    let twice: Vec<_> = audited.iter().filter(|(_, n)| **n > 1).collect();
     assert!(
-        completed + LOST_TO_SIGKILL >= all_ok && completed <= all_ok + all_failed,
-        "{completed} audited as completed; the clients saw {all_ok} complete and {all_failed} fail"
+        twice.is_empty(),
+        "audited as completed more than once: {twice:?}"
+    );
+    let unknown: Vec<&String> = audited
+        .keys()
+        .filter(|t| {
+            let session_call = t
+                .strip_prefix('s')
+                .and_then(|n| n.parse::<usize>().ok())
+                .is_some_and(|n| n < made);
+            let python_call = t
+                .strip_prefix("py")
+                .and_then(|n| n.parse::<usize>().ok())
+                .is_some_and(|n| n < PY_CALLS);
+            !(session_call || python_call)
+        })
+        .collect();
+    assert!(unknown.is_empty(), "audited calls nobody made: {unknown:?}");
+    // Records are batched off the call path: the replica killed with SIGKILL takes the
+    // records of the calls it answered in its last moments with it (docs/deploy.md, "Known
+    // limits"): the batch it was gathering and the one it was committing, which on a loaded
+    // machine waits for the other replicas' commits. A completed call missing from the trail
+    // must have ended around the kill; any other is a record lost for another reason.
+    let completed_calls = completed_calls.lock().unwrap_or_else(|e| e.into_inner());
+    assert_eq!(
+        completed_calls.len(),
+        all_ok,
+        "every completed call has its tag"
+    );
+    let missing: Vec<(&String, i64)> = completed_calls
+        .iter()
+        .filter(|(tag, _)| !audited.contains_key(tag))
+        .map(|(tag, ended)| (tag, ended - killed_at))
+        .collect();
+    eprintln!("completed calls not in the trail (ms from the kill to their end): {missing:?}");
+    const AROUND_THE_KILL: std::ops::RangeInclusive<i64> = -2_000..=1_000;
+    assert!(
+        missing
+            .iter()
+            .all(|(_, since_kill)| AROUND_THE_KILL.contains(since_kill)),
+        "a completed call is missing from the trail, not one the killed replica answered \
+         in its last moments: {missing:?}"
     );
     // The chain verifies, with the heads the replicas signed (sharing one state directory,
     // they share one key).
@@ -690,4 +762,10 @@ async fn replicas_behind_haproxy_survive_a_kill_and_a_rolling_restart() {
         report["checkpoints"].as_u64().is_some_and(|n| n >= 2),
         "the heads were signed (the first batch, and at each stop): {report}"
     );
+}
+
+/// Unix time in milliseconds.
+fn unix_ms(t: SystemTime) -> i64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
