@@ -14,6 +14,7 @@
 use std::time::Duration;
 
 use moat_bench::Binaries;
+use moat_bench::cores::{Split, describe, pin_this_thread};
 use moat_bench::http::{self, Answer, Mode, ServerProcess, Workload};
 use moat_bench::peers::Peers;
 use moat_bench::stats::median;
@@ -29,6 +30,8 @@ pub struct Settings {
     pub only: Vec<String>,
     /// Add the TypeScript and Python rows (when installed).
     pub peers: bool,
+    /// Run the servers on half of the cores and the load generator on the other half.
+    pub split_cores: bool,
 }
 
 impl Default for Settings {
@@ -42,6 +45,7 @@ impl Default for Settings {
             clients: 64,
             only: Vec::new(),
             peers: false,
+            split_cores: false,
         }
     }
 }
@@ -79,6 +83,11 @@ pub struct Args {
     /// `bash .ci/run --install-only`).
     #[arg(long)]
     peers: bool,
+    /// Run the servers on the upper half of the cores and the load generator on the rest
+    /// (on two cores: one each). Without it both share every core, and on a small machine
+    /// the generator's own CPU per call squeezes every throughput ratio toward 1.
+    #[arg(long)]
+    split_cores: bool,
 }
 
 impl From<Args> for Settings {
@@ -92,6 +101,7 @@ impl From<Args> for Settings {
             clients: a.clients,
             only: a.only,
             peers: a.peers,
+            split_cores: a.split_cores,
         }
     }
 }
@@ -442,6 +452,8 @@ pub struct Report {
     calls: usize,
     rounds: usize,
     window: Duration,
+    /// The cores' split between the servers and the load generator, when asked for.
+    split: Option<Split>,
 }
 
 /// Ratios of a row against another measured in the same rounds: (latency ÷, × at 1
@@ -512,6 +524,20 @@ pub fn steps(s: &Settings, bins: &Binaries, peers: &Peers) -> usize {
 /// Measure every selected row, calling `progress` before each row of each round.
 pub fn run(s: &Settings, bins: &Binaries, peers: &Peers, progress: &mut dyn FnMut(&str)) -> Report {
     let (specs, skipped) = selected(s, bins, peers);
+    let split = if s.split_cores {
+        let split = Split::of_this_process()
+            .unwrap_or_else(|e| panic!("--split-cores: cannot read this process's cores: {e}"))
+            .unwrap_or_else(|| {
+                panic!("--split-cores needs at least two cores; this process has one")
+            });
+        // The servers inherit the cores of the thread that starts them.
+        pin_this_thread(&split.server).unwrap_or_else(|e| {
+            panic!("--split-cores: cannot pin to cores {:?}: {e}", split.server)
+        });
+        Some(split)
+    } else {
+        None
+    };
     let processes: Vec<(Srv, ServerProcess)> = ALL_SRV
         .iter()
         .filter(|srv| specs.iter().any(|sp| sp.srv == **srv))
@@ -534,6 +560,15 @@ pub fn run(s: &Settings, bins: &Binaries, peers: &Peers, progress: &mut dyn FnMu
             .expect("server started")
     };
 
+    if let Some(split) = &split {
+        // The generator's runtime starts its workers on the cores left to it.
+        pin_this_thread(&split.generator).unwrap_or_else(|e| {
+            panic!(
+                "--split-cores: cannot pin to cores {:?}: {e}",
+                split.generator
+            )
+        });
+    }
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let mut measured: Vec<Measured> = specs.iter().map(|_| Measured::default()).collect();
     for round in 0..s.rounds {
@@ -601,6 +636,7 @@ pub fn run(s: &Settings, bins: &Binaries, peers: &Peers, progress: &mut dyn FnMu
         calls: s.calls,
         rounds: s.rounds,
         window: s.window,
+        split,
     }
 }
 
@@ -640,6 +676,8 @@ pub fn to_json(report: &Report) -> Value {
         "settings": {
             "sequential_calls_per_round": report.calls, "rounds": report.rounds,
             "window_ms": report.window.as_millis() as u64, "clients": report.clients,
+            "server_cores": report.split.as_ref().map(|s| &s.server),
+            "generator_cores": report.split.as_ref().map(|s| &s.generator),
         },
         "rows": rows,
         "skipped": report.skipped,
@@ -657,6 +695,13 @@ pub fn print_table(report: &Report) {
         report.window.as_millis(),
         report.clients
     );
+    if let Some(split) = &report.split {
+        println!(
+            "Cores split: the servers on {}, the load generator on {}.\n",
+            describe(&split.server),
+            describe(&split.generator)
+        );
+    }
     let n = report.clients;
     let head = [
         "row".to_owned(),

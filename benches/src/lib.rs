@@ -1,6 +1,7 @@
 //! Shared workloads of moat's benchmarks: the fixtures decoded by `benches/decode.rs`, and
 //! the stdio round trips of `benches/roundtrip.rs` and the `moat-bench` table, and the
-//! Streamable HTTP load generator of `moat-bench http` ([`http`]), and what `moat-bench all`
+//! Streamable HTTP load generator of `moat-bench http` ([`http`]; [`cores`] splits the
+//! machine between it and the servers), and what `moat-bench all`
 //! adds: any SDK's client over stdio ([`stdio`]), the TypeScript and Python peers
 //! ([`peers`]), memory ([`memory`]), summaries ([`stats`]), the progress display
 //! ([`progress`]) and the plots ([`svg`]).
@@ -21,6 +22,7 @@ use serde_json::value::RawValue;
 
 pub use rmcp;
 
+pub mod cores;
 pub mod http;
 pub mod memory;
 pub mod peers;
