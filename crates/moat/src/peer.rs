@@ -27,13 +27,16 @@ use moat_transport::{Closer, Connection, Outgoing};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::{Error, Result};
 
 mod inbound;
+mod stage;
+
+use stage::{Stage, StageCell};
 
 /// Settings for a peer.
 #[derive(Debug, Clone)]
@@ -167,16 +170,6 @@ struct State_ {
     peer_info: Option<Arc<Implementation>>,
 }
 
-/// Where a connection is on its way to the end; only ever moves forward.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Stage {
-    Open,
-    /// Nothing more will arrive from the other side (its requests may still be draining).
-    InputEnded,
-    /// Shut down, and the transport released.
-    Closed,
-}
-
 struct Shared {
     /// Unique among the peers of this process (see [`Peer::id`]).
     id: u64,
@@ -186,7 +179,7 @@ struct Shared {
     state: Mutex<State_>,
     options: PeerOptions,
     /// How far the connection has come towards its end.
-    stage_tx: watch::Sender<Stage>,
+    stage: StageCell,
     closer: Mutex<Option<Closer>>,
     /// Wakes the timer task when a request is due before the deadline it sleeps until.
     timer: tokio::sync::Notify,
@@ -222,7 +215,6 @@ impl Peer {
     /// A peer for `conn` as `role`: its sending half, its state and its timers. Reading is
     /// [`Peer::start`]'s (in `inbound`), which hands each message to the handler.
     fn new(conn: &mut Connection, role: Role, options: PeerOptions) -> Peer {
-        let (stage_tx, _) = watch::channel(Stage::Open);
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let shared = Arc::new(Shared {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -252,7 +244,7 @@ impl Peer {
                 peer_info: None,
             }),
             options,
-            stage_tx,
+            stage: StageCell::new(),
             closer: Mutex::new(conn.closer.take()),
             timer: tokio::sync::Notify::new(),
             tracker: TaskTracker::new(),
@@ -555,14 +547,12 @@ impl Peer {
     /// Wait until nothing more will arrive from the other side: a stream kept open for it
     /// (a listen stream) has no reader left to serve.
     pub(crate) async fn input_ended(&self) {
-        let mut rx = self.shared.stage_tx.subscribe();
-        let _ = rx.wait_for(|stage| *stage >= Stage::InputEnded).await;
+        self.shared.stage.reached(Stage::InputEnded).await;
     }
 
     /// Wait until the connection has shut down.
     pub async fn closed(&self) {
-        let mut rx = self.shared.stage_tx.subscribe();
-        let _ = rx.wait_for(|stage| *stage == Stage::Closed).await;
+        self.shared.stage.reached(Stage::Closed).await;
     }
 
     /// Close the connection: fail pending calls, stop handlers, and release the transport
@@ -584,7 +574,7 @@ impl Peer {
         if let Some(closer) = closer {
             closer().await;
         }
-        self.shared.stage_tx.send_replace(Stage::Closed);
+        self.shared.stage.advance(Stage::Closed);
     }
 
     /// Fail every request of ours still waiting, and refuse new ones: no answer can come.
@@ -737,7 +727,6 @@ fn now() -> Instant {
 /// session keeps the deadlines, this task only sleeps on them): a request whose deadline
 /// passed gets `Error::Timeout`, and the other side a `notifications/cancelled`.
 async fn timer_loop(peer: Peer) {
-    let mut stage = peer.shared.stage_tx.subscribe();
     loop {
         let next = {
             let mut state = peer.state();
@@ -752,7 +741,7 @@ async fn timer_loop(peer: Peer) {
             }
         };
         tokio::select! {
-            _ = stage.wait_for(|s| *s == Stage::Closed) => return,
+            () = peer.shared.stage.reached(Stage::Closed) => return,
             _ = peer.shared.timer.notified() => continue,
             _ = sleep => {}
         }

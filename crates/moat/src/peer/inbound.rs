@@ -122,13 +122,7 @@ async fn read_loop(peer: Peer, mut inbound: mpsc::Receiver<Inbound>, handler: Ar
     }
     // Nothing more will arrive: our own requests can never be answered, so they fail now.
     peer.fail_pending(&reason);
-    peer.shared.stage_tx.send_if_modified(|stage| {
-        let earlier = *stage < Stage::InputEnded;
-        if earlier {
-            *stage = Stage::InputEnded;
-        }
-        earlier
-    });
+    peer.shared.stage.advance(Stage::InputEnded);
     // The other side may still be reading: let the requests it already sent finish and be
     // answered (a client that writes a request and closes stdin gets its answer), within
     // the drain deadline.
