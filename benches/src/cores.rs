@@ -22,9 +22,7 @@ impl Split {
     /// one on an odd count: the generator must keep up with the fastest server), the load
     /// generator the rest. `None` with fewer than two cores.
     pub fn of_this_process() -> io::Result<Option<Split>> {
-        let set = sched_getaffinity(None)?;
-        let cores: Vec<usize> = (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect();
-        Ok(Split::halves(&cores))
+        Ok(Split::halves(&this_threads_cores()?))
     }
 
     fn halves(cores: &[usize]) -> Option<Split> {
@@ -39,15 +37,25 @@ impl Split {
     }
 }
 
+/// The cores the calling thread may run on.
+fn this_threads_cores() -> io::Result<Vec<usize>> {
+    let set = sched_getaffinity(None)?;
+    Ok((0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect())
+}
+
 /// Restricts the calling thread to `cores`; threads and processes it starts afterwards
-/// inherit the restriction.
-pub fn pin_this_thread(cores: &[usize]) -> io::Result<()> {
+/// inherit the restriction. Panics, naming `--split-cores`, if the system refuses.
+pub fn pin_this_thread(cores: &[usize]) {
     let mut set = CpuSet::new();
     for &c in cores {
         set.set(c);
     }
-    sched_setaffinity(None, &set)?;
-    Ok(())
+    if let Err(e) = sched_setaffinity(None, &set) {
+        panic!(
+            "--split-cores: cannot pin to cores {}: {e}",
+            describe(cores)
+        );
+    }
 }
 
 /// `0-3` or `0,2,5`: a list of cores as people write them.
@@ -94,10 +102,8 @@ mod tests {
             return;
         };
         std::thread::spawn(move || {
-            pin_this_thread(&split.server).expect("pin");
-            let set = sched_getaffinity(None).expect("affinity");
-            let now: Vec<usize> = (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect();
-            assert_eq!(now, split.server);
+            pin_this_thread(&split.server);
+            assert_eq!(this_threads_cores().expect("affinity"), split.server);
         })
         .join()
         .expect("the pinned thread");

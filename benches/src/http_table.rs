@@ -531,9 +531,7 @@ pub fn run(s: &Settings, bins: &Binaries, peers: &Peers, progress: &mut dyn FnMu
                 panic!("--split-cores needs at least two cores; this process has one")
             });
         // The servers inherit the cores of the thread that starts them.
-        pin_this_thread(&split.server).unwrap_or_else(|e| {
-            panic!("--split-cores: cannot pin to cores {:?}: {e}", split.server)
-        });
+        pin_this_thread(&split.server);
         Some(split)
     } else {
         None
@@ -562,12 +560,7 @@ pub fn run(s: &Settings, bins: &Binaries, peers: &Peers, progress: &mut dyn FnMu
 
     if let Some(split) = &split {
         // The generator's runtime starts its workers on the cores left to it.
-        pin_this_thread(&split.generator).unwrap_or_else(|e| {
-            panic!(
-                "--split-cores: cannot pin to cores {:?}: {e}",
-                split.generator
-            )
-        });
+        pin_this_thread(&split.generator);
     }
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let mut measured: Vec<Measured> = specs.iter().map(|_| Measured::default()).collect();
